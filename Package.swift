@@ -1,0 +1,130 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+/// Room booking on RabbitMQ: three services, an operators' CLI and the
+/// shared AMQP layer they stand on. See README.md for the picture.
+let package = Package(
+    name: "room-booking",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "AMQPClient", targets: ["AMQPClient"]),
+        .library(name: "BookingContracts", targets: ["BookingContracts"]),
+        .executable(name: "booking-handler", targets: ["booking-handler"]),
+        .executable(name: "pass-sender", targets: ["pass-sender"]),
+        .executable(name: "availability-projector", targets: ["availability-projector"]),
+        .executable(name: "benchmarks", targets: ["Benchmarks"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+    ],
+    targets: [
+        // MARK: Shared
+
+        /// rabbitmq-c from Debian (librabbitmq-dev), plus static inline shims.
+        .systemLibrary(
+            name: "CRabbitMQ",
+            path: "Shared/CRabbitMQ",
+            pkgConfig: "librabbitmq",
+            providers: [.apt(["librabbitmq-dev"])]
+        ),
+        /// The Swift AMQP layer: one I/O thread per connection, confirms,
+        /// consumers, RPC, recovery.
+        .target(
+            name: "AMQPClient",
+            dependencies: [
+                "CRabbitMQ",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Shared/AMQPClient"
+        ),
+        /// Wire contract v1: topology names, messages, error codes.
+        .target(
+            name: "BookingContracts",
+            dependencies: [],
+            path: "Shared/BookingContracts"
+        ),
+        /// libphonenumber (C++, Debian libphonenumber-dev) behind a C interface.
+        .target(
+            name: "CPhoneNumber",
+            path: "Shared/CPhoneNumber",
+            linkerSettings: [.linkedLibrary("phonenumber"), .linkedLibrary("stdc++")]
+        ),
+        /// Swift face of CPhoneNumber: E.164 normalisation.
+        .target(
+            name: "PhoneNumbers",
+            dependencies: ["CPhoneNumber"],
+            path: "Shared/PhoneNumbers"
+        ),
+        /// What every service needs at start-up: environment config,
+        /// logging, graceful shutdown.
+        .target(
+            name: "ServiceSupport",
+            dependencies: [
+                "AMQPClient",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Shared/ServiceSupport"
+        ),
+
+        // MARK: Services
+
+        .executableTarget(
+            name: "booking-handler",
+            dependencies: ["AMQPClient", "BookingContracts", "ServiceSupport"],
+            path: "Services/booking-handler"
+        ),
+        .executableTarget(
+            name: "pass-sender",
+            dependencies: ["AMQPClient", "BookingContracts", "ServiceSupport"],
+            path: "Services/pass-sender"
+        ),
+        .executableTarget(
+            name: "availability-projector",
+            dependencies: ["AMQPClient", "BookingContracts", "ServiceSupport"],
+            path: "Services/availability-projector"
+        ),
+
+        // MARK: Tests and benchmarks
+
+        /// A private RabbitMQ for tests (start/stop a real broker node).
+        .target(
+            name: "TestSupport",
+            dependencies: ["AMQPClient", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/TestSupport"
+        ),
+        .testTarget(
+            name: "AMQPClientTests",
+            dependencies: ["AMQPClient"],
+            path: "Tests/AMQPClientTests"
+        ),
+        .testTarget(
+            name: "BookingContractsTests",
+            dependencies: ["BookingContracts"],
+            path: "Tests/BookingContractsTests"
+        ),
+        .testTarget(
+            name: "PhoneNumbersTests",
+            dependencies: ["PhoneNumbers"],
+            path: "Tests/PhoneNumbersTests"
+        ),
+        .testTarget(
+            name: "AMQPIntegrationTests",
+            dependencies: ["AMQPClient", "TestSupport", "BookingContracts"],
+            path: "Tests/AMQPIntegrationTests"
+        ),
+        .executableTarget(
+            name: "Benchmarks",
+            dependencies: [
+                "AMQPClient", "CRabbitMQ", "TestSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Tests/Benchmarks"
+        ),
+    ]
+)
