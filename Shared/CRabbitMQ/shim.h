@@ -22,6 +22,16 @@ static inline amqp_rpc_reply_t crabbitmq_login_plain(
                     AMQP_SASL_METHOD_PLAIN, user, password);
 }
 
+// Same, with client properties (connection_name shows in the management UI).
+static inline amqp_rpc_reply_t crabbitmq_login_plain_with_properties(
+    amqp_connection_state_t state, const char *vhost, int channel_max,
+    int frame_max, int heartbeat, const amqp_table_t *properties,
+    const char *user, const char *password) {
+  return amqp_login_with_properties(state, vhost, channel_max, frame_max,
+                                    heartbeat, properties,
+                                    AMQP_SASL_METHOD_PLAIN, user, password);
+}
+
 // Swift imports AMQP_EMPTY_BYTES/AMQP_EMPTY_TABLE poorly (they are
 // extern const structs); expose plain constructors instead.
 static inline amqp_bytes_t crabbitmq_bytes(const void *bytes, size_t len) {

@@ -1,0 +1,179 @@
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// Queue counters from a passive `queue.declare`.
+public struct AMQPQueueInfo: Sendable, Equatable {
+    public var name: String
+    /// Messages ready for delivery (not counting unacknowledged ones).
+    public var messageCount: Int
+    public var consumerCount: Int
+}
+
+/// A connection to RabbitMQ that survives broker restarts.
+///
+/// Every operation is an `async` call answered by the connection's own I/O
+/// thread, which is the only code touching rabbitmq-c (see `IOLoop` for the
+/// threading rules). After a connection loss it reconnects with exponential
+/// back-off and jitter, declares the recorded topology again and restarts
+/// the consumers; operations that were in flight fail with a retryable
+/// ``AMQPError`` (`connectionLost`), never a false success.
+///
+/// As a `Service`, `run()` waits for graceful shutdown and then closes the
+/// connection; put it *before* the services that use it in a
+/// `ServiceGroup` so it is shut down after them.
+public final class AMQPConnection: Sendable, Service {
+    let loop: IOLoop
+    private let consumerIDs = Atomic<Int>(0)
+
+    private init(loop: IOLoop) {
+        self.loop = loop
+    }
+
+    deinit {
+        loop.send(.close(nil))
+    }
+
+    /// Connects (waiting up to `initialConnectTimeoutSeconds` for an
+    /// unreachable broker) and returns the live connection.
+    ///
+    /// Throws at once for a wrong password (`accessRefused`), unknown vhost
+    /// (`vhostNotAllowed`) or, after the wait, `connectionFailed`.
+    public static func connect(configuration: AMQPConfiguration, logger: Logger) async throws(AMQPError) -> AMQPConnection {
+        let loop = IOLoop(configuration: configuration, logger: logger)
+        do {
+            try await withCheckedThrowingContinuation { (startup: Promise<Void>) in
+                loop.start(startup: startup)
+            }
+        } catch let error as AMQPError {
+            throw error
+        } catch {
+            throw AMQPError(.protocolError, "\(error)")
+        }
+        return AMQPConnection(loop: loop)
+    }
+
+    /// Whether the connection is currently established (for readiness probes).
+    public var isConnected: Bool { loop.isConnected }
+    /// How many times the connection was re-established since it was created.
+    public var reconnectCount: Int { loop.reconnectCount }
+
+    /// Declares exchanges, queues and bindings, and remembers them so they
+    /// are declared again after every reconnect.
+    public func declare(_ items: [TopologyItem]) async throws(AMQPError) {
+        try await loop.submit { .declare(items, $0) }
+    }
+
+    /// Publishes a message and returns once the broker confirmed it
+    /// (publisher confirms; many publishes may be in flight at once).
+    ///
+    /// - Throws: `nacked` when the broker refused it, `unroutable` when
+    ///   `mandatory` and no queue matched, `connectionLost` when the
+    ///   connection dropped before the confirm (the message may or may not
+    ///   have been stored: publish again, consumers must be idempotent).
+    public func publish(
+        _ body: [UInt8], exchange: String = "", routingKey: String,
+        properties: AMQPProperties = AMQPProperties(), mandatory: Bool = false
+    ) async throws(AMQPError) {
+        let message = OutgoingMessage(exchange: exchange, routingKey: routingKey, body: body,
+                                      properties: properties, mandatory: mandatory)
+        try await loop.submit { .publish(message, $0) }
+    }
+
+    /// Sends a request and waits for its reply through RabbitMQ's direct
+    /// reply-to (`amq.rabbitmq.reply-to`). The request is mandatory, so a
+    /// request nobody can receive fails fast as `unroutable`.
+    ///
+    /// `properties.correlationID` is used when set, otherwise generated.
+    public func call(
+        _ body: [UInt8], exchange: String = "", routingKey: String,
+        properties: AMQPProperties = AMQPProperties(), timeout: Duration = .seconds(10)
+    ) async throws(AMQPError) -> AMQPMessage {
+        let message = OutgoingMessage(exchange: exchange, routingKey: routingKey, body: body,
+                                      properties: properties, mandatory: true)
+        let (seconds, attoseconds) = timeout.components
+        let deadline = monotonicNanos() + UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)
+        return try await loop.submit { .rpc(message, deadline: deadline, $0) }
+    }
+
+    /// Starts consuming `queue` with manual acknowledgements and at most
+    /// `prefetch` unacknowledged deliveries. The consumer is restarted
+    /// after reconnects; iterate it once.
+    public func consume(
+        queue: String, prefetch: UInt16 = 32, exclusive: Bool = false, arguments: AMQPTable = [:]
+    ) async throws(AMQPError) -> AMQPConsumer {
+        let id = consumerIDs.add(1, ordering: .relaxed).newValue
+        let (stream, continuation) = DeliveryStream.makeStream()
+        let spec = ConsumerSpec(queue: queue, prefetch: prefetch, exclusive: exclusive, arguments: arguments)
+        try await loop.submit { .consume(id: id, spec, continuation, $0) }
+        return AMQPConsumer(id: id, queue: queue, stream: stream, loop: loop)
+    }
+
+    /// Fetches one message with `basic.get` (manual ack), or nil when empty.
+    public func get(queue: String) async throws(AMQPError) -> AMQPDelivery? {
+        try await loop.submit { .get(queue, $0) }
+    }
+
+    /// Message and consumer counts of an existing queue (404 → `channelClosed`).
+    public func queueInfo(_ name: String) async throws(AMQPError) -> AMQPQueueInfo {
+        try await loop.submit { .inspectQueue(name, $0) }
+    }
+
+    /// Deletes a queue; returns how many messages it held.
+    @discardableResult
+    public func deleteQueue(_ name: String) async throws(AMQPError) -> Int {
+        Int(try await loop.submit { .deleteQueue(name, $0) })
+    }
+
+    /// Removes every ready message of a queue; returns how many.
+    @discardableResult
+    public func purgeQueue(_ name: String) async throws(AMQPError) -> Int {
+        Int(try await loop.submit { .purgeQueue(name, $0) })
+    }
+
+    /// Closes gracefully: waits (up to 5 s) for outstanding publisher
+    /// confirms, ends consumer streams, closes the connection. Idempotent.
+    public func close() async {
+        _ = try? await loop.submit { (promise: Promise<Void>) in .close(promise) }
+    }
+
+    /// Runs until graceful shutdown, then closes the connection.
+    public func run() async throws {
+        try? await gracefulShutdown()
+        await close()
+    }
+}
+
+/// The deliveries of one consumer, as an `AsyncSequence`.
+///
+/// Iterate it once. The sequence ends after ``stop()`` (once deliveries
+/// already received are handed out) or when the connection is closed, and
+/// throws if the broker cancels the consumer (its queue was deleted).
+public final class AMQPConsumer: AsyncSequence, Sendable {
+    public typealias Element = AMQPDelivery
+    public typealias AsyncIterator = AsyncThrowingStream<AMQPDelivery, any Error>.AsyncIterator
+
+    /// The queue consumed.
+    public let queue: String
+    let id: Int
+    private let stream: AsyncThrowingStream<AMQPDelivery, any Error>
+    private let loop: IOLoop
+
+    init(id: Int, queue: String, stream: AsyncThrowingStream<AMQPDelivery, any Error>, loop: IOLoop) {
+        self.id = id
+        self.queue = queue
+        self.stream = stream
+        self.loop = loop
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        stream.makeAsyncIterator()
+    }
+
+    /// Stops new deliveries (`basic.cancel`). Deliveries already received
+    /// are still yielded and can be acked; then the sequence ends.
+    /// Safe to call from a synchronous graceful-shutdown handler.
+    public func stop() {
+        loop.send(.stopConsumer(id: id))
+    }
+}

@@ -1,0 +1,57 @@
+/// A message delivered to a consumer. Settle it exactly once with
+/// ``ack()``, ``nack(requeue:)`` or ``reject(requeue:)``; unsettled
+/// deliveries are redelivered by the broker when the channel closes.
+public struct AMQPDelivery: Sendable {
+    /// The message body.
+    public let body: [UInt8]
+    /// All AMQP properties and headers (including `x-death`).
+    public let properties: AMQPProperties
+    /// The exchange it was published to ("" for the default exchange).
+    public let exchange: String
+    /// The routing key it was published with.
+    public let routingKey: String
+    /// Whether the broker delivered it before (to this or another consumer).
+    public let redelivered: Bool
+    /// The channel-scoped delivery tag.
+    public let deliveryTag: UInt64
+    /// The consumer it was delivered to.
+    public let consumerTag: String
+
+    let settler: DeliverySettler
+
+    /// Acknowledges the message: the broker forgets it.
+    public func ack() async throws(AMQPError) {
+        try await settler.settle(.ack(deliveryTag))
+    }
+
+    /// Negatively acknowledges: requeued, or dead-lettered when `requeue` is
+    /// false and the queue has a dead-letter exchange.
+    public func nack(requeue: Bool = false) async throws(AMQPError) {
+        try await settler.settle(.nack(deliveryTag, requeue: requeue))
+    }
+
+    /// Rejects the message (same effect as a single nack).
+    public func reject(requeue: Bool = false) async throws(AMQPError) {
+        try await settler.settle(.reject(deliveryTag, requeue: requeue))
+    }
+}
+
+/// How a delivery is settled.
+enum Settlement: Sendable {
+    case ack(UInt64)
+    case nack(UInt64, requeue: Bool)
+    case reject(UInt64, requeue: Bool)
+}
+
+/// Routes a settlement to the channel incarnation that delivered it.
+struct DeliverySettler: Sendable {
+    let loop: IOLoop
+    let channel: UInt16
+    /// The connection generation the delivery came from; after a reconnect
+    /// its delivery tag means nothing, so settling fails as stale.
+    let generation: UInt64
+
+    func settle(_ settlement: Settlement) async throws(AMQPError) {
+        try await loop.submit { .settle(channel: channel, generation: generation, settlement, $0) }
+    }
+}

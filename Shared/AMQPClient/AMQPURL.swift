@@ -1,0 +1,121 @@
+import Foundation
+
+/// A parsed `amqp://` or `amqps://` URL.
+///
+/// Follows the RabbitMQ URI spec: `amqp://user:pass@host:port/vhost`, every
+/// part percent-decoded, the vhost being the single path segment (`%2f` is
+/// `/`; an empty path is the default vhost `/`). `description` redacts the
+/// password so the value can be logged.
+public struct AMQPURL: Sendable, Equatable, CustomStringConvertible {
+    /// `true` for `amqps://` (TLS through rabbitmq-c's OpenSSL socket).
+    public var tls: Bool
+    /// Host name or IP address (IPv6 without brackets).
+    public var host: String
+    /// TCP port; 5672 or 5671 by default.
+    public var port: Int
+    /// User name (default `guest`).
+    public var user: String
+    /// Password (default `guest`). Never printed.
+    public var password: String
+    /// Virtual host (default `/`).
+    public var vhost: String
+
+    /// The documented default: `amqp://guest:guest@127.0.0.1:5672/%2f`.
+    public static let `default` = try! AMQPURL("amqp://guest:guest@127.0.0.1:5672/%2f")
+
+    /// Parses a URL, throwing ``AMQPError/Code/invalidURL`` with the reason.
+    public init(_ string: String) throws(AMQPError) {
+        func bad(_ why: String) -> AMQPError {
+            AMQPError(.invalidURL, "invalid AMQP URL (\(why)); expected amqp://user:pass@host:port/vhost")
+        }
+        let trimmed = string.trimmingCharacters(in: .whitespaces)
+        let rest: Substring
+        if trimmed.lowercased().hasPrefix("amqp://") {
+            tls = false
+            rest = trimmed.dropFirst(7)
+        } else if trimmed.lowercased().hasPrefix("amqps://") {
+            tls = true
+            rest = trimmed.dropFirst(8)
+        } else {
+            throw bad("scheme must be amqp:// or amqps://")
+        }
+        if rest.contains("?") || rest.contains("#") {
+            throw bad("query parameters are not supported")
+        }
+        let authorityEnd = rest.firstIndex(of: "/") ?? rest.endIndex
+        let authority = rest[..<authorityEnd]
+        let path = authorityEnd < rest.endIndex ? rest[rest.index(after: authorityEnd)...] : ""
+        if path.contains("/") { throw bad("the vhost must be one path segment; write '/' as %2f") }
+
+        var hostPort = authority
+        user = "guest"
+        password = "guest"
+        if let at = authority.lastIndex(of: "@") {
+            let userInfo = authority[..<at]
+            hostPort = authority[authority.index(after: at)...]
+            if let colon = userInfo.firstIndex(of: ":") {
+                user = try Self.decode(userInfo[..<colon], bad)
+                password = try Self.decode(userInfo[userInfo.index(after: colon)...], bad)
+            } else {
+                user = try Self.decode(userInfo, bad)
+                password = ""
+            }
+        }
+        var hostPart: Substring
+        var portPart: Substring?
+        if hostPort.hasPrefix("[") {
+            guard let close = hostPort.firstIndex(of: "]") else { throw bad("unterminated IPv6 address") }
+            hostPart = hostPort[hostPort.index(after: hostPort.startIndex)..<close]
+            let after = hostPort[hostPort.index(after: close)...]
+            if after.hasPrefix(":") { portPart = after.dropFirst() } else if !after.isEmpty { throw bad("junk after IPv6 address") }
+        } else if let colon = hostPort.lastIndex(of: ":") {
+            hostPart = hostPort[..<colon]
+            portPart = hostPort[hostPort.index(after: colon)...]
+        } else {
+            hostPart = hostPort
+        }
+        host = try Self.decode(hostPart, bad)
+        if host.isEmpty { host = "localhost" }
+        if let portPart {
+            guard let p = Int(portPart), (1...65535).contains(p) else { throw bad("port '\(portPart)' is not a number 1-65535") }
+            port = p
+        } else {
+            port = tls ? 5671 : 5672
+        }
+        vhost = path.isEmpty ? "/" : try Self.decode(path, bad)
+    }
+
+    private static func decode(_ s: Substring, _ bad: (String) -> AMQPError) throws(AMQPError) -> String {
+        var bytes: [UInt8] = []
+        var it = s.utf8.makeIterator()
+        while let c = it.next() {
+            if c == UInt8(ascii: "%") {
+                guard let h = it.next(), let l = it.next(), let hv = hexValue(h), let lv = hexValue(l) else {
+                    throw bad("bad percent-encoding")
+                }
+                bytes.append(hv << 4 | lv)
+            } else {
+                bytes.append(c)
+            }
+        }
+        guard let str = String(validating: bytes, as: UTF8.self) else { throw bad("percent-encoding is not UTF-8") }
+        return str
+    }
+
+    private static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+
+    /// The URL with the password replaced by `***`: safe for logs.
+    public var description: String {
+        let scheme = tls ? "amqps" : "amqp"
+        let hostText = host.contains(":") ? "[\(host)]" : host
+        let vhostText = vhost == "/" ? "%2f" : vhost
+        return "\(scheme)://\(user):***@\(hostText):\(port)/\(vhostText)"
+    }
+}

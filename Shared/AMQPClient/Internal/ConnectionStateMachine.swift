@@ -1,0 +1,80 @@
+/// The life of one logical connection across reconnects, as a value type
+/// whose transitions return the action the I/O loop must take.
+///
+/// States: `connecting` (attempt n) → `connected` → (loss) →
+/// `waitingToReconnect` → `connecting` … and `closing` → `closed` from
+/// anywhere. Time is passed in (monotonic nanoseconds) so tests need no clock.
+struct ConnectionStateMachine {
+    enum State: Equatable {
+        case connecting(attempt: Int)
+        case connected
+        case waitingToReconnect(attempt: Int, until: UInt64)
+        case closing
+        case closed
+    }
+
+    enum ConnectFailureAction: Equatable {
+        /// The first connection cannot be made: report to the caller of `connect`.
+        case failStartup
+        /// Try again at the given monotonic time.
+        case retry(at: UInt64)
+    }
+
+    private(set) var state: State = .connecting(attempt: 0)
+    /// Whether a connection was ever established (start-up is over).
+    private(set) var hasConnected = false
+    private let backoff: Backoff
+    private let startedAt: UInt64
+    private let initialConnectTimeoutNanos: UInt64
+
+    init(backoff: Backoff, now: UInt64, initialConnectTimeoutSeconds: Double) {
+        self.backoff = backoff
+        self.startedAt = now
+        self.initialConnectTimeoutNanos = UInt64(max(0, initialConnectTimeoutSeconds) * 1e9)
+    }
+
+    mutating func connectSucceeded() {
+        state = .connected
+        hasConnected = true
+    }
+
+    /// A connect attempt failed with `error`.
+    mutating func connectFailed(_ error: AMQPError, now: UInt64, random: Double = .random(in: 0..<1)) -> ConnectFailureAction {
+        guard case .connecting(let attempt) = state else { return .failStartup }
+        if !hasConnected {
+            // At start-up only broker unavailability is worth waiting for;
+            // wrong credentials or URL will not fix themselves.
+            let waitable = error.code == .connectionFailed || error.code == .connectionLost
+            if !waitable || now - startedAt >= initialConnectTimeoutNanos {
+                state = .closed
+                return .failStartup
+            }
+        }
+        let until = now + UInt64(backoff.delay(attempt: attempt, random: random) * 1e9)
+        state = .waitingToReconnect(attempt: attempt + 1, until: until)
+        return .retry(at: until)
+    }
+
+    /// An established connection dropped; returns when to reconnect.
+    mutating func connectionLost(now: UInt64, random: Double = .random(in: 0..<1)) -> UInt64? {
+        guard state == .connected else { return nil }
+        let until = now + UInt64(backoff.delay(attempt: 0, random: random) * 1e9)
+        state = .waitingToReconnect(attempt: 1, until: until)
+        return until
+    }
+
+    /// Called while waiting: time to try again?
+    mutating func reconnectDue(now: UInt64) -> Bool {
+        guard case .waitingToReconnect(let attempt, let until) = state, now >= until else { return false }
+        state = .connecting(attempt: attempt)
+        return true
+    }
+
+    mutating func closeRequested() {
+        if state != .closed { state = .closing }
+    }
+
+    mutating func closed() {
+        state = .closed
+    }
+}

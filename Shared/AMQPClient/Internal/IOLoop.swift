@@ -1,0 +1,811 @@
+import CRabbitMQ
+import Foundation
+import Logging
+import Metrics
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+typealias Promise<T> = CheckedContinuation<T, any Error>
+
+/// A message on its way out.
+struct OutgoingMessage: Sendable {
+    var exchange: String
+    var routingKey: String
+    var body: [UInt8]
+    var properties: AMQPProperties
+    var mandatory: Bool
+}
+
+/// What a consumer asked for; kept so it can be re-established after a reconnect.
+struct ConsumerSpec: Sendable {
+    var queue: String
+    var prefetch: UInt16
+    var exclusive: Bool
+    var arguments: AMQPTable
+}
+
+typealias DeliveryStream = AsyncThrowingStream<AMQPDelivery, any Error>
+
+/// Work handed to the I/O thread. Every case that expects an answer carries
+/// the continuation the I/O thread resumes.
+enum IOCommand: Sendable {
+    case publish(OutgoingMessage, Promise<Void>)
+    case rpc(OutgoingMessage, deadline: UInt64, Promise<AMQPMessage>)
+    case declare([TopologyItem], Promise<Void>)
+    case consume(id: Int, ConsumerSpec, DeliveryStream.Continuation, Promise<Void>)
+    case stopConsumer(id: Int)
+    case settle(channel: UInt16, generation: UInt64, Settlement, Promise<Void>)
+    case inspectQueue(String, Promise<AMQPQueueInfo>)
+    case deleteQueue(String, Promise<UInt32>)
+    case purgeQueue(String, Promise<UInt32>)
+    case get(String, Promise<AMQPDelivery?>)
+    case close(Promise<Void>?)
+}
+
+func monotonicNanos() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}
+
+/// The I/O thread of one ``AMQPConnection``: it alone owns the rabbitmq-c
+/// connection (a `CConnection`) and every channel on it.
+///
+/// ## Threading rules
+/// - Exactly one OS thread (`amqp-io-<name>`) runs `threadMain`. All
+///   properties below the "I/O thread only" mark are read and written by it
+///   alone, and it is the only caller of `amqp_*` functions for this
+///   connection. rabbitmq-c is not thread-safe, so this is what makes the
+///   C library safe to use from async Swift.
+/// - Other threads talk to it only through `mailbox` (a `Mutex`) plus the
+///   `wakeup` eventfd, via `submit`/`send`. Results come back by resuming
+///   continuations from the I/O thread.
+/// - The loop never waits longer than a quarter of the negotiated heartbeat
+///   before calling into rabbitmq-c, which is when the library sends the
+///   heartbeats we owe and notices the ones the broker missed.
+/// - Blocking C calls (connect, synchronous AMQP methods) run on this
+///   dedicated thread, never on Swift's cooperative pool.
+///
+/// `@unchecked Sendable`: the shared part is the `Mutex` and the eventfd;
+/// everything else is confined to the I/O thread as described above.
+final class IOLoop: @unchecked Sendable {
+    struct Mailbox {
+        var commands: [IOCommand] = []
+        /// The I/O thread is (about to be) blocked in `poll`: signal the eventfd.
+        var sleeping = false
+        /// No more commands are accepted (close requested or thread gone).
+        var closed = false
+        var connected = false
+        var reconnects = 0
+    }
+
+    let mailbox = Mutex(Mailbox())
+    let wakeup = Wakeup()
+    let configuration: AMQPConfiguration
+    let logger: Logger
+
+    // MARK: I/O thread only
+
+    private var conn: CConnection?
+    private var machine: ConnectionStateMachine
+    private var startup: Promise<Void>?
+    private var closePromises: [Promise<Void>] = []
+    private var closeRequested = false
+    private var closeDeadline: UInt64 = 0
+
+    /// Channel numbers: publishing and RPC replies share channel 1 (direct
+    /// reply-to requires the request to be published on the channel that
+    /// consumes the replies); declarations use channel 2 so a failed
+    /// declaration cannot take publishes down with it; each consumer gets
+    /// its own channel from 3 up, so its prefetch and errors stay its own.
+    private static let publishChannel: UInt16 = 1
+    private static let controlChannel: UInt16 = 2
+
+    private enum Waiter {
+        case publish(Promise<Void>)
+        case rpc(correlationID: String)
+    }
+    private var confirms = ConfirmTracker<Waiter>()
+    private struct PendingRPC {
+        var promise: Promise<AMQPMessage>
+        var deadline: UInt64
+    }
+    private var rpcs: [String: PendingRPC] = [:]
+    private var rpcReplyConsumerTag: String?
+    private var rpcCounter: UInt64 = 0
+
+    private struct Consumer {
+        var spec: ConsumerSpec
+        var continuation: DeliveryStream.Continuation
+        var channel: UInt16
+        var tag: String?
+    }
+    private var consumers: [Int: Consumer] = [:]
+    private var consumerByTag: [String: Int] = [:]
+    /// Channels of stopped consumers stay open until the connection ends so
+    /// their outstanding deliveries can still be settled; their numbers are
+    /// not reused on this connection.
+    private var lingeringChannels: Set<UInt16> = []
+
+    /// Incarnation of each open channel; deliveries carry it so that a
+    /// settlement for a channel that was since reopened fails as stale
+    /// instead of acking an unrelated message.
+    private var channelGeneration: [UInt16: UInt64] = [:]
+    private var generationCounter: UInt64 = 0
+    private var controlChannelOpen = false
+
+    /// Declarations replayed after every reconnect, in order.
+    private var topology: [TopologyItem] = []
+    /// Commands that arrived while disconnected and wait for the connection.
+    private var deferred: [IOCommand] = []
+
+    private let reconnectCounter: Counter
+    private let publishedCounter: Counter
+    private let publishFailedCounter: Counter
+    private let deliveredCounter: Counter
+
+    init(configuration: AMQPConfiguration, logger: Logger) {
+        self.configuration = configuration
+        var logger = logger
+        logger[metadataKey: "amqp.connection"] = .string(configuration.connectionName)
+        self.logger = logger
+        self.machine = ConnectionStateMachine(
+            backoff: configuration.reconnect, now: monotonicNanos(),
+            initialConnectTimeoutSeconds: configuration.initialConnectTimeoutSeconds)
+        let dims = [("connection", configuration.connectionName)]
+        reconnectCounter = Counter(label: "amqp_reconnects_total", dimensions: dims)
+        publishedCounter = Counter(label: "amqp_published_total", dimensions: dims)
+        publishFailedCounter = Counter(label: "amqp_publish_failures_total", dimensions: dims)
+        deliveredCounter = Counter(label: "amqp_deliveries_total", dimensions: dims)
+    }
+
+    /// Starts the I/O thread; `startup` is resumed once the first connection
+    /// is up (or has definitely failed).
+    func start(startup: Promise<Void>) {
+        self.startup = startup  // happens-before the thread starts
+        let thread = Thread { [self] in threadMain() }
+        thread.name = "amqp-io-\(configuration.connectionName)"
+        thread.start()
+    }
+
+    // MARK: Submitting work (any thread)
+
+    /// Hands a command to the I/O thread and waits for its answer.
+    func submit<T>(_ make: (Promise<T>) -> IOCommand) async throws(AMQPError) -> T {
+        do {
+            return try await withCheckedThrowingContinuation { (promise: Promise<T>) in
+                send(make(promise))
+            }
+        } catch let error as AMQPError {
+            throw error
+        } catch {
+            throw AMQPError(.protocolError, "\(error)")
+        }
+    }
+
+    /// Enqueues a command; answers it with `.closed` if the loop is gone.
+    func send(_ command: IOCommand) {
+        let (accepted, wake) = mailbox.withLock { box -> (Bool, Bool) in
+            if box.closed {
+                if case .close = command {} else { return (false, false) }
+            }
+            box.commands.append(command)
+            let wake = box.sleeping
+            box.sleeping = false
+            return (true, wake)
+        }
+        if !accepted {
+            Self.fail(command, AMQPError(.closed, "connection is closed"))
+            return
+        }
+        if wake { wakeup.signal() }
+    }
+
+    var isConnected: Bool { mailbox.withLock { $0.connected } }
+    var reconnectCount: Int { mailbox.withLock { $0.reconnects } }
+
+    // MARK: Thread main
+
+    private func threadMain() {
+        while true {
+            switch machine.state {
+            case .connecting:
+                attemptConnect()
+            case .connected:
+                serviceConnection()
+            case .waitingToReconnect(_, let until):
+                waitWhileDisconnected(until: until)
+            case .closing:
+                finishClose()
+            case .closed:
+                finishClose()
+                return
+            }
+        }
+    }
+
+    private func attemptConnect() {
+        do {
+            let c = try CConnection.open(configuration)
+            conn = c
+            try setUpChannels(c)
+            machine.connectSucceeded()
+            let wasStartup = startup != nil
+            mailbox.withLock {
+                $0.connected = true
+                if !wasStartup { $0.reconnects += 1 }
+            }
+            if wasStartup {
+                logger.info("AMQP connected", metadata: ["amqp.url": "\(configuration.url)", "amqp.heartbeat": "\(c.heartbeat)"])
+                startup?.resume()
+                startup = nil
+            } else {
+                reconnectCounter.increment()
+                logger.notice("AMQP reconnected; topology and consumers restored",
+                              metadata: ["amqp.url": "\(configuration.url)", "amqp.consumers": "\(consumers.count)"])
+            }
+            let waiting = deferred
+            deferred.removeAll()
+            for command in waiting { handle(command) }
+        } catch {
+            conn = nil
+            resetChannelState(error: AMQPError(.connectionLost, "connection lost: \(error.message)"))
+            switch machine.connectFailed(error, now: monotonicNanos()) {
+            case .failStartup:
+                logger.error("AMQP connection failed", metadata: ["amqp.url": "\(configuration.url)", "error": "\(error)"])
+                mailbox.withLock { $0.closed = true }
+                startup?.resume(throwing: error)
+                startup = nil
+            case .retry(let at):
+                let delay = Double(at &- monotonicNanos()) / 1e9
+                logger.warning("AMQP connect failed; retrying",
+                               metadata: ["amqp.url": "\(configuration.url)", "error": "\(error)",
+                                          "retry.in_seconds": "\(String(format: "%.2f", max(0, delay)))"])
+            }
+        }
+    }
+
+    /// Opens the channels and replays topology and consumers on a fresh connection.
+    private func setUpChannels(_ c: CConnection) throws(AMQPError) {
+        try c.openChannel(Self.publishChannel)
+        try c.confirmSelect(Self.publishChannel)
+        bumpGeneration(Self.publishChannel)
+        try c.openChannel(Self.controlChannel)
+        controlChannelOpen = true
+        for item in topology {
+            do {
+                try c.declare(item, channel: Self.controlChannel)
+            } catch where error.code == .channelClosed {
+                // Someone changed the object on the broker; keep going with
+                // the rest and say so loudly. The service's own declare at
+                // start-up reports the same error to its caller.
+                logger.error("re-declaring topology failed", metadata: ["error": "\(error)"])
+                try c.openChannel(Self.controlChannel)
+            }
+        }
+        for id in consumers.keys.sorted() {
+            try startConsumer(id, on: c)
+        }
+    }
+
+    private func bumpGeneration(_ channel: UInt16) {
+        generationCounter += 1
+        channelGeneration[channel] = generationCounter
+    }
+
+    private func startConsumer(_ id: Int, on c: CConnection) throws(AMQPError) {
+        guard var consumer = consumers[id] else { return }
+        try c.openChannel(consumer.channel)
+        bumpGeneration(consumer.channel)
+        try c.qos(consumer.channel, prefetch: consumer.spec.prefetch)
+        let tag = try c.consume(consumer.channel, queue: consumer.spec.queue, noAck: false,
+                                exclusive: consumer.spec.exclusive, arguments: consumer.spec.arguments)
+        consumer.tag = tag
+        consumers[id] = consumer
+        consumerByTag[tag] = id
+    }
+
+    // MARK: Connected
+
+    private func serviceConnection() {
+        guard let c = conn else { return }
+        do {
+            for command in takeCommands() { handle(command) }
+            guard machine.state == .connected else { return }
+
+            // Frames rabbitmq-c already holds (queued during a synchronous
+            // call, or read ahead into its buffer) are invisible to poll().
+            var budget = 512
+            while c.hasBufferedInput && budget > 0 {
+                guard try readOneFrame(c) else { break }
+                budget -= 1
+            }
+
+            expireRPCs()
+            if closeRequested && (confirms.isEmpty || monotonicNanos() >= closeDeadline) {
+                machine.closeRequested()
+                return
+            }
+
+            let timeoutMs = pollTimeoutMilliseconds(c)
+            if mailbox.withLock({ box in
+                if box.commands.isEmpty { box.sleeping = true; return true }
+                return false
+            }) {
+                var fds = [pollfd(fd: c.socketFD, events: Int16(POLLIN), revents: 0),
+                           pollfd(fd: wakeup.fd, events: Int16(POLLIN), revents: 0)]
+                _ = poll(&fds, 2, timeoutMs)
+                mailbox.withLock { $0.sleeping = false }
+                if fds[1].revents != 0 { wakeup.drain() }
+            }
+
+            // Always call into the library at least once per iteration:
+            // that is when it sends heartbeats and detects missed ones.
+            budget = 512
+            while budget > 0 {
+                guard try readOneFrame(c) else { break }
+                budget -= 1
+            }
+            if !c.hasBufferedInput { c.releaseBuffers() }
+        } catch {
+            connectionLost(error)
+        }
+    }
+
+    private func pollTimeoutMilliseconds(_ c: CConnection) -> Int32 {
+        let heartbeat = Int(c.heartbeat)
+        var ms = heartbeat > 0 ? max(50, heartbeat * 1000 / 4) : 1000
+        let now = monotonicNanos()
+        for rpc in rpcs.values {
+            ms = min(ms, Int(max(0, Int64(bitPattern: rpc.deadline &- now)) / 1_000_000) + 1)
+        }
+        if closeRequested { ms = min(ms, 50) }
+        return Int32(max(0, ms))
+    }
+
+    private func takeCommands() -> [IOCommand] {
+        mailbox.withLock { box in
+            let commands = box.commands
+            box.commands.removeAll(keepingCapacity: true)
+            return commands
+        }
+    }
+
+    /// Reads and routes one frame; false when none was ready.
+    private func readOneFrame(_ c: CConnection) throws(AMQPError) -> Bool {
+        switch c.waitFrame(microseconds: 1) {
+        case .timeout:
+            return false
+        case .failed(let error):
+            throw error
+        case .frame(var frame):
+            try route(&frame, c)
+            return true
+        }
+    }
+
+    private func route(_ frame: inout amqp_frame_t, _ c: CConnection) throws(AMQPError) {
+        guard frame.frame_type == UInt8(AMQP_FRAME_METHOD) else { return }
+        let channel = frame.channel
+        let id = crabbitmq_frame_method_id(&frame)
+        let decoded = crabbitmq_frame_method_decoded(&frame)!
+        switch id {
+        case MethodID.basicAck:
+            let ack = decoded.assumingMemoryBound(to: amqp_basic_ack_t.self).pointee
+            confirmed(tag: ack.delivery_tag, multiple: ack.multiple != 0, error: nil)
+        case MethodID.basicNack:
+            let nack = decoded.assumingMemoryBound(to: amqp_basic_nack_t.self).pointee
+            confirmed(tag: nack.delivery_tag, multiple: nack.multiple != 0,
+                      error: AMQPError(.nacked, "broker refused the message (basic.nack)"))
+        case MethodID.basicReturn:
+            let ret = decoded.assumingMemoryBound(to: amqp_basic_return_t.self).pointee
+            let code = ret.reply_code, text = ret.reply_text.string
+            let exchange = ret.exchange.string, routingKey = ret.routing_key.string
+            let content = try c.readMessage(channel: channel)
+            if let seq = content.properties.headers[Self.publishSequenceHeader]?.intValue {
+                confirms.markReturned(UInt64(seq), AMQPError(
+                    .unroutable, "no queue for exchange '\(exchange)' routing key '\(routingKey)': \(text)", replyCode: code))
+            }
+        case MethodID.basicDeliver:
+            let d = decoded.assumingMemoryBound(to: amqp_basic_deliver_t.self).pointee
+            let tag = d.consumer_tag.string, deliveryTag = d.delivery_tag, redelivered = d.redelivered != 0
+            let exchange = d.exchange.string, routingKey = d.routing_key.string
+            let content = try c.readMessage(channel: channel)
+            deliver(channel: channel, consumerTag: tag, deliveryTag: deliveryTag, redelivered: redelivered,
+                    exchange: exchange, routingKey: routingKey, properties: content.properties, body: content.body)
+        case MethodID.basicCancel:
+            let cancel = decoded.assumingMemoryBound(to: amqp_basic_cancel_t.self).pointee
+            brokerCancelledConsumer(tag: cancel.consumer_tag.string)
+        case MethodID.channelClose:
+            let close = decoded.assumingMemoryBound(to: amqp_channel_close_t.self).pointee
+            c.sendChannelCloseOK(channel: channel)
+            try channelClosedByBroker(channel, AMQPError(.channelClosed, close.reply_text.string, replyCode: close.reply_code), c)
+        case MethodID.connectionClose:
+            let close = decoded.assumingMemoryBound(to: amqp_connection_close_t.self).pointee
+            c.sendConnectionCloseOK()
+            throw AMQPError(.connectionLost, "broker closed the connection: \(close.reply_text.string)", replyCode: close.reply_code)
+        case MethodID.connectionBlocked:
+            logger.warning("broker blocked publishing (resource alarm)")
+        case MethodID.connectionUnblocked:
+            logger.notice("broker unblocked publishing")
+        default:
+            logger.debug("ignoring AMQP method", metadata: ["amqp.method": "\(id)", "amqp.channel": "\(channel)"])
+        }
+    }
+
+    static let publishSequenceHeader = "x-publish-seq"
+
+    private func confirmed(tag: UInt64, multiple: Bool, error: AMQPError?) {
+        for entry in confirms.settle(deliveryTag: tag, multiple: multiple) {
+            let failure = entry.returned ?? error
+            switch entry.waiter {
+            case .publish(let promise):
+                if let failure {
+                    publishFailedCounter.increment()
+                    promise.resume(throwing: failure)
+                } else {
+                    promise.resume()
+                }
+            case .rpc(let correlationID):
+                if let failure, let rpc = rpcs.removeValue(forKey: correlationID) {
+                    rpc.promise.resume(throwing: failure)
+                }
+            }
+        }
+    }
+
+    private func deliver(channel: UInt16, consumerTag: String, deliveryTag: UInt64, redelivered: Bool,
+                         exchange: String, routingKey: String, properties: AMQPProperties, body: [UInt8]) {
+        if consumerTag == rpcReplyConsumerTag {
+            guard let id = properties.correlationID, let rpc = rpcs.removeValue(forKey: id) else {
+                logger.debug("dropping late or unknown RPC reply", metadata: ["amqp.correlation_id": "\(properties.correlationID ?? "-")"])
+                return
+            }
+            rpc.promise.resume(returning: AMQPMessage(body: body, properties: properties, exchange: exchange, routingKey: routingKey))
+            return
+        }
+        guard let id = consumerByTag[consumerTag], let consumer = consumers[id] else { return }
+        deliveredCounter.increment()
+        let settler = DeliverySettler(loop: self, channel: channel, generation: channelGeneration[channel] ?? 0)
+        consumer.continuation.yield(AMQPDelivery(
+            body: body, properties: properties, exchange: exchange, routingKey: routingKey,
+            redelivered: redelivered, deliveryTag: deliveryTag, consumerTag: consumerTag, settler: settler))
+    }
+
+    private func brokerCancelledConsumer(tag: String) {
+        guard let id = consumerByTag.removeValue(forKey: tag), let consumer = consumers.removeValue(forKey: id) else { return }
+        logger.error("broker cancelled consumer (queue deleted?)", metadata: ["amqp.queue": "\(consumer.spec.queue)"])
+        consumer.continuation.finish(throwing: AMQPError(.channelClosed, "broker cancelled the consumer of queue '\(consumer.spec.queue)'"))
+    }
+
+    /// The broker closed one channel (an error on it): fail what depended
+    /// on it and reopen it so the rest of the connection carries on.
+    private func channelClosedByBroker(_ channel: UInt16, _ error: AMQPError, _ c: CConnection) throws(AMQPError) {
+        logger.warning("broker closed channel", metadata: ["amqp.channel": "\(channel)", "error": "\(error)"])
+        channelGeneration[channel] = nil
+        if channel == Self.publishChannel {
+            failConfirms(error)
+            failRPCs(error)
+            rpcReplyConsumerTag = nil
+            try c.openChannel(Self.publishChannel)
+            try c.confirmSelect(Self.publishChannel)
+            bumpGeneration(Self.publishChannel)
+        } else if channel == Self.controlChannel {
+            controlChannelOpen = false
+        } else if let id = consumers.first(where: { $0.value.channel == channel })?.key {
+            if let tag = consumers[id]?.tag { consumerByTag[tag] = nil }
+            consumers[id]?.tag = nil
+            try startConsumer(id, on: c)
+        }
+    }
+
+    private func ensureControlChannel(_ c: CConnection) throws(AMQPError) {
+        if !controlChannelOpen {
+            try c.openChannel(Self.controlChannel)
+            bumpGeneration(Self.controlChannel)
+            controlChannelOpen = true
+        }
+    }
+
+    private func expireRPCs() {
+        guard !rpcs.isEmpty else { return }
+        let now = monotonicNanos()
+        for (id, rpc) in rpcs where rpc.deadline <= now {
+            rpcs[id] = nil
+            rpc.promise.resume(throwing: AMQPError(.timeout, "no reply within the timeout"))
+        }
+    }
+
+    // MARK: Commands
+
+    private func handle(_ command: IOCommand) {
+        guard machine.state == .connected, let c = conn else {
+            handleWhileDisconnected(command)
+            return
+        }
+        do {
+            try execute(command, c)
+        } catch where error.code == .connectionLost {
+            // The command's own promise was answered (or deferred) in
+            // execute; the loop notices the dead connection right after.
+            connectionLost(error)
+        } catch {
+            // Answered in execute.
+        }
+    }
+
+    private func execute(_ command: IOCommand, _ c: CConnection) throws(AMQPError) {
+        switch command {
+        case .publish(let message, let promise):
+            let seq = confirms.register(.publish(promise))
+            do {
+                try publish(message, sequence: seq, c)
+                publishedCounter.increment()
+            } catch {
+                // Left in the tracker: connectionLost fails it with the others.
+                throw error
+            }
+        case .rpc(var message, let deadline, let promise):
+            do {
+                if rpcReplyConsumerTag == nil {
+                    rpcReplyConsumerTag = try c.consume(Self.publishChannel, queue: "amq.rabbitmq.reply-to",
+                                                        noAck: true, exclusive: false, arguments: [:])
+                }
+                rpcCounter += 1
+                let correlationID = message.properties.correlationID ?? "rpc-\(rpcCounter)"
+                message.properties.correlationID = correlationID
+                message.properties.replyTo = "amq.rabbitmq.reply-to"
+                rpcs[correlationID] = PendingRPC(promise: promise, deadline: deadline)
+                let seq = confirms.register(.rpc(correlationID: correlationID))
+                try publish(message, sequence: seq, c)
+            } catch {
+                if error.code != .connectionLost { promise.resume(throwing: error) }
+                throw error
+            }
+        case .declare(let items, let promise):
+            do {
+                try ensureControlChannel(c)
+                for item in items {
+                    try c.declare(item, channel: Self.controlChannel)
+                    if !topology.contains(item) { topology.append(item) }
+                }
+                promise.resume()
+            } catch {
+                if error.code == .channelClosed { controlChannelOpen = false }
+                promise.resume(throwing: error)
+                throw error
+            }
+        case .consume(let id, let spec, let continuation, let promise):
+            consumers[id] = Consumer(spec: spec, continuation: continuation, channel: allocateConsumerChannel(), tag: nil)
+            do {
+                try startConsumer(id, on: c)
+                promise.resume()
+            } catch {
+                consumers[id] = nil
+                promise.resume(throwing: error)
+                throw error
+            }
+        case .stopConsumer(let id):
+            guard let consumer = consumers.removeValue(forKey: id) else { return }
+            lingeringChannels.insert(consumer.channel)
+            if let tag = consumer.tag {
+                consumerByTag[tag] = nil
+                // basic.cancel stops new deliveries; the channel stays open
+                // so deliveries already handed out can still be acked.
+                do { try c.cancel(consumer.channel, consumerTag: tag) } catch {
+                    consumer.continuation.finish()
+                    throw error
+                }
+            }
+            consumer.continuation.finish()
+        case .settle(let channel, let generation, let settlement, let promise):
+            guard channelGeneration[channel] == generation else {
+                promise.resume(throwing: AMQPError(.staleDelivery, "the channel that delivered this message is gone; the broker will redeliver it"))
+                return
+            }
+            do {
+                switch settlement {
+                case .ack(let tag): try c.ack(channel: channel, deliveryTag: tag, multiple: false)
+                case .nack(let tag, let requeue): try c.nack(channel: channel, deliveryTag: tag, multiple: false, requeue: requeue)
+                case .reject(let tag, let requeue): try c.reject(channel: channel, deliveryTag: tag, requeue: requeue)
+                }
+                promise.resume()
+            } catch {
+                promise.resume(throwing: error)
+                throw error
+            }
+        case .inspectQueue(let name, let promise):
+            try control(promise, c) { () throws(AMQPError) in
+                let r = try c.inspectQueue(name, channel: Self.controlChannel)
+                return AMQPQueueInfo(name: name, messageCount: Int(r.messages), consumerCount: Int(r.consumers))
+            }
+        case .deleteQueue(let name, let promise):
+            try control(promise, c) { () throws(AMQPError) in try c.deleteQueue(name, channel: Self.controlChannel) }
+        case .purgeQueue(let name, let promise):
+            try control(promise, c) { () throws(AMQPError) in try c.purgeQueue(name, channel: Self.controlChannel) }
+        case .get(let queue, let promise):
+            try control(promise, c) { () throws(AMQPError) -> AMQPDelivery? in
+                guard let r = try c.get(Self.controlChannel, queue: queue) else { return nil }
+                let settler = DeliverySettler(loop: self, channel: Self.controlChannel,
+                                              generation: channelGeneration[Self.controlChannel] ?? 0)
+                return AMQPDelivery(body: r.message.body, properties: r.message.properties, exchange: r.exchange,
+                                    routingKey: r.routingKey, redelivered: r.redelivered, deliveryTag: r.tag,
+                                    consumerTag: "", settler: settler)
+            }
+        case .close(let promise):
+            if let promise { closePromises.append(promise) }
+            if !closeRequested {
+                closeRequested = true
+                closeDeadline = monotonicNanos() + 5_000_000_000
+            }
+        }
+    }
+
+    /// Runs a synchronous method on the control channel and answers `promise`.
+    private func control<T>(_ promise: Promise<T>, _ c: CConnection, _ body: () throws(AMQPError) -> T) throws(AMQPError) {
+        do {
+            try ensureControlChannel(c)
+            promise.resume(returning: try body())
+        } catch {
+            if error.code == .channelClosed {
+                controlChannelOpen = false
+                channelGeneration[Self.controlChannel] = nil
+            }
+            promise.resume(throwing: error)
+            throw error
+        }
+    }
+
+    private func allocateConsumerChannel() -> UInt16 {
+        let used = Set(consumers.values.map(\.channel)).union(lingeringChannels)
+        var n: UInt16 = 3
+        while used.contains(n) { n += 1 }
+        return n
+    }
+
+    private func publish(_ message: OutgoingMessage, sequence: UInt64, _ c: CConnection) throws(AMQPError) {
+        var properties = message.properties
+        if message.mandatory {
+            // A basic.return carries no sequence number; this header lets us
+            // match it to the publish it belongs to (the .NET client does
+            // the same with x-dotnet-pub-seq-no).
+            properties.headers[Self.publishSequenceHeader] = .int64(Int64(sequence))
+        }
+        try c.publish(channel: Self.publishChannel, exchange: message.exchange, routingKey: message.routingKey,
+                      mandatory: message.mandatory, properties: properties, body: message.body)
+    }
+
+    // MARK: Disconnected
+
+    private func handleWhileDisconnected(_ command: IOCommand) {
+        switch command {
+        case .settle(_, _, _, let promise):
+            promise.resume(throwing: AMQPError(.staleDelivery, "connection lost; the broker will redeliver this message"))
+        case .stopConsumer(let id):
+            consumers.removeValue(forKey: id)?.continuation.finish()
+        case .consume(let id, let spec, let continuation, let promise):
+            // Registered now, started with the others on reconnect.
+            consumers[id] = Consumer(spec: spec, continuation: continuation, channel: allocateConsumerChannel(), tag: nil)
+            promise.resume()
+        case .close(let promise):
+            if let promise { closePromises.append(promise) }
+            closeRequested = true
+            machine.closeRequested()
+        default:
+            if machine.state == .closed || machine.state == .closing {
+                Self.fail(command, AMQPError(.closed, "connection is closed"))
+            } else {
+                deferred.append(command)
+            }
+        }
+    }
+
+    private func waitWhileDisconnected(until: UInt64) {
+        for command in takeCommands() { handleWhileDisconnected(command) }
+        expireRPCs()
+        let now = monotonicNanos()
+        deferred.removeAll { command in
+            guard case .rpc(_, let deadline, let promise) = command, deadline <= now else { return false }
+            promise.resume(throwing: AMQPError(.timeout, "no reply within the timeout (broker unreachable)"))
+            return true
+        }
+        if case .closing = machine.state { return }
+        if machine.reconnectDue(now: monotonicNanos()) { return }
+        let ms = Int32(min(1000, max(0, (Int64(bitPattern: until &- monotonicNanos())) / 1_000_000 + 1)))
+        if mailbox.withLock({ box in
+            if box.commands.isEmpty { box.sleeping = true; return true }
+            return false
+        }) {
+            var fds = [pollfd(fd: wakeup.fd, events: Int16(POLLIN), revents: 0)]
+            _ = poll(&fds, 1, ms)
+            mailbox.withLock { $0.sleeping = false }
+            if fds[0].revents != 0 { wakeup.drain() }
+        }
+        _ = machine.reconnectDue(now: monotonicNanos())
+    }
+
+    private func connectionLost(_ error: AMQPError) {
+        guard machine.state == .connected else { return }
+        logger.warning("AMQP connection lost; reconnecting", metadata: ["error": "\(error)"])
+        conn = nil  // destroys the rabbitmq-c connection and its socket
+        mailbox.withLock { $0.connected = false }
+        resetChannelState(error: error)
+        _ = machine.connectionLost(now: monotonicNanos())
+    }
+
+    /// Forgets per-connection state: unconfirmed publishes and pending RPCs
+    /// fail (retryable), delivery tags go stale, consumers wait for restart.
+    private func resetChannelState(error: AMQPError) {
+        let lost = AMQPError(.connectionLost, error.message, replyCode: error.replyCode)
+        failConfirms(lost)
+        failRPCs(lost)
+        rpcReplyConsumerTag = nil
+        channelGeneration.removeAll()
+        controlChannelOpen = false
+        consumerByTag.removeAll()
+        lingeringChannels.removeAll()
+        for id in consumers.keys { consumers[id]?.tag = nil }
+    }
+
+    private func failConfirms(_ error: AMQPError) {
+        for entry in confirms.reset() {
+            if case .publish(let promise) = entry.waiter {
+                publishFailedCounter.increment()
+                promise.resume(throwing: error)
+            }
+        }
+    }
+
+    private func failRPCs(_ error: AMQPError) {
+        let pending = rpcs
+        rpcs.removeAll()
+        for rpc in pending.values { rpc.promise.resume(throwing: error) }
+    }
+
+    // MARK: Closing
+
+    private func finishClose() {
+        let closedError = AMQPError(.closed, "connection is closed")
+        mailbox.withLock { $0.closed = true; $0.connected = false }
+        for command in takeCommands() { Self.fail(command, closedError) }
+        for command in deferred { Self.fail(command, closedError) }
+        deferred.removeAll()
+        for consumer in consumers.values { consumer.continuation.finish() }
+        consumers.removeAll()
+        if let c = conn {
+            if !confirms.isEmpty {
+                logger.warning("closing with unconfirmed publishes", metadata: ["amqp.unconfirmed": "\(confirms.pendingCount)"])
+            }
+            c.closeConnection()
+        }
+        conn = nil
+        failConfirms(closedError)
+        failRPCs(closedError)
+        if let startup {
+            startup.resume(throwing: closedError)
+            self.startup = nil
+        }
+        if machine.state != .closed {
+            logger.info("AMQP connection closed")
+        }
+        machine.closed()
+        for promise in closePromises { promise.resume() }
+        closePromises.removeAll()
+    }
+
+    /// Answers a command that will never run.
+    static func fail(_ command: IOCommand, _ error: AMQPError) {
+        switch command {
+        case .publish(_, let p), .declare(_, let p), .settle(_, _, _, let p), .consume(_, _, _, let p): p.resume(throwing: error)
+        case .rpc(_, _, let p): p.resume(throwing: error)
+        case .inspectQueue(_, let p): p.resume(throwing: error)
+        case .deleteQueue(_, let p), .purgeQueue(_, let p): p.resume(throwing: error)
+        case .get(_, let p): p.resume(throwing: error)
+        case .close(let p): p?.resume()
+        case .stopConsumer: break
+        }
+    }
+}

@@ -1,0 +1,229 @@
+import AMQPClient
+import Foundation
+import Testing
+import TestSupport
+
+/// The AMQP layer against a real RabbitMQ (the shared test broker). Each
+/// test uses its own queues.
+@Suite("AMQP layer against RabbitMQ")
+struct AMQPIntegrationTests {
+    func connect(_ name: String, heartbeat: Int = 10) async throws -> AMQPConnection {
+        try await AMQPConnection.connect(configuration: TestBroker.configuration(name, heartbeat: heartbeat),
+                                         logger: testLogger(name))
+    }
+
+    func classicQueue(_ name: String, _ connection: AMQPConnection, arguments: AMQPTable = [:]) async throws {
+        try await connection.declare([.queue(QueueDeclaration(name, type: .classic, durable: false, autoDelete: true, arguments: arguments))])
+    }
+
+    @Test func roundTripKeepsEveryPropertyAndHeader() async throws {
+        let connection = try await connect("roundtrip")
+        let queue = uniqueName("roundtrip")
+        try await classicQueue(queue, connection)
+        let consumer = try await connection.consume(queue: queue, prefetch: 1)
+        let properties = AMQPProperties(
+            contentType: "application/json", contentEncoding: "utf-8",
+            headers: ["idempotency-key": "k-1", "n": .int64(42), "flag": true, "nested": .table(["a": .array(["x", .int32(7)])]),
+                      "ts": .timestamp(1_763_800_000), "pi": .double(3.25)],
+            deliveryMode: .persistent, priority: 3, correlationID: "corr-1", replyTo: "replies",
+            expiration: "60000", messageID: "msg-1", timestamp: 1_763_800_000, type: "booking.create",
+            appID: "tests")
+        try await connection.publish(Array("{\"hello\":\"wörld\"}".utf8), routingKey: queue, properties: properties)
+        let delivery = try #require(try await withTimeout(10) { try await consumer.take(1).first })
+        #expect(String(decoding: delivery.body, as: UTF8.self) == "{\"hello\":\"wörld\"}")
+        #expect(delivery.properties == properties)
+        #expect(delivery.routingKey == queue)
+        #expect(delivery.exchange == "")
+        #expect(delivery.redelivered == false)
+        consumer.stop()
+        await connection.close()
+    }
+
+    @Test func tenThousandConfirmedMessagesArriveWithoutLoss() async throws {
+        let connection = try await connect("bulk")
+        let queue = uniqueName("bulk")
+        try await connection.declare([.queue(QueueDeclaration(queue, type: .quorum))])
+        let total = 10_000
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<16 {
+                group.addTask {
+                    for i in stride(from: worker, to: total, by: 16) {
+                        try await connection.publish(Array("\(i)".utf8), routingKey: queue,
+                                                     properties: AMQPProperties(deliveryMode: .persistent, messageID: "\(i)"))
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(try await connection.queueInfo(queue).messageCount == total)
+        let consumer = try await connection.consume(queue: queue, prefetch: 500)
+        let received = try await withTimeout(60) { try await consumer.take(total) }
+        #expect(Set(received.map { String(decoding: $0.body, as: UTF8.self) }) == Set((0..<total).map(String.init)))
+        consumer.stop()
+        try await connection.deleteQueue(queue)
+        await connection.close()
+    }
+
+    @Test func oneMebibyteBodyRoundTrips() async throws {
+        let connection = try await connect("large")
+        let queue = uniqueName("large")
+        try await classicQueue(queue, connection)
+        let body = (0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+        try await connection.publish(body, routingKey: queue)
+        let consumer = try await connection.consume(queue: queue)
+        let delivery = try await withTimeout(20) { try await consumer.take(1) }
+        #expect(delivery.first?.body == body)
+        consumer.stop()
+        await connection.close()
+    }
+
+    @Test func unroutableMandatoryPublishThrows() async throws {
+        let connection = try await connect("mandatory")
+        let exchange = uniqueName("ex")
+        try await connection.declare([.exchange(ExchangeDeclaration(exchange, kind: .direct, durable: false, autoDelete: false))])
+        let error = await #expect(throws: AMQPError.self) {
+            try await connection.publish([1], exchange: exchange, routingKey: "nobody", mandatory: true)
+        }
+        #expect(error?.code == .unroutable)
+        // Not mandatory: silently dropped by the broker, still confirmed.
+        try await connection.publish([1], exchange: exchange, routingKey: "nobody", mandatory: false)
+        // The channel is still usable afterwards.
+        let queue = uniqueName("after-return")
+        try await classicQueue(queue, connection)
+        try await connection.publish([2], routingKey: queue, mandatory: true)
+        await connection.close()
+    }
+
+    @Test func publishToMissingExchangeFailsAndChannelRecovers() async throws {
+        let connection = try await connect("missing-exchange")
+        let error = await #expect(throws: AMQPError.self) {
+            try await connection.publish([1], exchange: uniqueName("no-such-exchange"), routingKey: "x")
+        }
+        #expect(error?.code == .channelClosed)
+        #expect(error?.replyCode == 404)
+        let queue = uniqueName("after-404")
+        try await classicQueue(queue, connection)
+        try await connection.publish([2], routingKey: queue)
+        #expect(try await connection.queueInfo(queue).messageCount == 1)
+        await connection.close()
+    }
+
+    @Test func nackAndRejectDeadLetterWithXDeath() async throws {
+        let connection = try await connect("dlx")
+        let dlx = uniqueName("dlx"), queue = uniqueName("work"), dead = queue + ".dead"
+        try await connection.declare([
+            .exchange(ExchangeDeclaration(dlx, kind: .topic, durable: false, autoDelete: true)),
+            .queue(QueueDeclaration(dead, type: .classic, durable: false, autoDelete: true)),
+            .binding(QueueBinding(queue: dead, exchange: dlx, routingKey: "#")),
+            .queue(QueueDeclaration(queue, type: .quorum, deadLetterExchange: dlx, deliveryLimit: 5)),
+        ])
+        try await connection.publish(Array("a".utf8), routingKey: queue, properties: AMQPProperties(messageID: "a"))
+        try await connection.publish(Array("b".utf8), routingKey: queue, properties: AMQPProperties(messageID: "b"))
+        let consumer = try await connection.consume(queue: queue, prefetch: 2)
+        let two = try await withTimeout(10) { try await consumer.take(2, ack: false) }
+        let a = try #require(two.first { $0.properties.messageID == "a" })
+        let b = try #require(two.first { $0.properties.messageID == "b" })
+        try await a.nack(requeue: false)
+        try await b.reject(requeue: false)
+        let deadConsumer = try await connection.consume(queue: dead)
+        let deadLettered = try await withTimeout(10) { try await deadConsumer.take(2) }
+        #expect(Set(deadLettered.compactMap(\.properties.messageID)) == ["a", "b"])
+        for message in deadLettered {
+            let death = try #require(message.properties.xDeath.first)
+            #expect(death.queue == queue)
+            #expect(death.reason == "rejected")
+            #expect(death.count == 1)
+            #expect(death.routingKeys == [queue])
+        }
+        consumer.stop()
+        deadConsumer.stop()
+        try await connection.deleteQueue(queue)
+        await connection.close()
+    }
+
+    @Test func rpcRoundTripAndTimeout() async throws {
+        let server = try await connect("rpc-server")
+        let client = try await connect("rpc-client")
+        let queue = uniqueName("rpc")
+        try await classicQueue(queue, server)
+        let requests = try await server.consume(queue: queue, prefetch: 16)
+        let serverTask = Task {
+            for try await request in requests {
+                if String(decoding: request.body, as: UTF8.self) != "ignore me", let replyTo = request.properties.replyTo {
+                    try await server.publish(Array("echo:".utf8) + request.body, routingKey: replyTo,
+                                             properties: AMQPProperties(correlationID: request.properties.correlationID))
+                }
+                try await request.ack()
+            }
+        }
+        // Many concurrent calls: every reply reaches its own caller.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in 0..<50 {
+                group.addTask {
+                    let reply = try await client.call(Array("\(i)".utf8), routingKey: queue, timeout: .seconds(10))
+                    #expect(String(decoding: reply.body, as: UTF8.self) == "echo:\(i)")
+                }
+            }
+            try await group.waitForAll()
+        }
+        // A request nobody answers times out.
+        let started = ContinuousClock.now
+        let timeout = await #expect(throws: AMQPError.self) {
+            _ = try await client.call(Array("ignore me".utf8), routingKey: queue, timeout: .milliseconds(300))
+        }
+        #expect(timeout?.code == .timeout)
+        #expect(ContinuousClock.now - started < .seconds(5))
+        // A request to a queue that does not exist fails fast as unroutable.
+        let unroutable = await #expect(throws: AMQPError.self) {
+            _ = try await client.call([1], routingKey: uniqueName("nobody-home"), timeout: .seconds(10))
+        }
+        #expect(unroutable?.code == .unroutable)
+        requests.stop()
+        _ = try await serverTask.value
+        await client.close()
+        await server.close()
+    }
+
+    @Test func heartbeatsKeepAnIdleConnectionAlive() async throws {
+        // 1 s heartbeat; stay idle for more than 3 intervals. Without the
+        // loop servicing heartbeats the broker would close the connection
+        // after ~2 s (and we would see a reconnect).
+        let connection = try await connect("heartbeat", heartbeat: 1)
+        let queue = uniqueName("heartbeat")
+        try await classicQueue(queue, connection)
+        try await Task.sleep(for: .seconds(3.5))  // the idle period is the scenario under test
+        #expect(connection.isConnected)
+        #expect(connection.reconnectCount == 0)
+        try await connection.publish([1], routingKey: queue)
+        #expect(try await connection.queueInfo(queue).messageCount == 1)
+        await connection.close()
+    }
+
+    @Test func clearErrorsForBadURLRefusedConnectionAndWrongPassword() async throws {
+        #expect(throws: AMQPError.self) { try AMQPURL("http://localhost") }
+        #expect(throws: AMQPError.self) { try AMQPURL("amqp://host:99999/") }
+
+        var refused = AMQPConfiguration(url: try AMQPURL("amqp://guest:guest@127.0.0.1:1/%2f"))
+        refused.connectTimeoutSeconds = 2
+        let refusedError = await #expect(throws: AMQPError.self) {
+            _ = try await AMQPConnection.connect(configuration: refused, logger: testLogger("refused"))
+        }
+        #expect(refusedError?.code == .connectionFailed)
+        #expect(refusedError?.description.contains("127.0.0.1:1") == true)
+
+        var wrong = try TestBroker.configuration("wrong-password")
+        wrong.url.password = "definitely-wrong-secret"
+        let wrongError = await #expect(throws: AMQPError.self) {
+            _ = try await AMQPConnection.connect(configuration: wrong, logger: testLogger("wrong"))
+        }
+        #expect(wrongError?.code == .accessRefused)
+        #expect(wrongError?.description.contains("definitely-wrong-secret") == false)
+
+        var vhost = try TestBroker.configuration("bad-vhost")
+        vhost.url.vhost = "no-such-vhost"
+        let vhostError = await #expect(throws: AMQPError.self) {
+            _ = try await AMQPConnection.connect(configuration: vhost, logger: testLogger("vhost"))
+        }
+        #expect(vhostError?.code == .vhostNotAllowed)
+    }
+}

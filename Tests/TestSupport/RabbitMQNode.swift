@@ -1,0 +1,119 @@
+import AMQPClient
+import Foundation
+
+/// A private RabbitMQ node for tests, run by `scripts/rabbitmq.sh` (Debian's
+/// `rabbitmq-server` on a free loopback port in a temp directory).
+///
+/// Used by tests that must stop and start the broker, and as the shared
+/// broker when `AMQP_URL` is not set.
+public final class RabbitMQNode: Sendable {
+    /// The node's AMQP URL.
+    public let url: AMQPURL
+    /// The node's directory (data, logs, `env`).
+    public let directory: String
+
+    /// Starts a new node and waits until it accepts connections (~15 s).
+    public static func start() throws -> RabbitMQNode {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rmq-\(UUID().uuidString.prefix(8))").path
+        let output = try script(["start", "--dir", dir])
+        guard let line = output.split(separator: "\n").last(where: { $0.hasPrefix("AMQP_URL=") }) else {
+            throw NodeError("rabbitmq.sh start printed no AMQP_URL:\n\(output)")
+        }
+        return RabbitMQNode(url: try AMQPURL(String(line.dropFirst("AMQP_URL=".count))), directory: dir)
+    }
+
+    private init(url: AMQPURL, directory: String) {
+        self.url = url
+        self.directory = directory
+    }
+
+    /// Stops the RabbitMQ application (all connections drop), node stays up.
+    public func stopApp() throws { _ = try Self.script(["ctl", "--dir", directory, "stop_app"]) }
+    /// Starts the application again and waits until it accepts connections.
+    public func startApp() throws { _ = try Self.script(["ctl", "--dir", directory, "start_app"]) }
+    /// Closes every client connection, as a TCP reset would.
+    public func closeAllConnections() throws {
+        _ = try Self.script(["ctl", "--dir", directory, "close_all_connections", "test: forced close"])
+    }
+    /// Runs any `rabbitmqctl` command against this node and returns its output.
+    public func ctl(_ arguments: [String]) throws -> String {
+        try Self.script(["ctl", "--dir", directory] + arguments)
+    }
+    /// Stops the node and removes its directory.
+    public func stop() {
+        _ = try? Self.script(["stop", "--dir", directory])
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// `scripts/rabbitmq.sh` of this repository (or `RABBITMQ_TEST_SCRIPT`).
+    static var scriptPath: String {
+        if let path = ProcessInfo.processInfo.environment["RABBITMQ_TEST_SCRIPT"] { return path }
+        // Tests/TestSupport/RabbitMQNode.swift → repository root
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        return root.appendingPathComponent("scripts/rabbitmq.sh").path
+    }
+
+    @discardableResult
+    static func script(_ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = [scriptPath] + arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let output = String(decoding: data, as: UTF8.self)
+        guard process.terminationStatus == 0 else {
+            throw NodeError("rabbitmq.sh \(arguments.joined(separator: " ")) failed (\(process.terminationStatus)):\n\(output)")
+        }
+        return output
+    }
+}
+
+/// A failure of the test broker harness.
+public struct NodeError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// The broker most tests share: `AMQP_URL` when set (scripts/test.sh sets
+/// it), otherwise a private node started on first use and stopped when the
+/// test process exits.
+public enum TestBroker {
+    private static let shared: Result<AMQPURL, any Error> = {
+        if let env = ProcessInfo.processInfo.environment["AMQP_URL"], !env.isEmpty {
+            return Result { try AMQPURL(env) }
+        }
+        return Result {
+            let node = try RabbitMQNode.start()
+            ownedNode.withLock { $0 = node }
+            atexit { TestBroker.ownedNode.withLock { $0?.stop() } }
+            return node.url
+        }
+    }()
+    static let ownedNode = LockedBox<RabbitMQNode?>(nil)
+
+    /// The shared broker's URL.
+    public static func url() throws -> AMQPURL {
+        try shared.get()
+    }
+
+    /// A configuration for the shared broker with a test-friendly name.
+    public static func configuration(_ name: String = "test", heartbeat: Int = 10) throws -> AMQPConfiguration {
+        AMQPConfiguration(url: try url(), connectionName: name, heartbeatSeconds: heartbeat)
+    }
+}
+
+/// A tiny lock-protected box for test bookkeeping.
+public final class LockedBox<Value>: @unchecked Sendable {  // all access goes through `lock`
+    private let lock = NSLock()
+    private var value: Value
+    public init(_ value: Value) { self.value = value }
+    public func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
+}
