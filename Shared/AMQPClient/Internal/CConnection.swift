@@ -74,9 +74,11 @@ final class CConnection {
         guard let socket else { throw AMQPError(.protocolError, "cannot create socket") }
 
         var timeout = timeval(tv_sec: config.connectTimeoutSeconds, tv_usec: 0)
+        errno = 0
         let status = amqp_socket_open_noblock(socket, url.host, Int32(url.port), &timeout)
         if status != AMQP_STATUS_OK.rawValue {
-            throw AMQPError(.connectionFailed, "cannot connect to \(url.host):\(url.port): \(errorString(status))")
+            let cause = errno != 0 ? " (\(String(cString: strerror(errno))))" : ""
+            throw AMQPError(.connectionFailed, "cannot connect to \(url.host):\(url.port): \(errorString(status))\(cause)")
         }
         _ = amqp_set_handshake_timeout(state, &timeout)
         var rpcTimeout = timeval(tv_sec: config.rpcTimeoutSeconds, tv_usec: 0)

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The project's test command: install dependencies, start a private RabbitMQ,
+# build, run the Swift tests.
+#
+# Usage: scripts/test.sh [SWIFT-TEST-ARGS...]
+#   e.g. scripts/test.sh --filter AMQPIntegrationTests
+#
+# Works from any directory. Steps:
+#   1. scripts/install-deps.sh (fast no-op when everything is installed)
+#   2. unless AMQP_URL is already set: start a broker with scripts/rabbitmq.sh
+#      in a fresh /tmp/room-booking-rabbitmq.XXXXXX directory; it is stopped
+#      and the directory removed when this script exits (also on failure,
+#      Ctrl-C or TERM). If the tests fail, the broker's logs are first copied
+#      to test-artifacts/rabbitmq-logs/.
+#   3. swift build --build-tests, then swift test "$@"; exits with the status
+#      of swift test.
+#
+# The tests see:
+#   AMQP_URL              amqp://guest:guest@127.0.0.1:PORT/%2f
+#   RABBITMQ_TEST_SCRIPT  absolute path of scripts/rabbitmq.sh (tests may start
+#                         their own nodes, or run `ctl --dir ...`)
+#   RABBITMQ_TEST_DIR     the broker's --dir for rabbitmq.sh (e.g. to
+#                         `ctl --dir "$RABBITMQ_TEST_DIR" stop_app`); empty when
+#                         AMQP_URL came from the caller
+#
+# Environment: SWIFT_BIN (default: swift) is the swift driver to run;
+# KEEP_BROKER=1 leaves the broker running and its directory in place.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+cd "$ROOT"
+SWIFT_BIN=${SWIFT_BIN:-swift}
+RABBITMQ_SH=$ROOT/scripts/rabbitmq.sh
+
+section() { printf '\n==> %s\n' "$*"; }
+
+section "installing dependencies"
+"$ROOT/scripts/install-deps.sh"
+
+export RABBITMQ_TEST_SCRIPT=$RABBITMQ_SH
+BROKER_DIR=""
+
+# shellcheck disable=SC2317 # invoked via trap
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  if [[ -n $BROKER_DIR ]]; then
+    if [[ ${KEEP_BROKER:-} == 1 ]]; then
+      section "leaving RabbitMQ running (KEEP_BROKER=1): $RABBITMQ_SH stop --dir $BROKER_DIR"
+    else
+      if ((rc != 0)) && [[ -d $BROKER_DIR/log ]]; then
+        rm -rf "$ROOT/test-artifacts/rabbitmq-logs"
+        mkdir -p "$ROOT/test-artifacts"
+        cp -r "$BROKER_DIR/log" "$ROOT/test-artifacts/rabbitmq-logs" 2>/dev/null || true
+        echo "broker logs copied to test-artifacts/rabbitmq-logs/"
+      fi
+      section "stopping RabbitMQ"
+      "$RABBITMQ_SH" stop --dir "$BROKER_DIR" || true
+      rm -rf "$BROKER_DIR"
+    fi
+  fi
+  exit "$rc"
+}
+
+if [[ -n ${AMQP_URL:-} ]]; then
+  section "using RabbitMQ at AMQP_URL from the environment"
+  export RABBITMQ_TEST_DIR=${RABBITMQ_TEST_DIR:-}
+else
+  section "starting RabbitMQ"
+  trap cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  BROKER_DIR=$(mktemp -d /tmp/room-booking-rabbitmq.XXXXXX)
+  "$RABBITMQ_SH" start --dir "$BROKER_DIR"
+  AMQP_URL=$("$RABBITMQ_SH" url --dir "$BROKER_DIR")
+  export AMQP_URL
+  export RABBITMQ_TEST_DIR=$BROKER_DIR
+fi
+
+section "building (swift build --build-tests)"
+"$SWIFT_BIN" build --build-tests
+
+section "testing (swift test${*:+ $*})"
+rc=0
+"$SWIFT_BIN" test "$@" || rc=$?
+exit "$rc"
