@@ -61,6 +61,7 @@ public final class AMQPConnection: Sendable, Service {
     /// Declares exchanges, queues and bindings, and remembers them so they
     /// are declared again after every reconnect.
     public func declare(_ items: [TopologyItem]) async throws(AMQPError) {
+        for item in items { try AMQPLimits.topology(item) }
         try await loop.submit { .declare(items, $0) }
     }
 
@@ -77,6 +78,7 @@ public final class AMQPConnection: Sendable, Service {
     ) async throws(AMQPError) {
         let message = OutgoingMessage(exchange: exchange, routingKey: routingKey, body: body,
                                       properties: properties, mandatory: mandatory)
+        try AMQPLimits.message(message)
         try await loop.submit { .publish(message, $0) }
     }
 
@@ -91,6 +93,7 @@ public final class AMQPConnection: Sendable, Service {
     ) async throws(AMQPError) -> AMQPMessage {
         let message = OutgoingMessage(exchange: exchange, routingKey: routingKey, body: body,
                                       properties: properties, mandatory: true)
+        try AMQPLimits.message(message)
         let (seconds, attoseconds) = timeout.components
         let deadline = monotonicNanos() + UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)
         return try await loop.submit { .rpc(message, deadline: deadline, $0) }
@@ -104,6 +107,8 @@ public final class AMQPConnection: Sendable, Service {
     ) async throws(AMQPError) -> AMQPConsumer {
         let id = consumerIDs.add(1, ordering: .relaxed).newValue
         let (stream, continuation) = DeliveryStream.makeStream()
+        try AMQPLimits.shortString(queue, "queue name")
+        try AMQPLimits.table(arguments, "consumer argument")
         let spec = ConsumerSpec(queue: queue, prefetch: prefetch, exclusive: exclusive, arguments: arguments)
         try await loop.submit { .consume(id: id, spec, continuation, $0) }
         return AMQPConsumer(id: id, queue: queue, stream: stream, loop: loop)

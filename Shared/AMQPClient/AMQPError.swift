@@ -30,6 +30,9 @@ public struct AMQPError: Error, Sendable, Equatable, CustomStringConvertible {
         case staleDelivery
         /// The connection was closed by the application.
         case closed
+        /// The call's arguments cannot be sent (e.g. a name or property
+        /// longer than AMQP's 255-byte short string). Nothing was sent.
+        case invalidArgument
         /// A protocol or library failure that fits no other code.
         case protocolError
     }
@@ -46,7 +49,7 @@ public struct AMQPError: Error, Sendable, Equatable, CustomStringConvertible {
         switch code {
         case .connectionFailed, .connectionLost, .nacked, .timeout, .staleDelivery: return true
         case .channelClosed: return replyCode == 320 || replyCode == 541  // forced close / internal error
-        case .invalidURL, .accessRefused, .vhostNotAllowed, .unroutable, .closed, .protocolError: return false
+        case .invalidURL, .accessRefused, .vhostNotAllowed, .unroutable, .closed, .invalidArgument, .protocolError: return false
         }
     }
 

@@ -77,7 +77,11 @@ public struct AMQPURL: Sendable, Equatable, CustomStringConvertible {
         host = try Self.decode(hostPart, bad)
         if host.isEmpty { host = "localhost" }
         if let portPart {
-            guard let p = Int(portPart), (1...65535).contains(p) else { throw bad("port '\(portPart)' is not a number 1-65535") }
+            // The text is not echoed: with an unencoded '/' in the password
+            // the "port" is really part of the password.
+            guard let p = Int(portPart), (1...65535).contains(p) else {
+                throw bad("the port is not a number 1-65535; percent-encode any '/', '@', ':' or '?' in the user name or password")
+            }
             port = p
         } else {
             port = tls ? 5671 : 5672
@@ -109,6 +113,17 @@ public struct AMQPURL: Sendable, Equatable, CustomStringConvertible {
         case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
         default: return nil
         }
+    }
+
+    /// The full URL including the password, percent-encoded: for handing to
+    /// a child process or another client. Never log it; use `description`.
+    public var urlStringWithCredentials: String {
+        func enc(_ s: String) -> String {
+            s.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? s
+        }
+        let scheme = tls ? "amqps" : "amqp"
+        let hostText = host.contains(":") ? "[\(host)]" : host
+        return "\(scheme)://\(enc(user)):\(enc(password))@\(hostText):\(port)/\(enc(vhost))"
     }
 
     /// The URL with the password replaced by `***`: safe for logs.

@@ -227,3 +227,30 @@ struct AMQPIntegrationTests {
         #expect(vhostError?.code == .vhostNotAllowed)
     }
 }
+
+@Suite("AMQP argument limits against RabbitMQ")
+struct AMQPLimitTests {
+    @Test func oversizedShortStringsAreRefusedBeforeTheyCostTheConnection() async throws {
+        let connection = try await AMQPConnection.connect(configuration: TestBroker.configuration("limits"), logger: testLogger("limits"))
+        let queue = uniqueName("limits")
+        try await connection.declare([.queue(QueueDeclaration(queue, type: .classic, durable: false, autoDelete: true))])
+        let long = String(repeating: "x", count: 300)
+        for properties in [AMQPProperties(correlationID: long), AMQPProperties(headers: [long: "v"]),
+                           AMQPProperties(headers: ["nested": .table([long: true])])] {
+            let error = await #expect(throws: AMQPError.self) {
+                try await connection.publish([1], routingKey: queue, properties: properties)
+            }
+            #expect(error?.code == .invalidArgument)
+            #expect(error?.isRetryable == false)
+        }
+        let nameError = await #expect(throws: AMQPError.self) {
+            try await connection.declare([.queue(QueueDeclaration(long))])
+        }
+        #expect(nameError?.code == .invalidArgument)
+        // The connection was never put at risk.
+        try await connection.publish([2], routingKey: queue)
+        #expect(try await connection.queueInfo(queue).messageCount == 1)
+        #expect(connection.reconnectCount == 0)
+        await connection.close()
+    }
+}

@@ -13,19 +13,44 @@ import Darwin
 /// Ownership: everything allocated here is freed by `reset()` or `deinit`.
 /// Threading: used only by the owning I/O thread, never shared.
 final class CArena {
-    private var allocations: [UnsafeMutableRawPointer] = []
+    /// Small allocations are bumped out of reusable 16 KiB chunks, so a
+    /// publish costs no malloc/free pair per string; larger ones are
+    /// malloc'd individually.
+    private static let chunkSize = 16 * 1024
+    private var chunks: [UnsafeMutableRawPointer] = []
+    private var chunkIndex = 0
+    private var offset = 0
+    private var large: [UnsafeMutableRawPointer] = []
 
-    deinit { reset() }
+    deinit {
+        reset()
+        for chunk in chunks { free(chunk) }
+    }
 
-    /// Frees everything handed out since the last reset.
+    /// Frees everything handed out since the last reset (chunks are kept).
     func reset() {
-        for p in allocations { free(p) }
-        allocations.removeAll(keepingCapacity: true)
+        for p in large { free(p) }
+        large.removeAll(keepingCapacity: true)
+        chunkIndex = 0
+        offset = 0
     }
 
     func allocate<T>(_ type: T.Type, count: Int) -> UnsafeMutablePointer<T> {
-        let raw = malloc(max(1, MemoryLayout<T>.stride * count))!
-        allocations.append(raw)
+        let size = max(1, MemoryLayout<T>.stride * count)
+        let alignment = max(MemoryLayout<T>.alignment, 8)
+        if size > Self.chunkSize / 4 {
+            let raw = malloc(size)!
+            large.append(raw)
+            return raw.bindMemory(to: T.self, capacity: count)
+        }
+        offset = (offset + alignment - 1) & ~(alignment - 1)
+        if chunks.isEmpty || offset + size > Self.chunkSize {
+            if !chunks.isEmpty { chunkIndex += 1 }
+            if chunkIndex == chunks.count { chunks.append(malloc(Self.chunkSize)!) }
+            offset = 0
+        }
+        let raw = chunks[chunkIndex] + offset
+        offset += size
         return raw.bindMemory(to: T.self, capacity: count)
     }
 

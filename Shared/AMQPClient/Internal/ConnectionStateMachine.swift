@@ -30,7 +30,9 @@ struct ConnectionStateMachine {
     init(backoff: Backoff, now: UInt64, initialConnectTimeoutSeconds: Double) {
         self.backoff = backoff
         self.startedAt = now
-        self.initialConnectTimeoutNanos = UInt64(max(0, initialConnectTimeoutSeconds) * 1e9)
+        // Clamped: infinity (wait forever) or huge values must not trap.
+        let nanos = max(0, initialConnectTimeoutSeconds) * 1e9
+        self.initialConnectTimeoutNanos = nanos >= Double(UInt64.max / 2) ? UInt64.max / 2 : UInt64(nanos)
     }
 
     mutating func connectSucceeded() {
@@ -45,7 +47,7 @@ struct ConnectionStateMachine {
             // At start-up only broker unavailability is worth waiting for;
             // wrong credentials or URL will not fix themselves.
             let waitable = error.code == .connectionFailed || error.code == .connectionLost
-            if !waitable || now - startedAt >= initialConnectTimeoutNanos {
+            if !waitable || now &- startedAt >= initialConnectTimeoutNanos {
                 state = .closed
                 return .failStartup
             }

@@ -114,6 +114,9 @@ final class IOLoop: @unchecked Sendable {
         var deadline: UInt64
     }
     private var rpcs: [String: PendingRPC] = [:]
+    /// Lower bound of every pending RPC deadline, so the loop does not scan
+    /// all pending calls on every iteration.
+    private var earliestRPCDeadline: UInt64 = .max
     private var rpcReplyConsumerTag: String?
     private var rpcCounter: UInt64 = 0
 
@@ -331,23 +334,30 @@ final class IOLoop: @unchecked Sendable {
             }
 
             let timeoutMs = pollTimeoutMilliseconds(c)
+            var socketReadable = true  // when commands are waiting we skip poll and just look
             if mailbox.withLock({ box in
                 if box.commands.isEmpty { box.sleeping = true; return true }
                 return false
             }) {
                 var fds = [pollfd(fd: c.socketFD, events: Int16(POLLIN), revents: 0),
                            pollfd(fd: wakeup.fd, events: Int16(POLLIN), revents: 0)]
-                _ = poll(&fds, 2, timeoutMs)
+                let ready = poll(&fds, 2, timeoutMs)
                 mailbox.withLock { $0.sleeping = false }
                 if fds[1].revents != 0 { wakeup.drain() }
+                socketReadable = ready == 0 || fds[0].revents != 0  // timeout: service heartbeats
             }
 
-            // Always call into the library at least once per iteration:
-            // that is when it sends heartbeats and detects missed ones.
-            budget = 512
-            while budget > 0 {
-                guard try readOneFrame(c) else { break }
-                budget -= 1
+            // Call into the library when the socket has data, and otherwise
+            // at least every quarter heartbeat: that is when it sends the
+            // heartbeats we owe and detects the ones the broker missed.
+            let now = monotonicNanos()
+            if socketReadable || now &- lastLibraryCall >= heartbeatServiceInterval(c) {
+                lastLibraryCall = now
+                budget = 512
+                while budget > 0 {
+                    guard try readOneFrame(c) else { break }
+                    budget -= 1
+                }
             }
             if !c.hasBufferedInput { c.releaseBuffers() }
         } catch {
@@ -355,12 +365,19 @@ final class IOLoop: @unchecked Sendable {
         }
     }
 
+    private var lastLibraryCall: UInt64 = 0
+
+    private func heartbeatServiceInterval(_ c: CConnection) -> UInt64 {
+        let heartbeat = UInt64(max(0, c.heartbeat))
+        return heartbeat > 0 ? heartbeat * 250_000_000 : 1_000_000_000
+    }
+
     private func pollTimeoutMilliseconds(_ c: CConnection) -> Int32 {
         let heartbeat = Int(c.heartbeat)
         var ms = heartbeat > 0 ? max(50, heartbeat * 1000 / 4) : 1000
-        let now = monotonicNanos()
-        for rpc in rpcs.values {
-            ms = min(ms, Int(max(0, Int64(bitPattern: rpc.deadline &- now)) / 1_000_000) + 1)
+        if !rpcs.isEmpty && earliestRPCDeadline != .max {
+            let now = monotonicNanos()
+            ms = min(ms, Int(max(0, Int64(bitPattern: earliestRPCDeadline &- now)) / 1_000_000) + 1)
         }
         if closeRequested { ms = min(ms, 50) }
         return Int32(max(0, ms))
@@ -368,8 +385,8 @@ final class IOLoop: @unchecked Sendable {
 
     private func takeCommands() -> [IOCommand] {
         mailbox.withLock { box in
-            let commands = box.commands
-            box.commands.removeAll(keepingCapacity: true)
+            var commands: [IOCommand] = []
+            swap(&commands, &box.commands)
             return commands
         }
     }
@@ -405,9 +422,13 @@ final class IOLoop: @unchecked Sendable {
             let code = ret.reply_code, text = ret.reply_text.string
             let exchange = ret.exchange.string, routingKey = ret.routing_key.string
             let content = try c.readMessage(channel: channel)
+            let error = AMQPError(.unroutable, "no queue for exchange '\(exchange)' routing key '\(routingKey)': \(text)", replyCode: code)
             if let seq = content.properties.headers[Self.publishSequenceHeader]?.intValue {
-                confirms.markReturned(UInt64(seq), AMQPError(
-                    .unroutable, "no queue for exchange '\(exchange)' routing key '\(routingKey)': \(text)", replyCode: code))
+                confirms.markReturned(UInt64(seq), error)
+            } else if let id = content.properties.correlationID, let rpc = rpcs.removeValue(forKey: id) {
+                // An RPC request (the broker rewrites its reply_to, so the
+                // correlation id is what identifies it).
+                rpc.promise.resume(throwing: error)
             }
         case MethodID.basicDeliver:
             let d = decoded.assumingMemoryBound(to: amqp_basic_deliver_t.self).pointee
@@ -511,12 +532,22 @@ final class IOLoop: @unchecked Sendable {
     }
 
     private func expireRPCs() {
-        guard !rpcs.isEmpty else { return }
-        let now = monotonicNanos()
-        for (id, rpc) in rpcs where rpc.deadline <= now {
-            rpcs[id] = nil
-            rpc.promise.resume(throwing: AMQPError(.timeout, "no reply within the timeout"))
+        guard !rpcs.isEmpty else {
+            earliestRPCDeadline = .max
+            return
         }
+        let now = monotonicNanos()
+        guard earliestRPCDeadline <= now else { return }
+        var earliest = UInt64.max
+        for (id, rpc) in rpcs {
+            if rpc.deadline <= now {
+                rpcs[id] = nil
+                rpc.promise.resume(throwing: AMQPError(.timeout, "no reply within the timeout"))
+            } else {
+                earliest = min(earliest, rpc.deadline)
+            }
+        }
+        earliestRPCDeadline = earliest
     }
 
     // MARK: Commands
@@ -559,8 +590,9 @@ final class IOLoop: @unchecked Sendable {
                 message.properties.correlationID = correlationID
                 message.properties.replyTo = "amq.rabbitmq.reply-to"
                 rpcs[correlationID] = PendingRPC(promise: promise, deadline: deadline)
+                earliestRPCDeadline = min(earliestRPCDeadline, deadline)
                 let seq = confirms.register(.rpc(correlationID: correlationID))
-                try publish(message, sequence: seq, c)
+                try publish(message, sequence: seq, isRPC: true, c)
             } catch {
                 if error.code != .connectionLost { promise.resume(throwing: error) }
                 throw error
@@ -666,12 +698,13 @@ final class IOLoop: @unchecked Sendable {
         return n
     }
 
-    private func publish(_ message: OutgoingMessage, sequence: UInt64, _ c: CConnection) throws(AMQPError) {
+    private func publish(_ message: OutgoingMessage, sequence: UInt64, isRPC: Bool = false, _ c: CConnection) throws(AMQPError) {
         var properties = message.properties
-        if message.mandatory {
+        if message.mandatory && !isRPC {
             // A basic.return carries no sequence number; this header lets us
             // match it to the publish it belongs to (the .NET client does
-            // the same with x-dotnet-pub-seq-no).
+            // the same with x-dotnet-pub-seq-no). RPC requests are matched
+            // by their correlation id instead.
             properties.headers[Self.publishSequenceHeader] = .int64(Int64(sequence))
         }
         try c.publish(channel: Self.publishChannel, exchange: message.exchange, routingKey: message.routingKey,
