@@ -5,7 +5,7 @@
 #
 #   Debian packages (apt): rabbitmq-server librabbitmq-dev libphonenumber-dev
 #     libprotobuf-dev amqp-tools iproute2
-#   Python packages (pip): jsonschema
+#   Python packages (pip): jsonschema, pyyaml
 #
 # Safe to run any number of times: when everything is present it only queries
 # dpkg and python and exits (well under a second). apt-get update runs only
@@ -25,8 +25,8 @@ APT_PACKAGES=(
   amqp-tools         # amqp-publish / amqp-get / amqp-declare-queue, for checks
   iproute2           # ss, used by scripts/rabbitmq.sh to find free ports
 )
-PIP_PACKAGES=(jsonschema)          # pip names
-PIP_MODULES=(jsonschema)           # matching import names
+PIP_PACKAGES=(jsonschema pyyaml)   # pip names
+PIP_MODULES=(jsonschema yaml)      # matching import names
 
 PYTHON=${PYTHON:-python3}
 

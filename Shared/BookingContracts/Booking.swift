@@ -1,0 +1,133 @@
+/// A room with every default applied: what `room.registered` and a
+/// `room.register` reply carry.
+public struct Room: Codable, Sendable, Equatable {
+    /// Default ``timeZone``.
+    public static let defaultTimeZone = "Europe/Berlin"
+    /// Default ``opens``.
+    public static let defaultOpens = "07:00"
+    /// Default ``closes``.
+    public static let defaultCloses = "19:00"
+    /// Most ``images`` a room may have.
+    public static let maxImages = 3
+
+    /// Unique name.
+    public var name: String
+    /// Free text; omitted when not set.
+    public var location: String?
+    /// Equipment tags; `[]` when none.
+    public var equipment: [String]
+    /// Free text; omitted when not set.
+    public var size: String?
+    /// Maximum attendees.
+    public var capacity: Int
+    /// Image URLs (≤ 3); `[]` when none.
+    public var images: [String]
+    /// IANA time zone.
+    public var timeZone: String
+    /// Local opening time `HH:mm`.
+    public var opens: String
+    /// Local closing time `HH:mm`.
+    public var closes: String
+    /// Whether new bookings start `pending`.
+    public var requiresApproval: Bool
+
+    /// Creates a room; defaults as in the contract.
+    public init(name: String, location: String? = nil, equipment: [String] = [], size: String? = nil,
+                capacity: Int, images: [String] = [], timeZone: String = Room.defaultTimeZone,
+                opens: String = Room.defaultOpens, closes: String = Room.defaultCloses,
+                requiresApproval: Bool = false) {
+        self.name = name
+        self.location = location
+        self.equipment = equipment
+        self.size = size
+        self.capacity = capacity
+        self.images = images
+        self.timeZone = timeZone
+        self.opens = opens
+        self.closes = closes
+        self.requiresApproval = requiresApproval
+    }
+}
+
+/// Booking status.
+public enum BookingStatus: String, Codable, Sendable, Hashable, CaseIterable {
+    /// Waiting for `booking.confirm` (room has `requiresApproval`).
+    case pending
+    /// Booked.
+    case confirmed
+    /// Cancelled; final.
+    case cancelled
+}
+
+/// An attendee as stored and published: the phone is E.164 (`+491701234567`).
+public struct Attendee: Codable, Sendable, Equatable {
+    /// Display name.
+    public var name: String
+    /// E-mail address.
+    public var email: String
+    /// E.164 phone number.
+    public var phone: String
+
+    /// Creates an attendee.
+    public init(name: String, email: String, phone: String) {
+        self.name = name
+        self.email = email
+        self.phone = phone
+    }
+}
+
+/// A booking as events and replies carry it.
+public struct Booking: Codable, Sendable, Equatable {
+    /// Opaque unique id, assigned by the booking handler.
+    public var id: String
+    /// Room name.
+    public var room: String
+    /// Local calendar date `YYYY-MM-DD` in ``timeZone``.
+    public var date: String
+    /// Local start `HH:mm`.
+    public var start: String
+    /// Local end `HH:mm`.
+    public var end: String
+    /// The room's IANA zone at booking time.
+    public var timeZone: String
+    /// Start instant, UTC, `2026-11-23T08:00:00Z` (``ContractFormat/timestamp(_:)``).
+    public var startsAt: String
+    /// End instant, UTC, same form.
+    public var endsAt: String
+    /// Title.
+    public var title: String
+    /// Longer text; omitted when not given.
+    public var description: String?
+    /// Current status.
+    public var status: BookingStatus
+    /// Attendees (≥ 1), phones normalised.
+    public var attendees: [Attendee]
+    /// The broker `user_id` of the creating command; omitted when it had none.
+    public var requestedBy: String?
+    /// 1 on creation, +1 with every change.
+    public var version: Int
+    /// The `reason` of `booking.cancel`; only on cancelled bookings, omitted when none was given.
+    public var cancelReason: String?
+
+    /// Creates a booking.
+    public init(id: String, room: String, date: String, start: String, end: String, timeZone: String,
+                startsAt: String, endsAt: String, title: String, description: String? = nil,
+                status: BookingStatus, attendees: [Attendee], requestedBy: String? = nil, version: Int,
+                cancelReason: String? = nil) {
+        self.id = id
+        self.room = room
+        self.date = date
+        self.start = start
+        self.end = end
+        self.timeZone = timeZone
+        self.startsAt = startsAt
+        self.endsAt = endsAt
+        self.title = title
+        self.description = description
+        self.status = status
+        self.attendees = attendees
+        self.requestedBy = requestedBy
+        self.version = version
+        self.cancelReason = cancelReason
+    }
+}

@@ -1,0 +1,191 @@
+/// `room.register` body: create or replace a room (upsert by ``name``).
+///
+/// Only ``name`` and ``capacity`` are required; everything else is optional
+/// and gets the defaults of ``Room`` through ``resolved()``. Also the element
+/// type of the `ROOMS_FILE` JSON array.
+public struct RegisterRoom: Codable, Sendable, Equatable {
+    /// Unique room name (the upsert key), e.g. `Berlin`.
+    public var name: String
+    /// Free text, e.g. `2nd floor`.
+    public var location: String?
+    /// Equipment tags, e.g. `["beamer", "tv"]`.
+    public var equipment: [String]?
+    /// Free text, e.g. `22m2`.
+    public var size: String?
+    /// Maximum number of attendees (≥ 1).
+    public var capacity: Int
+    /// Image URLs, at most 3 (``Room/maxImages``).
+    public var images: [String]?
+    /// IANA time zone; default `Europe/Berlin`.
+    public var timeZone: String?
+    /// Local opening time `HH:mm`; default `07:00`.
+    public var opens: String?
+    /// Local closing time `HH:mm`; default `19:00`.
+    public var closes: String?
+    /// Bookings start `pending` and need `booking.confirm`; default false.
+    public var requiresApproval: Bool?
+
+    /// Creates a command; omitted fields get defaults on ``resolved()``.
+    public init(name: String, location: String? = nil, equipment: [String]? = nil, size: String? = nil,
+                capacity: Int, images: [String]? = nil, timeZone: String? = nil, opens: String? = nil,
+                closes: String? = nil, requiresApproval: Bool? = nil) {
+        self.name = name
+        self.location = location
+        self.equipment = equipment
+        self.size = size
+        self.capacity = capacity
+        self.images = images
+        self.timeZone = timeZone
+        self.opens = opens
+        self.closes = closes
+        self.requiresApproval = requiresApproval
+    }
+
+    /// The room with the contract's defaults applied. Does not validate.
+    public func resolved() -> Room {
+        Room(name: name, location: location, equipment: equipment ?? [], size: size, capacity: capacity,
+             images: images ?? [], timeZone: timeZone ?? Room.defaultTimeZone, opens: opens ?? Room.defaultOpens,
+             closes: closes ?? Room.defaultCloses, requiresApproval: requiresApproval ?? false)
+    }
+}
+
+/// An attendee as a client sends it: all three fields required, kept as given
+/// (the phone is normalised to E.164 into ``Attendee`` by the handler).
+public struct AttendeeInput: Codable, Sendable, Equatable {
+    /// Display name.
+    public var name: String
+    /// E-mail address.
+    public var email: String
+    /// Phone number in any common notation; without a country code it is German.
+    public var phone: String
+
+    /// Creates an attendee input.
+    public init(name: String, email: String, phone: String) {
+        self.name = name
+        self.email = email
+        self.phone = phone
+    }
+}
+
+/// `booking.create` body.
+public struct CreateBooking: Codable, Sendable, Equatable {
+    /// Room name.
+    public var room: String
+    /// Local date (or `"today"` / UNIX seconds).
+    public var date: DateSpec
+    /// Local start `HH:mm`, on the 15-minute grid.
+    public var start: String
+    /// Local end `HH:mm`, on the grid, after ``start``.
+    public var end: String
+    /// Title shown on the passes; required and non-empty.
+    public var title: String
+    /// Optional longer text.
+    public var description: String?
+    /// At least one attendee, at most the room's capacity.
+    public var attendees: [AttendeeInput]
+
+    /// Creates the command.
+    public init(room: String, date: DateSpec, start: String, end: String, title: String,
+                description: String? = nil, attendees: [AttendeeInput]) {
+        self.room = room
+        self.date = date
+        self.start = start
+        self.end = end
+        self.title = title
+        self.description = description
+        self.attendees = attendees
+    }
+}
+
+/// `booking.confirm` body: pending → confirmed.
+public struct ConfirmBooking: Codable, Sendable, Equatable {
+    /// The booking's ``Booking/id``.
+    public var bookingId: String
+
+    /// Creates the command.
+    public init(bookingId: String) { self.bookingId = bookingId }
+}
+
+/// `booking.cancel` body: pending/confirmed → cancelled.
+public struct CancelBooking: Codable, Sendable, Equatable {
+    /// The booking's ``Booking/id``.
+    public var bookingId: String
+    /// Optional free text; becomes ``Booking/cancelReason``.
+    public var reason: String?
+
+    /// Creates the command.
+    public init(bookingId: String, reason: String? = nil) {
+        self.bookingId = bookingId
+        self.reason = reason
+    }
+}
+
+/// `booking.reschedule` body: move a booking; same checks as create, passes
+/// are sent again.
+public struct RescheduleBooking: Codable, Sendable, Equatable {
+    /// The booking's ``Booking/id``.
+    public var bookingId: String
+    /// New local date (or `"today"` / UNIX seconds).
+    public var date: DateSpec
+    /// New local start `HH:mm`.
+    public var start: String
+    /// New local end `HH:mm`.
+    public var end: String
+
+    /// Creates the command.
+    public init(bookingId: String, date: DateSpec, start: String, end: String) {
+        self.bookingId = bookingId
+        self.date = date
+        self.start = start
+        self.end = end
+    }
+}
+
+/// Any command body, tagged with its type.
+public enum Command: Sendable, Equatable {
+    /// `room.register`.
+    case registerRoom(RegisterRoom)
+    /// `booking.create`.
+    case createBooking(CreateBooking)
+    /// `booking.confirm`.
+    case confirmBooking(ConfirmBooking)
+    /// `booking.cancel`.
+    case cancelBooking(CancelBooking)
+    /// `booking.reschedule`.
+    case rescheduleBooking(RescheduleBooking)
+
+    /// The command's type.
+    public var type: CommandType {
+        switch self {
+        case .registerRoom: .registerRoom
+        case .createBooking: .createBooking
+        case .confirmBooking: .confirmBooking
+        case .cancelBooking: .cancelBooking
+        case .rescheduleBooking: .rescheduleBooking
+        }
+    }
+
+    /// Decodes a body of the given type. Throws `DecodingError` (map it with
+    /// ``ContractJSON/replyError(for:)``).
+    public static func decode(type: CommandType, body: [UInt8]) throws -> Command {
+        switch type {
+        case .registerRoom: return .registerRoom(try ContractJSON.decode(RegisterRoom.self, from: body))
+        case .createBooking: return .createBooking(try ContractJSON.decode(CreateBooking.self, from: body))
+        case .confirmBooking: return .confirmBooking(try ContractJSON.decode(ConfirmBooking.self, from: body))
+        case .cancelBooking: return .cancelBooking(try ContractJSON.decode(CancelBooking.self, from: body))
+        case .rescheduleBooking:
+            return .rescheduleBooking(try ContractJSON.decode(RescheduleBooking.self, from: body))
+        }
+    }
+
+    /// The JSON body of this command.
+    public func encodedBody() throws -> [UInt8] {
+        switch self {
+        case .registerRoom(let c): [UInt8](try ContractJSON.encode(c))
+        case .createBooking(let c): [UInt8](try ContractJSON.encode(c))
+        case .confirmBooking(let c): [UInt8](try ContractJSON.encode(c))
+        case .cancelBooking(let c): [UInt8](try ContractJSON.encode(c))
+        case .rescheduleBooking(let c): [UInt8](try ContractJSON.encode(c))
+        }
+    }
+}

@@ -1,0 +1,88 @@
+/// Command types: the AMQP `type` property of a command and its routing key
+/// on ``Topology/commandsExchange``.
+public enum CommandType: String, CaseIterable, Codable, Sendable, Hashable {
+    /// Create or replace a room (upsert by name). Body: ``RegisterRoom``.
+    case registerRoom = "room.register"
+    /// Book a room. Body: ``CreateBooking``.
+    case createBooking = "booking.create"
+    /// pending → confirmed. Body: ``ConfirmBooking``.
+    case confirmBooking = "booking.confirm"
+    /// pending/confirmed → cancelled. Body: ``CancelBooking``.
+    case cancelBooking = "booking.cancel"
+    /// Move a booking. Body: ``RescheduleBooking``.
+    case rescheduleBooking = "booking.reschedule"
+
+    /// The command type of a delivery: the `type` property when present and
+    /// not empty, else the routing key. Returns nil when the chosen value is
+    /// not a known command type (reply with ``ErrorCode/unknownCommand``).
+    public static func resolve(typeProperty: String?, routingKey: String) -> CommandType? {
+        if let typeProperty, !typeProperty.isEmpty { return CommandType(rawValue: typeProperty) }
+        return CommandType(rawValue: routingKey)
+    }
+}
+
+/// Event types: the AMQP `type` property of an event and its routing key on
+/// ``Topology/eventsExchange``.
+public enum EventType: String, CaseIterable, Codable, Sendable, Hashable {
+    /// A room was created or replaced. Body: ``RoomRegistered``.
+    case roomRegistered = "room.registered"
+    /// A booking was created (pending or confirmed). Body: ``BookingEvent``.
+    case bookingCreated = "booking.created"
+    /// A pending booking was confirmed. Body: ``BookingEvent``.
+    case bookingConfirmed = "booking.confirmed"
+    /// A booking was cancelled. Body: ``BookingEvent``.
+    case bookingCancelled = "booking.cancelled"
+    /// A booking was moved. Body: ``BookingEvent``.
+    case bookingRescheduled = "booking.rescheduled"
+    /// One attendee's pass was delivered. Body: ``PassDelivered``.
+    case passDelivered = "pass.delivered"
+    /// One attendee's pass was given up on. Body: ``PassFailedEvent``.
+    case passFailed = "pass.failed"
+    /// A room's free ranges on a date changed. Body: ``AvailabilityChanged``.
+    case availabilityChanged = "availability.changed"
+
+    /// True for the five events whose body is a ``BookingEvent``.
+    public var isBookingEvent: Bool {
+        switch self {
+        case .bookingCreated, .bookingConfirmed, .bookingCancelled, .bookingRescheduled: true
+        default: false
+        }
+    }
+}
+
+/// AMQP message properties and headers of the contract, with the rules that
+/// combine them.
+public enum MessageProperties {
+    /// `content_type` of every message.
+    public static let contentType = "application/json"
+    /// `delivery_mode` of every message: persistent.
+    public static let persistentDeliveryMode: UInt8 = 2
+    /// Header that carries the idempotency key of a command for clients that
+    /// cannot set `message_id`.
+    public static let idempotencyKeyHeader = "idempotency-key"
+    /// RabbitMQ's direct reply-to pseudo queue; a valid `reply_to`.
+    public static let directReplyTo = "amq.rabbitmq.reply-to"
+    /// `type` of a command reply (``CommandReply``).
+    public static let replyType = "reply"
+    /// `type` of an availability reply (``AvailabilityReply``).
+    public static let availabilityReplyType = "availability.reply"
+    /// `type` of a `passes.failed` message (``FailedPass``).
+    public static let failedPassType = "passes.failed"
+
+    /// The idempotency key of a command: its `message_id`, else the
+    /// `idempotency-key` header; nil (process every time) when neither is a
+    /// non-empty string.
+    public static func idempotencyKey(messageID: String?, idempotencyKeyHeader: String?) -> String? {
+        if let messageID, !messageID.isEmpty { return messageID }
+        if let idempotencyKeyHeader, !idempotencyKeyHeader.isEmpty { return idempotencyKeyHeader }
+        return nil
+    }
+
+    /// The `correlation_id` of a reply: the command's `correlation_id` when it
+    /// set one, else its `message_id` (nil when it had neither).
+    public static func replyCorrelationID(correlationID: String?, messageID: String?) -> String? {
+        if let correlationID, !correlationID.isEmpty { return correlationID }
+        if let messageID, !messageID.isEmpty { return messageID }
+        return nil
+    }
+}

@@ -1,0 +1,136 @@
+import BookingContracts
+import Foundation
+import Testing
+
+@Suite("Topology, types, codes, formats")
+struct ContractBasicsTests {
+    @Test func topologyNames() {
+        #expect(Topology.commandsExchange == "booking.commands")
+        #expect(Topology.handlerCommandsQueue == "booking-handler.commands")
+        #expect(Topology.eventsExchange == "booking.events")
+        #expect(Topology.passSenderEventsQueue == "pass-sender.events")
+        #expect(Topology.projectorEventsQueue == "availability-projector.events")
+        #expect(Topology.availabilityQueriesQueue == "availability.queries")
+        #expect(Topology.passesFailedQueue == "passes.failed")
+        #expect(Topology.deadLetterExchange == "booking.dead-letter")
+        #expect(Topology.deadLetterQueue(for: "pass-sender.events") == "pass-sender.events.dead")
+        #expect(Topology.passSenderPrefix == "pass-sender.")
+        #expect(Topology.passSenderEventsQueue.hasPrefix(Topology.passSenderPrefix))
+    }
+
+    @Test func topologyBindings() {
+        #expect(Topology.handlerCommandsBindingKeys
+                    == ["room.register", "booking.create", "booking.confirm", "booking.cancel", "booking.reschedule"])
+        #expect(Set(Topology.passSenderEventsBindingKeys)
+                    == ["booking.confirmed", "booking.rescheduled", "booking.cancelled"])
+        #expect(Topology.projectorEventsBindingKeys == ["room.#", "booking.#"])
+        #expect(Topology.exchanges.map(\.kind) == [.direct, .topic, .topic])
+
+        // Every service queue dead-letters under its own name into a bound <queue>.dead.
+        for queue in Topology.serviceQueues {
+            #expect(queue.quorum)
+            #expect(queue.deadLetterExchange == Topology.deadLetterExchange)
+            #expect(queue.deadLetterRoutingKey == queue.name)
+            let dead = Topology.queue(named: queue.name + ".dead")
+            #expect(dead?.bindings == [Topology.Binding(exchange: Topology.deadLetterExchange, key: queue.name)])
+            #expect(dead?.deadLetterExchange == nil)
+        }
+        #expect(Topology.queue(named: "passes.failed")?.deadLetterExchange == nil)
+        #expect(Topology.queue(named: Topology.handlerCommandsQueue)?.bindings.count == CommandType.allCases.count)
+        #expect(Topology.queue(named: Topology.availabilityQueriesQueue)?.bindings == [])
+        #expect(Set(Topology.queues.map(\.name)).count == Topology.queues.count)
+    }
+
+    @Test func topologyMatchesAsyncAPIDocument() throws {
+        let text = try String(contentsOf: Repo.contractDir.appendingPathComponent("asyncapi.yaml"), encoding: .utf8)
+        for exchange in Topology.exchanges { #expect(text.contains("address: \(exchange.name)\n")) }
+        for queue in Topology.serviceQueues + [Topology.queue(named: Topology.passesFailedQueue)!] {
+            #expect(text.contains("address: \(queue.name)\n"), "asyncapi.yaml has no channel for \(queue.name)")
+            #expect(text.contains("x-dead-letter-routing-key: \(queue.name)\n") == (queue.deadLetterExchange != nil))
+        }
+        #expect(text.contains("x-delivery-limit: \(Topology.serviceQueueDeliveryLimit)\n"))
+        for type in CommandType.allCases { #expect(text.contains("messageType: \(type.rawValue),")) }
+        for type in EventType.allCases { #expect(text.contains("messageType: \(type.rawValue),")) }
+    }
+
+    @Test func messageTypes() {
+        #expect(CommandType.allCases.map(\.rawValue)
+                    == ["room.register", "booking.create", "booking.confirm", "booking.cancel", "booking.reschedule"])
+        #expect(EventType.allCases.map(\.rawValue)
+                    == ["room.registered", "booking.created", "booking.confirmed", "booking.cancelled",
+                        "booking.rescheduled", "pass.delivered", "pass.failed", "availability.changed"])
+        #expect(EventType.allCases.filter(\.isBookingEvent).count == 4)
+        #expect(CommandType.resolve(typeProperty: nil, routingKey: "booking.create") == .createBooking)
+        #expect(CommandType.resolve(typeProperty: "", routingKey: "booking.cancel") == .cancelBooking)
+        #expect(CommandType.resolve(typeProperty: "booking.confirm", routingKey: "booking.create") == .confirmBooking)
+        #expect(CommandType.resolve(typeProperty: "booking.delete", routingKey: "booking.create") == nil)
+        #expect(CommandType.resolve(typeProperty: nil, routingKey: "") == nil)
+    }
+
+    @Test func messageProperties() {
+        #expect(MessageProperties.idempotencyKey(messageID: "m", idempotencyKeyHeader: "h") == "m")
+        #expect(MessageProperties.idempotencyKey(messageID: nil, idempotencyKeyHeader: "h") == "h")
+        #expect(MessageProperties.idempotencyKey(messageID: "", idempotencyKeyHeader: nil) == nil)
+        #expect(MessageProperties.replyCorrelationID(correlationID: "c", messageID: "m") == "c")
+        #expect(MessageProperties.replyCorrelationID(correlationID: nil, messageID: "m") == "m")
+        #expect(MessageProperties.replyCorrelationID(correlationID: nil, messageID: nil) == nil)
+        #expect(MessageProperties.idempotencyKeyHeader == "idempotency-key")
+        #expect(MessageProperties.directReplyTo == "amq.rabbitmq.reply-to")
+    }
+
+    @Test func errorCodes() throws {
+        let table: [(ErrorCode, Int)] = [
+            (.invalidJSON, 1000), (.unknownCommand, 1001), (.invalidField, 1100), (.unknownRoom, 1101),
+            (.outsideOpeningHours, 1102), (.offGrid, 1103), (.endNotAfterStart, 1104), (.startInPast, 1105),
+            (.overCapacity, 1106), (.attendeeNameInvalid, 1110), (.attendeeEmailInvalid, 1111),
+            (.attendeePhoneInvalid, 3000), (.overlap, 2000), (.bookingNotFound, 2001),
+            (.statusChangeNotAllowed, 2002), (.notPermitted, 2003),
+        ]
+        for (code, value) in table {
+            #expect(code.rawValue == value)
+            #expect((1000...9999).contains(code.rawValue))
+            #expect(!code.isPassDeliveryFailure)
+            #expect(code.meaning != nil)
+        }
+        #expect(Set(ErrorCode.allKnown) == Set(table.map(\.0)))
+        #expect(ErrorCode(4001).isPassDeliveryFailure)
+        #expect(!ErrorCode(4000).isPassDeliveryFailure)
+        #expect(String(decoding: try ContractJSON.encode([ErrorCode.overlap]), as: UTF8.self) == "[2000]")
+        #expect(try ContractJSON.decode([ErrorCode].self, from: Data("[4711]".utf8)) == [ErrorCode(4711)])
+    }
+
+    @Test func timeFormats() {
+        #expect(ContractFormat.minutes(ofTime: "00:00") == 0)
+        #expect(ContractFormat.minutes(ofTime: "23:59") == 1439)
+        #expect(ContractFormat.minutes(ofTime: "24:00") == nil)
+        #expect(ContractFormat.minutes(ofTime: "9:00") == nil)
+        #expect(ContractFormat.minutes(ofTime: "09:60") == nil)
+        #expect(ContractFormat.time(fromMinutes: 630) == "10:30")
+        #expect(ContractFormat.isOnGrid("10:45"))
+        #expect(!ContractFormat.isOnGrid("10:50"))
+        #expect(ContractFormat.range("07:00", "09:00") == "07:00 - 09:00")
+        #expect(ContractFormat.calendarDate("2026-11-23")! == (2026, 11, 23))
+        #expect(ContractFormat.calendarDate("2026-13-01") == nil)
+        #expect(ContractFormat.calendarDate("2100-02-29") == nil)
+    }
+
+    @Test func instantsAcrossDaylightSaving() {
+        // Winter: UTC+1, summer: UTC+2; both change days are ordinary days.
+        #expect(Fixtures.instant("2026-11-23", "09:00") == "2026-11-23T08:00:00Z")
+        #expect(Fixtures.instant("2026-07-01", "09:00") == "2026-07-01T07:00:00Z")
+        #expect(Fixtures.instant("2026-03-29", "07:00") == "2026-03-29T05:00:00Z")
+        #expect(Fixtures.instant("2026-10-25", "07:00") == "2026-10-25T06:00:00Z")
+        #expect(Fixtures.instant("2026-10-25", "19:00") == "2026-10-25T18:00:00Z")
+        #expect(ContractFormat.instant(date: "2026-11-23", time: "09:00", timeZone: "Nowhere/City") == nil)
+    }
+
+    @Test func timestamps() {
+        let date = Date(timeIntervalSince1970: 1_795_420_800.75)
+        #expect(ContractFormat.timestamp(date) == "2026-11-23T08:00:00Z")
+        #expect(ContractFormat.parseTimestamp("2026-11-23T08:00:00Z") == Date(timeIntervalSince1970: 1_795_420_800))
+        #expect(ContractFormat.parseTimestamp("2026-11-23T08:00:00.000Z") == nil)
+        #expect(ContractFormat.parseTimestamp("2026-11-23T09:00:00+01:00") == nil)
+        #expect(ContractFormat.timestamp(Date(timeIntervalSince1970: 0)) == "1970-01-01T00:00:00Z")
+        #expect(ContractFormat.localDate(of: date, timeZone: "Pacific/Kiritimati") == "2026-11-23")
+    }
+}

@@ -1,0 +1,166 @@
+import BookingContracts
+import Foundation
+
+/// Representative values of every message type, built the way the services
+/// build them.
+enum Fixtures {
+    static let bookingId = "b7e3c1a2-5f4d-4e8b-9c6a-1d2e3f4a5b6c"
+    static let otherBookingId = "0c9d8e7f-6a5b-4c3d-8e2f-1a0b9c8d7e6f"
+
+    static let registerRoom = RegisterRoom(
+        name: "Berlin", location: "2nd floor", equipment: ["beamer", "tv"], size: "22m2", capacity: 8,
+        images: ["https://rooms.example.com/berlin/1.jpg"], timeZone: "Europe/Berlin", opens: "07:00",
+        closes: "19:00", requiresApproval: false)
+    static let minimalRegisterRoom = RegisterRoom(name: "Hamburg", capacity: 4)
+
+    static let createBooking = CreateBooking(
+        room: "Berlin", date: .calendarDate("2026-11-23"), start: "09:00", end: "10:30", title: "Sprint review",
+        description: "Q4 demo",
+        attendees: [AttendeeInput(name: "Ada Lovelace", email: "ada@example.com", phone: "0170 1234567")])
+
+    static func instant(_ date: String, _ time: String, _ zone: String = "Europe/Berlin") -> String {
+        ContractFormat.timestamp(ContractFormat.instant(date: date, time: time, timeZone: zone)!)
+    }
+
+    static let occurredAt = ContractFormat.timestamp(Date(timeIntervalSince1970: 1_795_312_800))
+
+    static let booking = Booking(
+        id: bookingId, room: "Berlin", date: "2026-11-23", start: "09:00", end: "10:30",
+        timeZone: "Europe/Berlin", startsAt: instant("2026-11-23", "09:00"), endsAt: instant("2026-11-23", "10:30"),
+        title: "Sprint review", description: "Q4 demo", status: .confirmed,
+        attendees: [Attendee(name: "Ada Lovelace", email: "ada@example.com", phone: "+491701234567")],
+        requestedBy: "calendar-app", version: 2)
+
+    /// A summer booking (UTC+2) in another zone, without the optional fields.
+    static let pendingBooking = Booking(
+        id: otherBookingId, room: "Lisbon", date: "2026-07-01", start: "07:00", end: "07:15",
+        timeZone: "Europe/Lisbon", startsAt: instant("2026-07-01", "07:00", "Europe/Lisbon"),
+        endsAt: instant("2026-07-01", "07:15", "Europe/Lisbon"), title: "Stand-up", status: .pending,
+        attendees: [
+            Attendee(name: "Grace Hopper", email: "grace@example.com", phone: "+14155550100"),
+            Attendee(name: "Alan Turing", email: "alan@example.org", phone: "+442079460000"),
+        ],
+        version: 1)
+
+    static var cancelledBooking: Booking {
+        var b = booking
+        b.status = .cancelled
+        b.version = 3
+        b.cancelReason = "Moved to next sprint"
+        return b
+    }
+
+    static var rescheduledBooking: Booking {
+        var b = booking
+        b.date = "2026-11-24"
+        b.start = "13:00"
+        b.end = "14:30"
+        b.startsAt = instant("2026-11-24", "13:00")
+        b.endsAt = instant("2026-11-24", "14:30")
+        b.version = 3
+        return b
+    }
+
+    static func bookingEvent(_ booking: Booking, id: String = UUID().uuidString.lowercased()) -> BookingEvent {
+        BookingEvent(eventId: id, occurredAt: occurredAt, booking: booking)
+    }
+
+    static let passDelivered = PassDelivered(
+        eventId: "2c3d4e5f-6a7b-4c8d-9e0f-1a2b3c4d5e6f", occurredAt: occurredAt, bookingId: bookingId, version: 2,
+        attendeeIndex: 0, name: "Ada Lovelace", email: "ada@example.com", phone: "+491701234567", channel: .gateway)
+
+    static let passFailed = PassFailedEvent(
+        eventId: "3d4e5f6a-7b8c-4d9e-8f0a-1b2c3d4e5f6a", occurredAt: occurredAt, bookingId: bookingId, version: 2,
+        attendeeIndex: 0, name: "Ada Lovelace", email: "ada@example.com", phone: "+491701234567", channel: .gateway,
+        errorCode: 4002, errorText: "number not reachable", attempts: 5)
+
+    static let availabilityChanged = AvailabilityChanged(
+        eventId: "4e5f6a7b-8c9d-4e0f-9a1b-2c3d4e5f6a7b", occurredAt: occurredAt, room: "Berlin", date: "2026-11-23",
+        timeZone: "Europe/Berlin",
+        avail: [ContractFormat.range("07:00", "09:00"), ContractFormat.range("10:30", "19:00")])
+
+    static let availabilityQuery = AvailabilityQuery(
+        date: .date(.calendarDate("2026-11-23")), name: "ber", equipment: ["beamer"], minCapacity: 4,
+        freeFrom: "10:00", freeTo: "11:00", availableNextHour: true)
+
+    static let availabilityReply: AvailabilityReply = [
+        RoomAvailability(room: registerRoom.resolved(), avail: ["07:00 - 09:00", "10:30 - 19:00"]),
+        RoomAvailability(room: minimalRegisterRoom.resolved(), avail: []),
+    ]
+
+    static let sendPassRequest = SendPassRequest(
+        booking: .init(date: 1_795_388_400, timeStart: 1_795_420_800, timeEnd: 1_795_426_200, title: "Sprint review",
+                       description: "Q4 demo", room: "Berlin"),
+        passes: [SendPassRequest.Pass(name: "Ada Lovelace", email: "ada@example.com", number: "+491701234567")])
+
+    static let failedPass = FailedPass(
+        bookingId: bookingId, version: 2, attendeeIndex: 0, name: "Ada Lovelace", email: "ada@example.com",
+        phone: "+491701234567", attempts: 5, firstFailureAt: "2026-11-22T10:00:03Z",
+        lastFailureAt: "2026-11-22T10:13:40Z", lastErrorCode: 4002, lastErrorText: "number not reachable",
+        room: "Berlin", date: "2026-11-23", start: "09:00", end: "10:30", title: "Sprint review")
+
+    /// Every message type as `<schema-name>[--variant]` → encoded body.
+    static func samples() throws -> [(name: String, body: Data)] {
+        func e<T: Encodable>(_ name: String, _ value: T) throws -> (name: String, body: Data) {
+            (name, try ContractJSON.encode(value))
+        }
+        var noCode = failedPass
+        noCode.lastErrorCode = nil
+        var passFailedNoCode = passFailed
+        passFailedNoCode.errorCode = nil
+        passFailedNoCode.channel = nil
+        var delivered = passDelivered
+        delivered.channel = nil
+        return [
+            try e("room.register", registerRoom),
+            try e("room.register--minimal", minimalRegisterRoom),
+            try e("booking.create", createBooking),
+            try e("booking.create--today", CreateBooking(room: "Berlin", date: .today, start: "07:00", end: "19:00",
+                                                         title: "All day", attendees: createBooking.attendees)),
+            try e("booking.create--unix", CreateBooking(room: "Berlin", date: .unixSeconds(1_795_420_800),
+                                                        start: "09:00", end: "09:15", title: "Quick",
+                                                        attendees: createBooking.attendees)),
+            try e("booking.confirm", ConfirmBooking(bookingId: bookingId)),
+            try e("booking.cancel", CancelBooking(bookingId: bookingId, reason: "Moved to next sprint")),
+            try e("booking.cancel--no-reason", CancelBooking(bookingId: bookingId)),
+            try e("booking.reschedule", RescheduleBooking(bookingId: bookingId, date: .calendarDate("2026-11-24"),
+                                                          start: "13:00", end: "14:30")),
+            try e("reply--booking", CommandReply.booking(booking)),
+            try e("reply--pending", CommandReply.booking(pendingBooking)),
+            try e("reply--room", CommandReply.room(minimalRegisterRoom.resolved())),
+            try e("reply--error", CommandReply.failure(.overlap, "Berlin is already booked 09:00-10:00",
+                                                       field: "start", conflicts: [otherBookingId])),
+            try e("reply--error-minimal", CommandReply.failure(.unknownCommand, "unknown command type booking.delete")),
+            try e("room.registered", RoomRegistered(eventId: "1b2c3d4e", occurredAt: occurredAt,
+                                                    room: registerRoom.resolved())),
+            try e("room.registered--defaults", RoomRegistered(eventId: "1b2c3d4f", occurredAt: occurredAt,
+                                                              room: minimalRegisterRoom.resolved())),
+            try e("booking.created", bookingEvent(pendingBooking)),
+            try e("booking.confirmed", bookingEvent(booking)),
+            try e("booking.cancelled", bookingEvent(cancelledBooking)),
+            try e("booking.rescheduled", bookingEvent(rescheduledBooking)),
+            try e("pass.delivered", passDelivered),
+            try e("pass.delivered--no-channel", delivered),
+            try e("pass.failed", passFailed),
+            try e("pass.failed--no-code", passFailedNoCode),
+            try e("availability.changed", availabilityChanged),
+            try e("availability.changed--full", AvailabilityChanged(eventId: "x", occurredAt: occurredAt,
+                                                                    room: "Berlin", date: "2026-11-23",
+                                                                    timeZone: "Europe/Berlin", avail: [])),
+            try e("availability.query", availabilityQuery),
+            try e("availability.query--now", AvailabilityQuery(date: .now, availableNextHour: true)),
+            try e("availability.query--unix", AvailabilityQuery(date: .date(.unixSeconds(1_795_420_800)))),
+            try e("availability.query--empty", AvailabilityQuery()),
+            try e("availability.reply", availabilityReply),
+            try e("availability.reply--empty", AvailabilityReply()),
+            try e("sendpass.request", sendPassRequest),
+            try e("sendpass.response--success", SendPassResponse.success),
+            try e("sendpass.response--error", SendPassResponse.failure(SendPassError(text: "number not reachable",
+                                                                                     code: 4002, index: 0))),
+            try e("sendpass.response--error-nothing-sent",
+                  SendPassResponse.failure(SendPassError(text: "invalid api key", code: 1200))),
+            try e("passes.failed", failedPass),
+            try e("passes.failed--no-code", noCode),
+        ]
+    }
+}
