@@ -65,9 +65,10 @@ let package = Package(
         .target(
             name: "ServiceSupport",
             dependencies: [
-                "AMQPClient",
+                "AMQPClient", "BookingContracts",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             path: "Shared/ServiceSupport"
         ),

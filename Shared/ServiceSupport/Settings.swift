@@ -1,0 +1,86 @@
+import AMQPClient
+import Foundation
+import Logging
+
+/// A setting that could not be used; the message names the variable and
+/// what is wrong with it, never a secret.
+public struct SettingsError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// The settings every service reads from its environment (the operations
+/// contract in docs and README), with the documented defaults.
+public struct CommonSettings: Sendable {
+    /// `AMQP_URL`, default `amqp://guest:guest@127.0.0.1:5672/%2f`.
+    public var amqpURL: AMQPURL
+    /// `DATA_DIR`, default `./.data`.
+    public var dataDirectory: String
+    /// `HTTP_PORT`, default per service.
+    public var httpPort: Int
+    /// `LOG_LEVEL`, default `info`.
+    public var logLevel: Logger.Level
+    /// `LOG_FORMAT`: `text` (default) or `json`.
+    public var logFormat: LogFormat
+    /// `AMQP_HEARTBEAT` seconds, default 10.
+    public var heartbeatSeconds: Int
+    /// `AMQP_CONNECT_TIMEOUT`: seconds to wait for the broker at start-up, default 60.
+    public var initialConnectTimeoutSeconds: Double
+
+    /// Reads the settings from `environment`.
+    public init(environment: [String: String] = ProcessInfo.processInfo.environment, defaultHTTPPort: Int) throws {
+        func value(_ name: String) -> String? {
+            guard let v = environment[name]?.trimmingCharacters(in: .whitespaces), !v.isEmpty else { return nil }
+            return v
+        }
+        if let text = value("AMQP_URL") {
+            do {
+                amqpURL = try AMQPURL(text)
+            } catch {
+                throw SettingsError("AMQP_URL: \(error.message)")
+            }
+        } else {
+            amqpURL = .default
+        }
+        dataDirectory = value("DATA_DIR") ?? "./.data"
+        httpPort = try Self.integer(value("HTTP_PORT"), name: "HTTP_PORT", default: defaultHTTPPort, range: 0...65535)
+        let level = value("LOG_LEVEL")?.lowercased() ?? "info"
+        guard let parsedLevel = Logger.Level(rawValue: level == "warn" ? "warning" : level) else {
+            throw SettingsError("LOG_LEVEL: '\(level)' is not one of trace, debug, info, notice, warning, error, critical")
+        }
+        logLevel = parsedLevel
+        let format = value("LOG_FORMAT")?.lowercased() ?? "text"
+        guard let parsedFormat = LogFormat(rawValue: format) else {
+            throw SettingsError("LOG_FORMAT: '\(format)' is not 'text' or 'json'")
+        }
+        logFormat = parsedFormat
+        heartbeatSeconds = try Self.integer(value("AMQP_HEARTBEAT"), name: "AMQP_HEARTBEAT", default: 10, range: 0...600)
+        initialConnectTimeoutSeconds = Double(try Self.integer(value("AMQP_CONNECT_TIMEOUT"), name: "AMQP_CONNECT_TIMEOUT",
+                                                               default: 60, range: 0...3600))
+    }
+
+    static func integer(_ text: String?, name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
+        guard let text else { return value }
+        guard let n = Int(text), range.contains(n) else {
+            throw SettingsError("\(name): '\(text)' is not a whole number in \(range.lowerBound)...\(range.upperBound)")
+        }
+        return n
+    }
+
+    /// The AMQP configuration these settings describe.
+    public func amqpConfiguration(connectionName: String) -> AMQPConfiguration {
+        AMQPConfiguration(url: amqpURL, connectionName: connectionName, heartbeatSeconds: heartbeatSeconds,
+                          initialConnectTimeoutSeconds: initialConnectTimeoutSeconds)
+    }
+
+    /// Creates `DATA_DIR` if needed and returns its absolute path.
+    public func ensureDataDirectory() throws -> String {
+        let url = URL(fileURLWithPath: dataDirectory).standardizedFileURL
+        do {
+            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        } catch {
+            throw SettingsError("DATA_DIR: cannot create \(url.path): \(error.localizedDescription)")
+        }
+        return url.path
+    }
+}

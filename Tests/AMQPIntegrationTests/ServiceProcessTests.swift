@@ -1,0 +1,66 @@
+import AMQPClient
+import BookingContracts
+import Foundation
+import Testing
+import TestSupport
+
+/// The service executables as users run them: started with only
+/// environment settings, they declare their topology, and SIGTERM stops
+/// them with exit status 0.
+@Suite("Service processes")
+struct ServiceProcessTests {
+    static var binDirectory: URL {
+        if let dir = ProcessInfo.processInfo.environment["SERVICE_BIN_DIR"] { return URL(fileURLWithPath: dir) }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        return root.appendingPathComponent(".build/debug")
+    }
+
+    @Test(arguments: [
+        ("booking-handler", "booking-handler.commands"),
+        ("pass-sender", "pass-sender.events"),
+        ("availability-projector", "availability-projector.events"),
+    ])
+    func serviceDeclaresTopologyAndStopsCleanlyOnSIGTERM(service: String, queue: String) async throws {
+        let binary = Self.binDirectory.appendingPathComponent(service)
+        try #require(FileManager.default.isExecutableFile(atPath: binary.path), "build \(service) first (swift build)")
+        let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName(service))
+        defer { try? FileManager.default.removeItem(at: dataDir) }
+
+        // Start from a broker without the queue, so its appearance proves
+        // the service declared it.
+        let probe = try await AMQPConnection.connect(configuration: TestBroker.configuration("probe-\(service)"), logger: testLogger("probe"))
+        try await probe.deleteQueue(queue)
+
+        let process = Process()
+        process.executableURL = binary
+        var environment = ProcessInfo.processInfo.environment
+        environment["AMQP_URL"] = try TestBroker.url().urlStringWithCredentials
+        environment["DATA_DIR"] = dataDir.path
+        environment["HTTP_PORT"] = "0"
+        environment["LOG_LEVEL"] = "warning"
+        process.environment = environment
+        let (exited, exitedSignal) = AsyncStream<Int32>.makeStream()
+        process.terminationHandler = { exitedSignal.yield($0.terminationStatus); exitedSignal.finish() }
+        try process.run()
+
+        let connection = probe
+        // The service's own declaration creates the queue; wait for it.
+        try await withTimeout(30, "\(service) declaring \(queue)") {
+            while true {
+                if (try? await connection.queueInfo(queue)) != nil { return }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        // ...and its dead-letter queue, bound to the dead-letter exchange.
+        let dead = try await connection.queueInfo(Topology.deadLetterQueue(for: queue))
+        #expect(dead.name == queue + ".dead")
+        await connection.close()
+
+        process.terminate()  // SIGTERM
+        let status = try await withTimeout(30, "\(service) stopping") {
+            var iterator = exited.makeAsyncIterator()
+            return await iterator.next() ?? -1
+        }
+        #expect(status == 0)
+    }
+}
