@@ -1,0 +1,129 @@
+import AMQPClient
+import ArgumentParser
+import Foundation
+import Logging
+import TestSupport
+
+/// Prints throughput and latency of the Swift AMQP layer beside thin loops
+/// over raw rabbitmq-c, measured in the same run against the same broker.
+///
+///     swift run -c release benchmarks            # starts a private broker
+///     AMQP_URL=amqp://… swift run -c release benchmarks --messages 50000
+@main
+struct Benchmarks: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "benchmarks",
+        abstract: "Swift AMQP layer vs raw rabbitmq-c: confirms, pipelined RPC, one-at-a-time RPC.")
+
+    @Option(help: "Persistent messages to publish with confirms.")
+    var messages = 20_000
+    @Option(help: "Publishes in flight (raw window / Swift concurrent tasks).")
+    var publishWindow = 256
+    @Option(help: "RPC round trips for the pipelined measurement.")
+    var rpcCalls = 20_000
+    @Option(help: "RPC requests in flight.")
+    var inFlight = 64
+    @Option(help: "RPC round trips one at a time.")
+    var singleCalls = 2_000
+    @Option(help: "Repetitions of each measurement; the best is reported.")
+    var rounds = 2
+
+    func run() async throws {
+        var node: RabbitMQNode?
+        let url: AMQPURL
+        if let env = ProcessInfo.processInfo.environment["AMQP_URL"] {
+            url = try AMQPURL(env)
+        } else {
+            print("starting a private RabbitMQ node…")
+            node = try RabbitMQNode.start()
+            url = node!.url
+        }
+        defer { node?.stop() }
+        print("broker: \(url)")
+
+        var logger = Logger(label: "benchmarks")
+        logger.logLevel = .warning
+        let connection = try await AMQPConnection.connect(
+            configuration: AMQPConfiguration(url: url, connectionName: "benchmarks"), logger: logger)
+        let body = Array(#"{"room":"Berlin","date":"2026-11-23","start":"09:00","end":"10:30"}"#.utf8)
+        var rows: [Row] = []
+
+        // (a) persistent publish with confirms
+        let pubQueue = "bench.publish"
+        try await connection.declare([.queue(QueueDeclaration(pubQueue, type: .classic, maxLength: 1))])
+        var swiftPub = 0.0, rawPub = 0.0
+        for _ in 0..<rounds {
+            rawPub = max(rawPub, Raw.publishConfirmed(url: url, queue: pubQueue, count: messages, window: publishWindow, body: body))
+            swiftPub = max(swiftPub, try await swiftPublish(connection, queue: pubQueue, body: body))
+        }
+        rows.append(Row(name: "persistent publish + confirm (msg/s)", swiftRate: swiftPub, rawRate: rawPub))
+
+        // (b) and (c) RPC against the same raw echo server
+        let rpcQueue = "bench.rpc"
+        try await connection.declare([.queue(QueueDeclaration(rpcQueue, type: .classic))])
+        try await connection.purgeQueue(rpcQueue)
+        let server = Raw.EchoServer(url: url, queue: rpcQueue)
+        defer { server.stop() }
+        for (label, calls, window) in [("RPC, \(inFlight) in flight (calls/s)", rpcCalls, inFlight),
+                                       ("RPC, one at a time (calls/s)", singleCalls, 1)] {
+            var best: (swift: (Double, Latencies), raw: (Double, Latencies))?
+            for _ in 0..<rounds {
+                let raw = Raw.rpc(url: url, queue: rpcQueue, count: calls, inFlight: window, body: body)
+                let swift = try await swiftRPC(connection, queue: rpcQueue, count: calls, inFlight: window, body: body)
+                if best == nil || swift.0 > best!.swift.0 { best = (swift, best?.raw.0 ?? 0 > raw.0 ? best!.raw : raw) }
+                else if raw.0 > best!.raw.0 { best!.raw = raw }
+            }
+            let (s, r) = best!
+            rows.append(Row(name: label, swiftRate: s.0, rawRate: r.0,
+                            swiftP50: s.1.percentile(50), rawP50: r.1.percentile(50),
+                            swiftP99: s.1.percentile(99), rawP99: r.1.percentile(99)))
+        }
+        await connection.close()
+        printTable(rows)
+        print(String(format: "peak RSS of the benchmark process: %.1f MiB", peakRSSMiB()))
+        if let single = rows.last, let sp = single.swiftP50, let rp = single.rawP50 {
+            print(String(format: "one-at-a-time p50 added by the Swift layer: %.3f ms", sp - rp))
+        }
+    }
+
+    func swiftPublish(_ connection: AMQPConnection, queue: String, body: [UInt8]) async throws -> Double {
+        let start = monotonicNow()
+        let window = publishWindow, total = messages
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<window {
+                group.addTask {
+                    let properties = AMQPProperties(contentType: "application/json", deliveryMode: .persistent)
+                    for _ in stride(from: worker, to: total, by: window) {
+                        try await connection.publish(body, routingKey: queue, properties: properties)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        return Double(total) / (Double(monotonicNow() - start) / 1e9)
+    }
+
+    func swiftRPC(_ connection: AMQPConnection, queue: String, count: Int, inFlight: Int, body: [UInt8]) async throws -> (Double, Latencies) {
+        let start = monotonicNow()
+        let perWorker = try await withThrowingTaskGroup(of: [UInt64].self) { group in
+            for worker in 0..<inFlight {
+                group.addTask {
+                    var samples: [UInt64] = []
+                    let properties = AMQPProperties(contentType: "application/json", deliveryMode: .persistent)
+                    for _ in stride(from: worker, to: count, by: inFlight) {
+                        let t0 = monotonicNow()
+                        _ = try await connection.call(body, routingKey: queue, properties: properties, timeout: .seconds(30))
+                        samples.append(monotonicNow() - t0)
+                    }
+                    return samples
+                }
+            }
+            var all: [[UInt64]] = []
+            for try await samples in group { all.append(samples) }
+            return all
+        }
+        var latencies = Latencies()
+        for samples in perWorker { latencies.add(contentsOf: samples) }
+        return (Double(count) / (Double(monotonicNow() - start) / 1e9), latencies)
+    }
+}

@@ -1,0 +1,155 @@
+import AMQPClient
+import CRabbitMQ
+import Foundation
+
+/// The baseline: thin loops straight over rabbitmq-c, no Swift layer, one
+/// thread each. What the Swift layer is compared against in the same run.
+enum Raw {
+    static let ackMethod: amqp_method_number_t = 0x003C_0050
+    static let deliverMethod: amqp_method_number_t = 0x003C_003C
+
+    /// Connects, logs in and opens channel 1.
+    static func connect(_ url: AMQPURL) -> amqp_connection_state_t {
+        let conn = amqp_new_connection()!
+        let socket = amqp_tcp_socket_new(conn)
+        precondition(amqp_socket_open(socket, url.host, Int32(url.port)) == 0, "raw connect failed")
+        let reply = crabbitmq_login_plain(conn, url.vhost, 0, 131_072, 0, url.user, url.password)
+        precondition(reply.reply_type == AMQP_RESPONSE_NORMAL, "raw login failed")
+        amqp_channel_open(conn, 1)
+        precondition(amqp_get_rpc_reply(conn).reply_type == AMQP_RESPONSE_NORMAL)
+        return conn
+    }
+
+    static func close(_ conn: amqp_connection_state_t) {
+        amqp_channel_close(conn, 1, 200)
+        amqp_connection_close(conn, 200)
+        amqp_destroy_connection(conn)
+    }
+
+    static func bytes(_ s: String) -> amqp_bytes_t { amqp_cstring_bytes(strdup(s)) }
+
+    static func persistentProperties() -> amqp_basic_properties_t {
+        var p = amqp_basic_properties_t()
+        p._flags = UInt32(AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_CONTENT_TYPE_FLAG)
+        p.delivery_mode = 2
+        p.content_type = bytes("application/json")
+        return p
+    }
+
+    /// Publishes `count` persistent messages with confirms, at most `window`
+    /// unconfirmed; returns messages per second.
+    static func publishConfirmed(url: AMQPURL, queue: String, count: Int, window: Int, body: [UInt8]) -> Double {
+        let conn = connect(url)
+        defer { close(conn) }
+        amqp_confirm_select(conn, 1)
+        var props = persistentProperties()
+        let rk = bytes(queue)
+        var sent = 0, confirmed = 0
+        let start = monotonicNow()
+        body.withUnsafeBytes { raw in
+            let b = crabbitmq_bytes(raw.baseAddress, raw.count)
+            while confirmed < count {
+                while sent < count && sent - confirmed < window {
+                    precondition(amqp_basic_publish(conn, 1, crabbitmq_bytes(nil, 0), rk, 0, 0, &props, b) == 0)
+                    sent += 1
+                }
+                var frame = amqp_frame_t()
+                precondition(amqp_simple_wait_frame(conn, &frame) == 0)
+                if frame.frame_type == UInt8(AMQP_FRAME_METHOD) && crabbitmq_frame_method_id(&frame) == ackMethod {
+                    let ack = crabbitmq_frame_method_decoded(&frame).assumingMemoryBound(to: amqp_basic_ack_t.self).pointee
+                    confirmed = ack.multiple != 0 ? Int(ack.delivery_tag) : confirmed + 1
+                }
+                amqp_maybe_release_buffers(conn)
+            }
+        }
+        return Double(count) / (Double(monotonicNow() - start) / 1e9)
+    }
+
+    /// An RPC server on its own thread: consumes `queue`, replies to
+    /// `reply_to` with the request body and its `correlation_id`, acks.
+    final class EchoServer: @unchecked Sendable {  // `stopping` is the only shared state, guarded by the lock
+        private let lock = NSLock()
+        private var stopping = false
+        private let done = DispatchSemaphore(value: 0)
+
+        init(url: AMQPURL, queue: String) {
+            let thread = Thread { [self] in serve(url: url, queue: queue) }
+            thread.start()
+        }
+
+        func stop() {
+            lock.withLock { stopping = true }
+            done.wait()
+        }
+
+        private func serve(url: AMQPURL, queue: String) {
+            let conn = connect(url)
+            amqp_basic_qos(conn, 1, 0, 256, 0)
+            amqp_basic_consume(conn, 1, bytes(queue), crabbitmq_bytes(nil, 0), 0, 0, 0, crabbitmq_empty_table())
+            precondition(amqp_get_rpc_reply(conn).reply_type == AMQP_RESPONSE_NORMAL)
+            while !lock.withLock({ stopping }) {
+                var envelope = amqp_envelope_t()
+                var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
+                amqp_maybe_release_buffers(conn)
+                let reply = amqp_consume_message(conn, &envelope, &timeout, 0)
+                guard reply.reply_type == AMQP_RESPONSE_NORMAL else { continue }
+                var props = amqp_basic_properties_t()
+                props._flags = UInt32(AMQP_BASIC_CORRELATION_ID_FLAG | AMQP_BASIC_CONTENT_TYPE_FLAG)
+                props.correlation_id = envelope.message.properties.correlation_id
+                props.content_type = envelope.message.properties.content_type
+                amqp_basic_publish(conn, 1, crabbitmq_bytes(nil, 0), envelope.message.properties.reply_to, 0, 0,
+                                   &props, envelope.message.body)
+                amqp_basic_ack(conn, 1, envelope.delivery_tag, 0)
+                amqp_destroy_envelope(&envelope)
+            }
+            close(conn)
+            done.signal()
+        }
+    }
+
+    /// RPC client over direct reply-to with confirms on (as the Swift layer
+    /// does), keeping `inFlight` requests outstanding. Returns (calls/s, latencies).
+    static func rpc(url: AMQPURL, queue: String, count: Int, inFlight: Int, body: [UInt8]) -> (Double, Latencies) {
+        let conn = connect(url)
+        defer { close(conn) }
+        amqp_confirm_select(conn, 1)
+        amqp_basic_consume(conn, 1, bytes("amq.rabbitmq.reply-to"), crabbitmq_bytes(nil, 0), 0, 1, 0, crabbitmq_empty_table())
+        precondition(amqp_get_rpc_reply(conn).reply_type == AMQP_RESPONSE_NORMAL)
+        var props = persistentProperties()
+        props._flags |= UInt32(AMQP_BASIC_REPLY_TO_FLAG | AMQP_BASIC_CORRELATION_ID_FLAG)
+        props.reply_to = bytes("amq.rabbitmq.reply-to")
+        let rk = bytes(queue)
+        var sentAt = [UInt64](repeating: 0, count: count)
+        var latencies = Latencies()
+        var sent = 0, received = 0
+        let start = monotonicNow()
+        func send(_ i: Int) {
+            var id = "\(i)"
+            id.withUTF8 { idBytes in
+                props.correlation_id = crabbitmq_bytes(idBytes.baseAddress, idBytes.count)
+                sentAt[i] = monotonicNow()
+                body.withUnsafeBytes { raw in
+                    precondition(amqp_basic_publish(conn, 1, crabbitmq_bytes(nil, 0), rk, 0, 0, &props,
+                                                    crabbitmq_bytes(raw.baseAddress, raw.count)) == 0)
+                }
+            }
+        }
+        while sent < min(inFlight, count) { send(sent); sent += 1 }
+        while received < count {
+            var frame = amqp_frame_t()
+            precondition(amqp_simple_wait_frame(conn, &frame) == 0)
+            if frame.frame_type == UInt8(AMQP_FRAME_METHOD) && crabbitmq_frame_method_id(&frame) == deliverMethod {
+                var message = amqp_message_t()
+                precondition(amqp_read_message(conn, 1, &message, 0).reply_type == AMQP_RESPONSE_NORMAL)
+                let id = Int(String(decoding: UnsafeRawBufferPointer(start: message.properties.correlation_id.bytes,
+                                                                    count: message.properties.correlation_id.len), as: UTF8.self))!
+                latencies.add(monotonicNow() - sentAt[id])
+                amqp_destroy_message(&message)
+                received += 1
+                if sent < count { send(sent); sent += 1 }
+            }
+            amqp_maybe_release_buffers(conn)
+        }
+        return (Double(count) / (Double(monotonicNow() - start) / 1e9), latencies)
+    }
+}

@@ -1,0 +1,72 @@
+import Foundation
+
+/// Latency samples in nanoseconds, summarised as percentiles.
+struct Latencies {
+    private(set) var samples: [UInt64] = []
+
+    mutating func add(_ nanos: UInt64) { samples.append(nanos) }
+    mutating func add(contentsOf other: [UInt64]) { samples.append(contentsOf: other) }
+
+    func percentile(_ p: Double) -> Double {
+        guard !samples.isEmpty else { return .nan }
+        let sorted = samples.sorted()
+        let index = min(sorted.count - 1, Int((p / 100) * Double(sorted.count)))
+        return Double(sorted[index]) / 1e6
+    }
+}
+
+/// One printed result row: a measurement of the Swift layer beside the raw one.
+struct Row {
+    var name: String
+    var swiftRate: Double
+    var rawRate: Double
+    var swiftP50: Double? = nil
+    var rawP50: Double? = nil
+    var swiftP99: Double? = nil
+    var rawP99: Double? = nil
+}
+
+func monotonicNow() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}
+
+/// Peak resident set size of this process, MiB.
+func peakRSSMiB() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return Double(usage.ru_maxrss) / 1024
+}
+
+/// Current resident set size of a process, MiB (from /proc).
+func currentRSSMiB(pid: Int32 = getpid()) -> Double? {
+    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+    for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+        let kb = line.split(separator: " ").compactMap { Double($0) }.first ?? 0
+        return kb / 1024
+    }
+    return nil
+}
+
+func printTable(_ rows: [Row]) {
+    func f(_ v: Double?, _ digits: Int = 3) -> String {
+        guard let v, v.isFinite else { return "-" }
+        return String(format: "%.\(digits)f", v)
+    }
+    func pad(_ s: String, _ width: Int, left: Bool = false) -> String {
+        let padding = String(repeating: " ", count: max(0, width - s.count))
+        return left ? s + padding : padding + s
+    }
+    let header = [pad("measurement", 46, left: true), pad("swift/s", 10), pad("raw C/s", 10), pad("ratio", 7),
+                  pad("swift p50", 10), pad("raw p50", 10), pad("swift p99", 10), pad("raw p99", 10)]
+    print("")
+    print(header.joined(separator: " "))
+    for r in rows {
+        let cells = [pad(r.name, 46, left: true), pad(f(r.swiftRate, 0), 10), pad(f(r.rawRate, 0), 10),
+                     pad(String(format: "%.1f%%", 100 * r.swiftRate / r.rawRate), 7),
+                     pad(f(r.swiftP50), 10), pad(f(r.rawP50), 10), pad(f(r.swiftP99), 10), pad(f(r.rawP99), 10)]
+        print(cells.joined(separator: " "))
+    }
+    print("(latencies in ms; ratio = Swift layer throughput / raw rabbitmq-c throughput)")
+}
