@@ -19,6 +19,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
     ],
     targets: [
         // MARK: Shared
@@ -75,9 +76,22 @@ let package = Package(
 
         // MARK: Services
 
+        /// The booking handler's logic: validation rules, SQLite storage
+        /// (inbox, outbox), the command pipeline and the outbox relay.
+        .target(
+            name: "BookingHandler",
+            dependencies: [
+                "AMQPClient", "BookingContracts", "PhoneNumbers", "ServiceSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Services/BookingHandler"
+        ),
         .executableTarget(
             name: "booking-handler",
-            dependencies: ["AMQPClient", "BookingContracts", "ServiceSupport"],
+            dependencies: ["AMQPClient", "BookingContracts", "BookingHandler", "ServiceSupport"],
             path: "Services/booking-handler"
         ),
         .executableTarget(
@@ -113,6 +127,16 @@ let package = Package(
             name: "PhoneNumbersTests",
             dependencies: ["PhoneNumbers"],
             path: "Tests/PhoneNumbersTests"
+        ),
+        .testTarget(
+            name: "BookingHandlerTests",
+            dependencies: ["BookingHandler", "BookingContracts"],
+            path: "Tests/BookingHandlerTests"
+        ),
+        .testTarget(
+            name: "BookingIntegrationTests",
+            dependencies: ["BookingHandler", "BookingContracts", "AMQPClient", "TestSupport", "ServiceSupport"],
+            path: "Tests/BookingIntegrationTests"
         ),
         .testTarget(
             name: "AMQPIntegrationTests",

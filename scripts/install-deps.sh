@@ -24,6 +24,8 @@ APT_PACKAGES=(
   libprotobuf-dev    # headers included by libphonenumber's phonenumberutil.h
   amqp-tools         # amqp-publish / amqp-get / amqp-declare-queue, for checks
   iproute2           # ss, used by scripts/rabbitmq.sh to find free ports
+  libsqlite3-dev     # SQLite for GRDB (the services' storage)
+  tzdata             # IANA time zones for the rooms
 )
 PIP_PACKAGES=(jsonschema pyyaml)   # pip names
 PIP_MODULES=(jsonschema yaml)      # matching import names

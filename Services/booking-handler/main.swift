@@ -1,17 +1,24 @@
 import AMQPClient
-import BookingContracts
+import BookingHandler
 import Foundation
 import ServiceSupport
 
-// booking-handler: connects, declares its part of the contract's topology and runs
-// until SIGTERM/SIGINT. Its domain logic arrives with its own issue.
+// booking-handler: validates and stores booking commands, replies to the
+// sender and publishes events through its outbox. Settings: README.md.
 let (settings, logger) = await ServiceRunner.start(service: "booking-handler", defaultHTTPPort: 8081)
 do {
+    let environment = ProcessInfo.processInfo.environment
+    let dataDirectory = try settings.ensureDataDirectory()
+    let administrators = Set((environment["ADMIN_USERS"] ?? "").split(separator: ",")
+        .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
     let connection = try await AMQPConnection.connect(
         configuration: settings.amqpConfiguration(connectionName: "booking-handler"), logger: logger)
-    try await connection.declare(ContractTopology.declarations(queues: [Topology.handlerCommandsQueue]))
-    logger.info("topology declared; running until SIGTERM/SIGINT")
-    try await ServiceRunner.run([connection], logger: logger)
+    let app = try await BookingHandlerApp.build(
+        connection: connection, dataDirectory: dataDirectory,
+        roomsFile: environment["ROOMS_FILE"].flatMap { $0.isEmpty ? nil : $0 },
+        administrators: administrators, logger: logger)
+    logger.info("ready", metadata: ["data_dir": .string(dataDirectory), "admin_users": "\(administrators.sorted())"])
+    try await ServiceRunner.run(app.services, logger: logger)
     logger.info("stopped")
 } catch {
     logger.critical("booking-handler failed", metadata: ["error": "\(error)"])

@@ -30,6 +30,7 @@ struct ServiceProcessTests {
         // the service declared it.
         let probe = try await AMQPConnection.connect(configuration: TestBroker.configuration("probe-\(service)"), logger: testLogger("probe"))
         try await probe.deleteQueue(queue)
+        try await probe.deleteQueue(Topology.deadLetterQueue(for: queue))
 
         let process = Process()
         process.executableURL = binary
@@ -39,21 +40,32 @@ struct ServiceProcessTests {
         environment["HTTP_PORT"] = "0"
         environment["LOG_LEVEL"] = "warning"
         process.environment = environment
+        // Never share our stdout/stderr with the child: a child left running
+        // would keep the test runner's output pipe open.
+        let log = dataDir.appendingPathComponent("service.log")
+        try FileManager.default.createDirectory(at: dataDir, withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: log.path, contents: nil)
+        let logHandle = try FileHandle(forWritingTo: log)
+        process.standardOutput = logHandle
+        process.standardError = logHandle
+        defer {
+            if process.isRunning { process.interrupt(); process.terminate() }
+            try? logHandle.close()
+        }
         let (exited, exitedSignal) = AsyncStream<Int32>.makeStream()
         process.terminationHandler = { exitedSignal.yield($0.terminationStatus); exitedSignal.finish() }
         try process.run()
 
         let connection = probe
-        // The service's own declaration creates the queue; wait for it.
+        // The service's own declaration creates the queue and its
+        // dead-letter queue (declared last); wait for both.
         try await withTimeout(30, "\(service) declaring \(queue)") {
             while true {
-                if (try? await connection.queueInfo(queue)) != nil { return }
+                if (try? await connection.queueInfo(queue)) != nil,
+                   (try? await connection.queueInfo(Topology.deadLetterQueue(for: queue))) != nil { return }
                 try await Task.sleep(for: .milliseconds(100))
             }
         }
-        // ...and its dead-letter queue, bound to the dead-letter exchange.
-        let dead = try await connection.queueInfo(Topology.deadLetterQueue(for: queue))
-        #expect(dead.name == queue + ".dead")
         await connection.close()
 
         process.terminate()  // SIGTERM

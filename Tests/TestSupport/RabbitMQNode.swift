@@ -100,6 +100,39 @@ public enum TestBroker {
         try shared.get()
     }
 
+    /// A fresh virtual host on the shared broker (guest has full rights),
+    /// so a test can use the contract's fixed queue names without meeting
+    /// other tests' consumers. Needs a broker this process can administer:
+    /// the one scripts/test.sh started (`RABBITMQ_TEST_DIR`) or its own.
+    public static func isolatedURL(_ prefix: String = "t") throws -> AMQPURL {
+        var url = try url()
+        let directory = ProcessInfo.processInfo.environment["RABBITMQ_TEST_DIR"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? ownedNode.withLock { $0?.directory }
+        guard let directory else {
+            throw NodeError("isolated vhosts need a broker started by scripts/test.sh (RABBITMQ_TEST_DIR) or by the tests themselves; unset AMQP_URL")
+        }
+        let vhost = uniqueName(prefix)
+        _ = try RabbitMQNode.script(["ctl", "--dir", directory, "add_vhost", vhost])
+        _ = try RabbitMQNode.script(["ctl", "--dir", directory, "set_permissions", "-p", vhost, url.user, ".*", ".*", ".*"])
+        url.vhost = vhost
+        return url
+    }
+
+    /// Adds a broker user with full rights on `url`'s vhost and returns a URL for it.
+    public static func addUser(_ user: String, to url: AMQPURL) throws -> AMQPURL {
+        let directory = ProcessInfo.processInfo.environment["RABBITMQ_TEST_DIR"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? ownedNode.withLock { $0?.directory }
+        guard let directory else { throw NodeError("adding users needs a broker started by scripts/test.sh or the tests") }
+        let password = "pw-\(UUID().uuidString.prefix(8))"
+        _ = try? RabbitMQNode.script(["ctl", "--dir", directory, "add_user", user, password])
+        _ = try RabbitMQNode.script(["ctl", "--dir", directory, "change_password", user, password])
+        _ = try RabbitMQNode.script(["ctl", "--dir", directory, "set_permissions", "-p", url.vhost, user, ".*", ".*", ".*"])
+        var userURL = url
+        userURL.user = user
+        userURL.password = password
+        return userURL
+    }
+
     /// A configuration for the shared broker with a test-friendly name.
     public static func configuration(_ name: String = "test", heartbeat: Int = 10) throws -> AMQPConfiguration {
         AMQPConfiguration(url: try url(), connectionName: name, heartbeatSeconds: heartbeat)

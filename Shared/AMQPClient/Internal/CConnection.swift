@@ -77,7 +77,8 @@ final class CConnection {
         errno = 0
         let status = amqp_socket_open_noblock(socket, url.host, Int32(url.port), &timeout)
         if status != AMQP_STATUS_OK.rawValue {
-            let cause = errno != 0 ? " (\(String(cString: strerror(errno))))" : ""
+            let code = errno
+            let cause = code != 0 && code != EINPROGRESS ? " (\(String(cString: strerror(code))))" : ""
             throw AMQPError(.connectionFailed, "cannot connect to \(url.host):\(url.port): \(errorString(status))\(cause)")
         }
         _ = amqp_set_handshake_timeout(state, &timeout)

@@ -1,0 +1,44 @@
+import AMQPClient
+import BookingContracts
+import Foundation
+import Logging
+import ServiceLifecycle
+import ServiceSupport
+
+/// Assembles the booking handler from its parts; `main` and the
+/// integration tests both call it, so tests run what production runs.
+public struct BookingHandlerApp: Sendable {
+    /// The database.
+    public let store: BookingStore
+    /// Command handling.
+    public let processor: CommandProcessor
+    /// The outbox relay.
+    public let relay: OutboxRelay
+    /// The services to run, in start order (shutdown runs in reverse:
+    /// the consumer stops first, the relay makes its last round, then the
+    /// connection closes).
+    public let services: [any Service]
+
+    /// Opens the database in `dataDirectory`, upserts `roomsFile` (if any),
+    /// declares the handler's topology on `connection`.
+    public static func build(
+        connection: AMQPConnection, dataDirectory: String, roomsFile: String? = nil,
+        administrators: Set<String> = [], prefetch: UInt16 = 16, logger: Logger,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) async throws -> BookingHandlerApp {
+        let store = try BookingStore(path: dataDirectory + "/booking-handler.sqlite")
+        let processor = CommandProcessor(store: store, administrators: administrators, now: now)
+        if let roomsFile {
+            guard let data = FileManager.default.contents(atPath: roomsFile) else {
+                throw SettingsError("ROOMS_FILE: cannot read \(roomsFile)")
+            }
+            let rooms = try await processor.upsertRooms(fileContents: data)
+            logger.info("rooms upserted from ROOMS_FILE", metadata: ["rooms": "\(rooms.count)", "file": .string(roomsFile)])
+        }
+        try await connection.declare(ContractTopology.declarations(queues: [Topology.handlerCommandsQueue]))
+        let relay = OutboxRelay(store: store, connection: connection, logger: logger)
+        let consumer = CommandConsumer(connection: connection, processor: processor, relay: relay, logger: logger)
+        return BookingHandlerApp(store: store, processor: processor, relay: relay,
+                                 services: [connection, relay, consumer.service(prefetch: prefetch)])
+    }
+}

@@ -1,0 +1,60 @@
+import BookingContracts
+
+/// A change of an existing booking's status, named after its command.
+public enum BookingAction: String, Sendable, Hashable, CaseIterable {
+    /// `booking.confirm`: pending → confirmed.
+    case confirm
+    /// `booking.cancel`: pending or confirmed → cancelled.
+    case cancel
+    /// `booking.reschedule`: pending or confirmed → same status, or pending
+    /// when the room requires approval.
+    case reschedule
+}
+
+extension BookingRules {
+    /// The status machine. The status after `action` on a booking in
+    /// `status`:
+    /// - confirm: pending → confirmed;
+    /// - cancel: pending or confirmed → cancelled;
+    /// - reschedule: pending or confirmed → the same status, except that
+    ///   when the room `requiresApproval` the moved booking needs approval
+    ///   again and becomes pending.
+    ///
+    /// Anything else (confirming a confirmed or cancelled booking, cancelling
+    /// or rescheduling a cancelled one) is 2002, text like
+    /// `booking is cancelled; cannot confirm`, without `field`.
+    public static func transition(_ action: BookingAction, from status: BookingStatus, requiresApproval: Bool)
+        -> Result<BookingStatus, ReplyError>
+    {
+        switch (action, status) {
+        case (.confirm, .pending):
+            return .success(.confirmed)
+        case (.cancel, .pending), (.cancel, .confirmed):
+            return .success(.cancelled)
+        case (.reschedule, .pending), (.reschedule, .confirmed):
+            return .success(requiresApproval ? .pending : status)
+        default:
+            return .failure(ReplyError(code: .statusChangeNotAllowed,
+                                       text: "booking is \(status.rawValue); cannot \(action.rawValue)"))
+        }
+    }
+
+    /// Whether `requester` (the command's AMQP `user_id`, nil when it had
+    /// none) may change `booking`; nil when allowed, else 2003 without
+    /// `field`.
+    ///
+    /// Anyone may change a booking without ``Booking/requestedBy``.
+    /// Otherwise only the same broker user, or one of `administrators`
+    /// (broker users allowed to act on every booking, e.g. an approval
+    /// system). An empty `user_id` or `requestedBy` counts as absent. The
+    /// text names the booking id but never the booking's requester.
+    public static func authorize(requester: String?, booking: Booking, administrators: Set<String>) -> ReplyError? {
+        guard let owner = booking.requestedBy, !owner.isEmpty else { return nil }
+        guard let requester, !requester.isEmpty else {
+            return ReplyError(code: .notPermitted,
+                              text: "booking \(booking.id) can only be changed by its requester; the command has no user_id")
+        }
+        if requester == owner || administrators.contains(requester) { return nil }
+        return ReplyError(code: .notPermitted, text: "booking \(booking.id) can only be changed by its requester")
+    }
+}

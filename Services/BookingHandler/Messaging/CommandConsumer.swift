@@ -1,0 +1,136 @@
+import AMQPClient
+import BookingContracts
+import Foundation
+import Logging
+import Metrics
+
+/// Handles deliveries from `booking-handler.commands`: runs each command,
+/// publishes its reply, dead-letters poison, and only then acks.
+///
+/// Ordering of effects per delivery (at-least-once, no duplicate effect):
+/// 1. the command's effect, its events (outbox) and its reply (inbox) are
+///    committed in one transaction;
+/// 2. the reply is published to `reply_to` and confirmed;
+/// 3. the delivery is acked.
+/// A crash anywhere before 3 redelivers the command; the inbox then
+/// answers it with the stored reply and changes nothing.
+public struct CommandConsumer: Sendable {
+    let connection: AMQPConnection
+    let processor: CommandProcessor
+    let relay: OutboxRelay
+    let logger: Logger
+    private let latency = Timer(label: "booking_command_duration_seconds")
+
+    public init(connection: AMQPConnection, processor: CommandProcessor, relay: OutboxRelay, logger: Logger) {
+        self.connection = connection
+        self.processor = processor
+        self.relay = relay
+        self.logger = logger
+    }
+
+    /// The consumer as a service (sequential: commands of one queue are
+    /// handled in order; run more handler processes to scale out).
+    public func service(prefetch: UInt16 = 16) -> AMQPConsumerService {
+        AMQPConsumerService(connection: connection, queue: Topology.handlerCommandsQueue, prefetch: prefetch,
+                            logger: logger) { delivery in
+            await handle(delivery)
+        }
+    }
+
+    public func handle(_ delivery: AMQPDelivery) async {
+        let started = DispatchTime.now()
+        let p = delivery.properties
+        var logger = self.logger
+        logger[metadataKey: "amqp.message_id"] = p.messageID.map { .string($0) }
+        logger[metadataKey: "amqp.correlation_id"] = p.correlationID.map { .string($0) }
+        logger[metadataKey: "command.type"] = .string(p.type ?? delivery.routingKey)
+        let command = IncomingCommand(
+            body: delivery.body, typeProperty: p.type, routingKey: delivery.routingKey, messageID: p.messageID,
+            idempotencyKeyHeader: p.headers[MessageProperties.idempotencyKeyHeader]?.stringValue, userID: p.userID)
+
+        let result: ProcessingResult
+        do {
+            result = try await processor.process(command)
+        } catch {
+            // Database trouble: requeue and let the broker redeliver (the
+            // queue's delivery limit dead-letters a command that never works).
+            logger.error("command failed; requeueing", metadata: ["error": "\(error)"])
+            Counter(label: "booking_commands_total", dimensions: [("outcome", "requeued")]).increment()
+            try? await delivery.nack(requeue: true)
+            return
+        }
+
+        do {
+            switch result {
+            case .handled(let reply, let type, let duplicate):
+                if case .booking(let booking) = reply { logger[metadataKey: "booking.id"] = .string(booking.id) }
+                if case .error(let error) = reply { logger[metadataKey: "error.code"] = .stringConvertible(error.code.rawValue) }
+                try await sendReply(reply, to: delivery, logger: logger)
+                try await delivery.ack()
+                if !duplicate { relay.kick() }
+                let outcome = duplicate ? "duplicate" : (reply.isOK ? "ok" : "rejected")
+                Counter(label: "booking_commands_total", dimensions: [("type", type.rawValue), ("outcome", outcome)]).increment()
+                logger.info(duplicate ? "repeated command answered from the inbox" : "command handled",
+                            metadata: ["outcome": .string(outcome)])
+            case .poison(let reply, let reason):
+                try await sendReply(reply, to: delivery, logger: logger)
+                try await deadLetter(delivery, reason: reason, code: replyCode(reply))
+                try await delivery.ack()
+                Counter(label: "booking_commands_total", dimensions: [("outcome", "dead-lettered")]).increment()
+                logger.warning("poison command dead-lettered", metadata: ["reason": .string(reason)])
+            }
+        } catch {
+            // The reply or dead-letter could not be confirmed (connection
+            // lost): leave the command unacked; it comes back and the inbox
+            // replays the stored reply.
+            logger.warning("could not finish command; it will be redelivered", metadata: ["error": "\(error)"])
+            try? await delivery.nack(requeue: true)
+        }
+        latency.recordInterval(since: started)
+    }
+
+    private func replyCode(_ reply: CommandReply) -> Int {
+        if case .error(let error) = reply { return error.code.rawValue }
+        return 0
+    }
+
+    /// Publishes the reply to `reply_to` (default exchange), correlated by
+    /// the command's `correlation_id`, else its `message_id`.
+    private func sendReply(_ reply: CommandReply, to delivery: AMQPDelivery, logger: Logger) async throws {
+        guard let replyTo = delivery.properties.replyTo, !replyTo.isEmpty else { return }
+        let properties = AMQPProperties(
+            contentType: MessageProperties.contentType, deliveryMode: .persistent,
+            correlationID: MessageProperties.replyCorrelationID(
+                correlationID: delivery.properties.correlationID, messageID: delivery.properties.messageID),
+            timestamp: UInt64(Date().timeIntervalSince1970), type: MessageProperties.replyType, appID: "booking-handler")
+        do {
+            // Mandatory, so a vanished reply queue is noticed; but not for
+            // direct reply-to, which RabbitMQ delivers and still reports as
+            // unroutable (it is no real queue).
+            let mandatory = !replyTo.hasPrefix(MessageProperties.directReplyTo)
+            try await connection.publish([UInt8](try ContractJSON.encode(reply)), exchange: "", routingKey: replyTo,
+                                         properties: properties, mandatory: mandatory)
+        } catch let error as AMQPError where error.code == .unroutable || error.code == .invalidArgument {
+            // The requester's reply queue is gone (or reply_to is unusable):
+            // nobody can receive this reply; the command itself is done.
+            logger.warning("reply could not be delivered", metadata: ["amqp.reply_to": .string(String(replyTo.prefix(255))),
+                                                                      "error": "\(error)"])
+        }
+    }
+
+    /// Re-publishes a poison command to `booking.dead-letter` (routed to
+    /// `booking-handler.commands.dead`) with the reason in headers; a plain
+    /// nack would dead-letter it too, but without saying why.
+    private func deadLetter(_ delivery: AMQPDelivery, reason: String, code: Int) async throws {
+        var properties = delivery.properties
+        properties.headers["x-death-reason"] = .string(reason)
+        properties.headers["x-error-code"] = .int64(Int64(code))
+        properties.headers["x-original-routing-key"] = .string(delivery.routingKey)
+        properties.headers["x-original-exchange"] = .string(delivery.exchange)
+        properties.headers["x-dead-lettered-by"] = "booking-handler"
+        properties.deliveryMode = .persistent
+        try await connection.publish(delivery.body, exchange: Topology.deadLetterExchange,
+                                     routingKey: Topology.deadLetterRoutingKey(for: Topology.handlerCommandsQueue),
+                                     properties: properties, mandatory: true)
+    }
+}

@@ -1,0 +1,243 @@
+import BookingContracts
+import Foundation
+
+/// A command as it arrived: the body and the AMQP properties that matter.
+public struct IncomingCommand: Sendable {
+    public var body: [UInt8]
+    /// The `type` property (may be absent: then the routing key names the command).
+    public var typeProperty: String?
+    public var routingKey: String
+    public var messageID: String?
+    /// The `idempotency-key` header, for clients that cannot set `message_id`.
+    public var idempotencyKeyHeader: String?
+    /// The authenticated broker user (`user_id`, checked by RabbitMQ).
+    public var userID: String?
+
+    public init(body: [UInt8], typeProperty: String?, routingKey: String, messageID: String?,
+                idempotencyKeyHeader: String?, userID: String?) {
+        self.body = body
+        self.typeProperty = typeProperty
+        self.routingKey = routingKey
+        self.messageID = messageID
+        self.idempotencyKeyHeader = idempotencyKeyHeader
+        self.userID = userID
+    }
+
+    /// The idempotency key: `message_id`, else the `idempotency-key` header.
+    public var idempotencyKey: String? {
+        MessageProperties.idempotencyKey(messageID: messageID, idempotencyKeyHeader: idempotencyKeyHeader)
+    }
+}
+
+/// What became of a command.
+public enum ProcessingResult: Sendable, Equatable {
+    /// Executed (or recognised as a repeat): reply with `reply`.
+    case handled(CommandReply, type: CommandType, duplicate: Bool)
+    /// Not a command we can run (no usable type, not JSON, wrong shape):
+    /// reply with `reply` and dead-letter it with `reason`.
+    case poison(CommandReply, reason: String)
+}
+
+/// Turns commands into effects, events and replies, one database
+/// transaction each (see ``BookingStore``).
+public struct CommandProcessor: Sendable {
+    let store: BookingStore
+    let administrators: Set<String>
+    let now: @Sendable () -> Date
+    let newID: @Sendable () -> String
+
+    /// - Parameters:
+    ///   - administrators: broker users allowed to confirm, cancel or
+    ///     reschedule anybody's booking (`ADMIN_USERS`).
+    public init(store: BookingStore, administrators: Set<String> = [],
+                now: @escaping @Sendable () -> Date = { Date() },
+                newID: @escaping @Sendable () -> String = { UUID().uuidString.lowercased() }) {
+        self.store = store
+        self.administrators = administrators
+        self.now = now
+        self.newID = newID
+    }
+
+    /// Processes one command. Throws only for infrastructure failures
+    /// (database), which the caller retries by redelivery.
+    public func process(_ command: IncomingCommand) async throws -> ProcessingResult {
+        guard let type = CommandType.resolve(typeProperty: command.typeProperty, routingKey: command.routingKey) else {
+            let name = command.typeProperty ?? command.routingKey
+            return .poison(.failure(.unknownCommand, "unknown command type '\(name.prefix(100))'"),
+                           reason: "unknown command type")
+        }
+        let decoded: Command
+        do {
+            decoded = try Command.decode(type: type, body: command.body)
+        } catch {
+            let replyError = ContractJSON.replyError(for: error)
+            return .poison(.error(replyError), reason: "\(replyError.code.rawValue) \(replyError.text)")
+        }
+        let now = self.now()
+        let requester = command.userID
+        let outcome = try await store.execute(key: command.idempotencyKey, commandType: type.rawValue) { [self] tx in
+            try apply(decoded, tx, requester: requester, now: now)
+        }
+        return .handled(outcome.reply, type: type, duplicate: outcome.duplicate)
+    }
+
+    /// Loads rooms from a `ROOMS_FILE` body (a JSON array of `room.register`
+    /// bodies) and upserts them, each with its `room.registered` event.
+    public func upsertRooms(fileContents: Data) async throws -> [Room] {
+        let commands = try ContractJSON.decoder().decode([RegisterRoom].self, from: fileContents)
+        var rooms: [Room] = []
+        for (index, command) in commands.enumerated() {
+            switch BookingRules.validateRoom(command) {
+            case .failure(let error):
+                throw RoomsFileError(description: "room #\(index + 1) (\(command.name)): \(error.text)")
+            case .success(let room):
+                rooms.append(room)
+            }
+        }
+        let now = self.now()
+        let valid = rooms
+        try await store.transaction { [self] tx in
+            for room in valid {
+                try tx.upsertRoom(room)
+                try enqueueRoomRegistered(room, tx, now: now)
+            }
+        }
+        return rooms
+    }
+
+    // MARK: Commands
+
+    func apply(_ command: Command, _ tx: StoreTransaction, requester: String?, now: Date) throws -> CommandReply {
+        switch command {
+        case .registerRoom(let c):
+            switch BookingRules.validateRoom(c) {
+            case .failure(let error): return .error(error)
+            case .success(let room):
+                try tx.upsertRoom(room)
+                try enqueueRoomRegistered(room, tx, now: now)
+                return .room(room)
+            }
+
+        case .createBooking(let c):
+            let room = try tx.room(named: c.room)
+            let valid: ValidatedCreate
+            switch BookingRules.validateCreate(c, room: room, now: now) {
+            case .failure(let error): return .error(error)
+            case .success(let v): valid = v
+            }
+            if let conflict = try overlap(valid.room, valid.slot, tx, excluding: nil) { return conflict }
+            let booking = Booking(
+                id: newID(), room: valid.room.name, date: valid.slot.date, start: valid.slot.start, end: valid.slot.end,
+                timeZone: valid.slot.timeZone, startsAt: ContractFormat.timestamp(valid.slot.startsAt),
+                endsAt: ContractFormat.timestamp(valid.slot.endsAt), title: valid.title, description: valid.description,
+                status: valid.status, attendees: valid.attendees, requestedBy: requester, version: 1)
+            try tx.save(booking, startsAt: valid.slot.startsAt, endsAt: valid.slot.endsAt)
+            try enqueue(.bookingCreated, booking, tx, now: now)
+            // A booking that needs no approval is confirmed at once: consumers
+            // that act on confirmation (passes) get the same event as for
+            // an approved one, with the same version.
+            if booking.status == .confirmed { try enqueue(.bookingConfirmed, booking, tx, now: now) }
+            return .booking(booking)
+
+        case .confirmBooking(let c):
+            return try change(c.bookingId, .confirm, tx, requester: requester, now: now) { booking, _ in
+                (booking, .bookingConfirmed)
+            }
+
+        case .cancelBooking(let c):
+            return try change(c.bookingId, .cancel, tx, requester: requester, now: now) { booking, _ in
+                var b = booking
+                b.cancelReason = c.reason
+                return (b, .bookingCancelled)
+            }
+
+        case .rescheduleBooking(let c):
+            return try change(c.bookingId, .reschedule, tx, requester: requester, now: now) { booking, room in
+                let slot: BookingSlot
+                switch BookingRules.slot(room: room, date: c.date, start: c.start, end: c.end, now: now) {
+                case .failure(let error): throw error
+                case .success(let s): slot = s
+                }
+                if case .error(let error)? = try overlap(room, slot, tx, excluding: booking.id) { throw error }
+                var b = booking
+                b.date = slot.date
+                b.start = slot.start
+                b.end = slot.end
+                b.timeZone = slot.timeZone
+                b.startsAt = ContractFormat.timestamp(slot.startsAt)
+                b.endsAt = ContractFormat.timestamp(slot.endsAt)
+                return (b, .bookingRescheduled)
+            }
+        }
+    }
+
+    /// The common path of confirm/cancel/reschedule: load, authorise, check
+    /// the status transition, let `modify` change the booking, bump the
+    /// version, save, queue the event. A `ReplyError` thrown by `modify`
+    /// becomes the reply (and nothing is written).
+    private func change(
+        _ id: String, _ action: BookingAction, _ tx: StoreTransaction, requester: String?, now: Date,
+        _ modify: (Booking, Room) throws -> (Booking, EventType)
+    ) throws -> CommandReply {
+        guard let booking = try tx.booking(id: id) else {
+            return .failure(.bookingNotFound, "booking '\(id.prefix(100))' not found", field: "bookingId")
+        }
+        if let error = BookingRules.authorize(requester: requester, booking: booking, administrators: administrators) {
+            return .error(error)
+        }
+        guard let room = try tx.room(named: booking.room) else {
+            return .failure(.unknownRoom, "room '\(booking.room)' no longer exists", field: "room")
+        }
+        let status: BookingStatus
+        switch BookingRules.transition(action, from: booking.status, requiresApproval: room.requiresApproval) {
+        case .failure(let error): return .error(error)
+        case .success(let s): status = s
+        }
+        var changed: Booking
+        let event: EventType
+        do {
+            (changed, event) = try modify(booking, room)
+        } catch let error as ReplyError {
+            return .error(error)
+        }
+        changed.status = status
+        changed.version = booking.version + 1
+        guard let startsAt = ContractFormat.parseTimestamp(changed.startsAt),
+              let endsAt = ContractFormat.parseTimestamp(changed.endsAt) else {
+            throw StoreCorruption(description: "booking \(id) has unreadable instants")
+        }
+        try tx.save(changed, startsAt: startsAt, endsAt: endsAt)
+        try enqueue(event, changed, tx, now: now)
+        return .booking(changed)
+    }
+
+    private func overlap(_ room: Room, _ slot: BookingSlot, _ tx: StoreTransaction, excluding: String?) throws -> CommandReply? {
+        let ids = try tx.conflicts(room: room.name, startsAt: slot.startsAt, endsAt: slot.endsAt, excluding: excluding)
+        guard let first = ids.first else { return nil }
+        let existing = try tx.booking(id: first)
+        let when = existing.map { "\($0.start)-\($0.end)" } ?? "\(slot.start)-\(slot.end)"
+        return .failure(.overlap, "\(room.name) is already booked \(when)", field: "start", conflicts: ids)
+    }
+
+    // MARK: Events
+
+    private func enqueue(_ type: EventType, _ booking: Booking, _ tx: StoreTransaction, now: Date) throws {
+        let event = BookingEvent(eventId: newID(), occurredAt: ContractFormat.timestamp(now), booking: booking)
+        try tx.enqueue(routingKey: type.rawValue, messageID: event.eventId, body: try ContractJSON.encode(event))
+    }
+
+    private func enqueueRoomRegistered(_ room: Room, _ tx: StoreTransaction, now: Date) throws {
+        let event = RoomRegistered(eventId: newID(), occurredAt: ContractFormat.timestamp(now), room: room)
+        try tx.enqueue(routingKey: EventType.roomRegistered.rawValue, messageID: event.eventId, body: try ContractJSON.encode(event))
+    }
+}
+
+/// `ROOMS_FILE` holds something that is not a valid list of rooms.
+public struct RoomsFileError: Error, CustomStringConvertible {
+    public let description: String
+}
+
+/// A stored row could not be read back.
+struct StoreCorruption: Error, CustomStringConvertible {
+    let description: String
+}

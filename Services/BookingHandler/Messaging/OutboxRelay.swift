@@ -1,0 +1,111 @@
+import AMQPClient
+import BookingContracts
+import Foundation
+import Logging
+import Metrics
+import ServiceLifecycle
+import Synchronization
+
+/// Publishes the outbox to `booking.events`: claims the oldest unpublished
+/// events, publishes them with confirms (in outbox order, which is commit
+/// order, hence per-booking order), and marks them published only after the
+/// broker confirmed. Events committed before a crash go out after restart.
+///
+/// Woken by ``kick()`` after each command and otherwise every second, so
+/// events left by another process or a failed round are not forgotten.
+public final class OutboxRelay: Service, Sendable {
+    private let store: BookingStore
+    private let connection: AMQPConnection
+    private let logger: Logger
+    private let batchSize: Int
+    private let wakeups: AsyncStream<Void>
+    private let wake: AsyncStream<Void>.Continuation
+    private let published = Counter(label: "booking_events_published_total")
+    private let backlog = Gauge(label: "booking_outbox_backlog")
+
+    public init(store: BookingStore, connection: AMQPConnection, logger: Logger, batchSize: Int = 256) {
+        self.store = store
+        self.connection = connection
+        self.logger = logger
+        self.batchSize = batchSize
+        (wakeups, wake) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+    }
+
+    /// Asks for a round now (cheap; coalesces).
+    public func kick() {
+        wake.yield()
+    }
+
+    public func run() async throws {
+        let wake = self.wake
+        wake.yield()  // publish what a previous run left behind
+        await withTaskGroup(of: Void.self) { group in
+            // A tick every second catches events whose kick went to another
+            // process, or that failed and were released.
+            group.addTask {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(1))
+                    wake.yield()
+                }
+            }
+            await withGracefulShutdownHandler {
+                for await _ in wakeups {
+                    while await publishRound() == batchSize {}
+                }
+            } onGracefulShutdown: {
+                wake.finish()
+            }
+            group.cancelAll()
+        }
+        // One last round so events of commands handled during shutdown go out.
+        await publishRound()
+    }
+
+    /// Publishes one batch; returns how many events it claimed.
+    @discardableResult
+    public func publishRound() async -> Int {
+        let events: [BookingStore.OutboxEvent]
+        do {
+            events = try await store.claimOutbox(limit: batchSize, lease: 30)
+        } catch {
+            logger.error("outbox read failed", metadata: ["error": "\(error)"])
+            return 0
+        }
+        guard !events.isEmpty else {
+            backlog.record(0)
+            return 0
+        }
+        // Publish the batch pipelined; one channel keeps them in order.
+        let results = await withTaskGroup(of: (Int64, AMQPError?).self) { group in
+            for event in events {
+                group.addTask { [connection] in
+                    do {
+                        let properties = AMQPProperties.persistentJSON(type: event.routingKey, messageID: event.messageID)
+                        try await connection.publish(event.body, exchange: Topology.eventsExchange,
+                                                     routingKey: event.routingKey, properties: properties)
+                        return (event.id, nil)
+                    } catch {
+                        return (event.id, error as? AMQPError)
+                    }
+                }
+            }
+            var out: [(Int64, AMQPError?)] = []
+            for await r in group { out.append(r) }
+            return out
+        }
+        let ok = results.filter { $0.1 == nil }.map(\.0)
+        let failed = results.filter { $0.1 != nil }.map(\.0)
+        do {
+            try await store.markPublished(ok)
+            try await store.releaseClaims(failed)
+        } catch {
+            logger.error("outbox update failed; events will be published again", metadata: ["error": "\(error)"])
+        }
+        published.increment(by: ok.count)
+        if let firstError = results.compactMap(\.1).first {
+            logger.warning("events not confirmed; retrying", metadata: ["failed": "\(failed.count)", "error": "\(firstError)"])
+            try? await Task.sleep(for: .milliseconds(200))
+        }
+        return events.count
+    }
+}

@@ -1,0 +1,258 @@
+import BookingContracts
+import Foundation
+import GRDB
+
+/// The booking handler's SQLite database (GRDB, WAL): rooms, bookings, the
+/// inbox of processed commands and the outbox of events to publish.
+///
+/// Every command runs in one IMMEDIATE write transaction that takes the
+/// database's write lock first, then reads, checks and writes. That is what
+/// makes overlap checks safe when several handler processes share the file:
+/// SQLite serialises the transactions, so two of them can never both see a
+/// slot free.
+public final class BookingStore: Sendable {
+    let pool: DatabasePool
+
+    /// Opens (creating and migrating as needed) the database at `path`.
+    public init(path: String) throws {
+        var configuration = Configuration()
+        // Another process holding the write lock makes us wait, not fail.
+        configuration.busyMode = .timeout(15)
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")  // WAL: durable at checkpoint, safe on crash
+        }
+        pool = try DatabasePool(path: path, configuration: configuration)
+        try Self.migrator.migrate(pool)
+    }
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.create(table: "room") { t in
+                t.primaryKey("name", .text)
+                t.column("json", .blob).notNull()
+                t.column("updatedAt", .double).notNull()
+            }
+            try db.create(table: "booking") { t in
+                t.primaryKey("id", .text)
+                t.column("room", .text).notNull()
+                t.column("status", .text).notNull()
+                t.column("startsAt", .integer).notNull()  // unix seconds
+                t.column("endsAt", .integer).notNull()
+                t.column("version", .integer).notNull()
+                t.column("json", .blob).notNull()
+            }
+            try db.create(index: "booking_room_time", on: "booking", columns: ["room", "startsAt"])
+            try db.create(table: "inbox") { t in
+                t.primaryKey("key", .text)
+                t.column("commandType", .text)
+                t.column("reply", .blob).notNull()
+                t.column("createdAt", .double).notNull()
+            }
+            try db.create(table: "outbox") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("routingKey", .text).notNull()
+                t.column("messageId", .text).notNull()
+                t.column("body", .blob).notNull()
+                t.column("createdAt", .double).notNull()
+                t.column("claimedUntil", .double)
+                t.column("publishedAt", .double)
+            }
+            try db.create(index: "outbox_pending", on: "outbox", columns: ["publishedAt", "id"])
+        }
+        return migrator
+    }
+
+    /// The result of a command transaction.
+    public struct Outcome: Sendable {
+        /// The reply to send (stored in the inbox with the effect).
+        public var reply: CommandReply
+        /// True when the key was seen before: `reply` is the stored one and
+        /// nothing was changed.
+        public var duplicate: Bool
+    }
+
+    /// Runs a command: when `key` is already in the inbox, returns its
+    /// stored reply and does nothing else; otherwise runs `body` and stores
+    /// its effect, its events and its reply in the same transaction.
+    public func execute(
+        key: String?, commandType: String, _ body: @Sendable @escaping (StoreTransaction) throws -> CommandReply
+    ) async throws -> Outcome {
+        try await pool.writeWithoutTransaction { db in
+            var outcome: Outcome!
+            try db.inTransaction(.immediate) {
+                if let key, let stored = try Data.fetchOne(db, sql: "SELECT reply FROM inbox WHERE key = ?", arguments: [key]) {
+                    outcome = Outcome(reply: try ContractJSON.decode(CommandReply.self, from: stored), duplicate: true)
+                    return .commit
+                }
+                let transaction = StoreTransaction(db: db)
+                let reply = try body(transaction)
+                if let key {
+                    try db.execute(
+                        sql: "INSERT INTO inbox (key, commandType, reply, createdAt) VALUES (?, ?, ?, ?)",
+                        arguments: [key, commandType, try ContractJSON.encode(reply), Date().timeIntervalSince1970])
+                }
+                outcome = Outcome(reply: reply, duplicate: false)
+                return .commit
+            }
+            return outcome
+        }
+    }
+
+    /// Runs `body` in one IMMEDIATE write transaction (no inbox involved).
+    public func transaction<T: Sendable>(_ body: @Sendable @escaping (StoreTransaction) throws -> T) async throws -> T {
+        try await pool.writeWithoutTransaction { db in
+            var result: T?
+            try db.inTransaction(.immediate) {
+                result = try body(StoreTransaction(db: db))
+                return .commit
+            }
+            return result!
+        }
+    }
+
+    // MARK: Reads
+
+    /// A room by name.
+    public func room(named name: String) async throws -> Room? {
+        try await pool.read { db in try StoreTransaction(db: db).room(named: name) }
+    }
+
+    /// A booking by id.
+    public func booking(id: String) async throws -> Booking? {
+        try await pool.read { db in try StoreTransaction(db: db).booking(id: id) }
+    }
+
+    /// Counts, for tests and metrics.
+    public func counts() async throws -> (rooms: Int, bookings: Int, inbox: Int, outboxPending: Int) {
+        try await pool.read { db in
+            (try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM room") ?? 0,
+             try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM booking") ?? 0,
+             try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM inbox") ?? 0,
+             try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox WHERE publishedAt IS NULL") ?? 0)
+        }
+    }
+
+    // MARK: Outbox
+
+    /// An event waiting to be published.
+    public struct OutboxEvent: Sendable, Equatable {
+        public var id: Int64
+        public var routingKey: String
+        public var messageID: String
+        public var body: [UInt8]
+    }
+
+    /// Claims up to `limit` unpublished events, oldest first, for `lease`
+    /// seconds, so that concurrent relays (several handler processes) do
+    /// not publish the same event at the same time. A claim that expires
+    /// (its relay died) is taken over.
+    public func claimOutbox(limit: Int, lease: TimeInterval) async throws -> [OutboxEvent] {
+        try await pool.writeWithoutTransaction { db in
+            var events: [OutboxEvent] = []
+            try db.inTransaction(.immediate) {
+                let now = Date().timeIntervalSince1970
+                let rows = try Row.fetchAll(db, sql: """
+                    SELECT id, routingKey, messageId, body FROM outbox
+                    WHERE publishedAt IS NULL AND (claimedUntil IS NULL OR claimedUntil < ?)
+                    ORDER BY id LIMIT ?
+                    """, arguments: [now, limit])
+                events = rows.map { row in
+                    OutboxEvent(id: row["id"], routingKey: row["routingKey"], messageID: row["messageId"],
+                                body: [UInt8](row["body"] as Data))
+                }
+                if !events.isEmpty {
+                    let ids = events.map(\.id)
+                    try db.execute(sql: "UPDATE outbox SET claimedUntil = ? WHERE id IN (\(databaseQuestionMarks(count: ids.count)))",
+                                   arguments: StatementArguments([now + lease] + ids.map { $0 as (any DatabaseValueConvertible) }))
+                }
+                return .commit
+            }
+            return events
+        }
+    }
+
+    /// Marks events published (after the broker confirmed them).
+    public func markPublished(_ ids: [Int64]) async throws {
+        guard !ids.isEmpty else { return }
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE outbox SET publishedAt = ?, claimedUntil = NULL WHERE id IN (\(databaseQuestionMarks(count: ids.count)))",
+                           arguments: StatementArguments([Date().timeIntervalSince1970] + ids.map { $0 as (any DatabaseValueConvertible) }))
+        }
+    }
+
+    /// Gives claims back (publish failed) so the next round retries them.
+    public func releaseClaims(_ ids: [Int64]) async throws {
+        guard !ids.isEmpty else { return }
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE outbox SET claimedUntil = NULL WHERE id IN (\(databaseQuestionMarks(count: ids.count)))",
+                           arguments: StatementArguments(ids))
+        }
+    }
+
+    /// Deletes published events and inbox entries older than `age` seconds.
+    public func prune(olderThan age: TimeInterval) async throws {
+        let cutoff = Date().timeIntervalSince1970 - age
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM outbox WHERE publishedAt IS NOT NULL AND publishedAt < ?", arguments: [cutoff])
+            try db.execute(sql: "DELETE FROM inbox WHERE createdAt < ?", arguments: [cutoff])
+        }
+    }
+}
+
+/// What a command may do inside its transaction. Only valid inside
+/// ``BookingStore/execute(key:commandType:_:)``'s closure.
+public struct StoreTransaction {
+    let db: Database
+
+    public func room(named name: String) throws -> Room? {
+        guard let data = try Data.fetchOne(db, sql: "SELECT json FROM room WHERE name = ?", arguments: [name]) else { return nil }
+        return try ContractJSON.decode(Room.self, from: data)
+    }
+
+    public func allRooms() throws -> [Room] {
+        try Data.fetchAll(db, sql: "SELECT json FROM room ORDER BY name").map { try ContractJSON.decode(Room.self, from: $0) }
+    }
+
+    public func upsertRoom(_ room: Room) throws {
+        try db.execute(sql: """
+            INSERT INTO room (name, json, updatedAt) VALUES (?, ?, ?)
+            ON CONFLICT(name) DO UPDATE SET json = excluded.json, updatedAt = excluded.updatedAt
+            """, arguments: [room.name, try ContractJSON.encode(room), Date().timeIntervalSince1970])
+    }
+
+    public func booking(id: String) throws -> Booking? {
+        guard let data = try Data.fetchOne(db, sql: "SELECT json FROM booking WHERE id = ?", arguments: [id]) else { return nil }
+        return try ContractJSON.decode(Booking.self, from: data)
+    }
+
+    /// Ids of the room's pending/confirmed bookings overlapping [startsAt, endsAt).
+    public func conflicts(room: String, startsAt: Date, endsAt: Date, excluding: String? = nil) throws -> [String] {
+        try String.fetchAll(db, sql: """
+            SELECT id FROM booking
+            WHERE room = ? AND status IN ('pending', 'confirmed') AND startsAt < ? AND endsAt > ? AND id != ?
+            ORDER BY startsAt
+            """, arguments: [room, Int64(endsAt.timeIntervalSince1970), Int64(startsAt.timeIntervalSince1970), excluding ?? ""])
+    }
+
+    /// Inserts or replaces a booking (the caller bumps `version`).
+    public func save(_ booking: Booking, startsAt: Date, endsAt: Date) throws {
+        try db.execute(sql: """
+            INSERT INTO booking (id, room, status, startsAt, endsAt, version, json) VALUES (?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT(id) DO UPDATE SET room = excluded.room, status = excluded.status, startsAt = excluded.startsAt,
+              endsAt = excluded.endsAt, version = excluded.version, json = excluded.json
+            """, arguments: [booking.id, booking.room, booking.status.rawValue, Int64(startsAt.timeIntervalSince1970),
+                             Int64(endsAt.timeIntervalSince1970), booking.version, try ContractJSON.encode(booking)])
+    }
+
+    /// Every booking, for replays.
+    public func allBookings() throws -> [Booking] {
+        try Data.fetchAll(db, sql: "SELECT json FROM booking ORDER BY startsAt, id").map { try ContractJSON.decode(Booking.self, from: $0) }
+    }
+
+    /// Queues an event for the relay, in this transaction.
+    public func enqueue(routingKey: String, messageID: String, body: Data) throws {
+        try db.execute(sql: "INSERT INTO outbox (routingKey, messageId, body, createdAt) VALUES (?, ?, ?, ?)",
+                       arguments: [routingKey, messageID, body, Date().timeIntervalSince1970])
+    }
+}

@@ -1,0 +1,130 @@
+import AMQPClient
+import BookingContracts
+import BookingHandler
+import Foundation
+import Logging
+import ServiceLifecycle
+import TestSupport
+
+/// A booking handler running in this process against the real broker, in
+/// a virtual host of its own, with a fresh SQLite directory; plus a client
+/// connection and a queue that sees every event.
+final class HandlerHarness: Sendable {
+    let url: AMQPURL
+    let client: AMQPConnection
+    let events: AMQPConsumer
+    let eventsQueue: String
+    let dataDirectory: String
+    let app: BookingHandlerApp
+    private let running: Task<Void, any Error>
+    private let group: ServiceGroup
+
+    static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static var roomsFile: String { repositoryRoot.appendingPathComponent("deploy/rooms.json").path }
+
+    /// Starts a handler. `url`/`dataDirectory` let a second handler share
+    /// the first one's vhost and database.
+    static func start(url: AMQPURL? = nil, dataDirectory: String? = nil, administrators: Set<String> = [],
+                      name: String = "handler") async throws -> HandlerHarness {
+        let url = try url ?? TestBroker.isolatedURL("booking")
+        let dataDirectory = dataDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("handler-data")).path
+        try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+        let logger = testLogger(name)
+        let connection = try await AMQPConnection.connect(
+            configuration: AMQPConfiguration(url: url, connectionName: name), logger: logger)
+        let app = try await BookingHandlerApp.build(connection: connection, dataDirectory: dataDirectory,
+                                                    roomsFile: roomsFile, administrators: administrators, logger: logger)
+        let client = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: "client"), logger: logger)
+        let eventsQueue = uniqueName("events")
+        try await client.declare([
+            .queue(QueueDeclaration(eventsQueue, type: .classic, durable: false, autoDelete: true)),
+            .binding(QueueBinding(queue: eventsQueue, exchange: Topology.eventsExchange, routingKey: "#")),
+        ])
+        let events = try await client.consume(queue: eventsQueue, prefetch: 500)
+        var configuration = ServiceGroupConfiguration(
+            services: app.services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) }, logger: logger)
+        configuration.gracefulShutdownSignals = []
+        let group = ServiceGroup(configuration: configuration)
+        let running = Task { try await group.run() }
+        return HandlerHarness(url: url, client: client, events: events, eventsQueue: eventsQueue,
+                              dataDirectory: dataDirectory, app: app, running: running, group: group)
+    }
+
+    private init(url: AMQPURL, client: AMQPConnection, events: AMQPConsumer, eventsQueue: String, dataDirectory: String,
+                 app: BookingHandlerApp, running: Task<Void, any Error>, group: ServiceGroup) {
+        self.url = url
+        self.client = client
+        self.events = events
+        self.eventsQueue = eventsQueue
+        self.dataDirectory = dataDirectory
+        self.app = app
+        self.running = running
+        self.group = group
+    }
+
+    /// Sends a command through `booking.commands` and waits for its reply.
+    func send(_ type: String, _ body: [UInt8], messageID: String? = UUID().uuidString, headers: AMQPTable = [:],
+              userID: String? = nil, typeProperty: Bool = true, timeout: Duration = .seconds(15)) async throws -> (CommandReply, AMQPMessage) {
+        var properties = AMQPProperties.persistentJSON(type: typeProperty ? type : nil, messageID: messageID, headers: headers)
+        properties.correlationID = UUID().uuidString
+        properties.userID = userID
+        let reply = try await client.call(body, exchange: Topology.commandsExchange, routingKey: type,
+                                          properties: properties, timeout: timeout)
+        return (try ContractJSON.decode(CommandReply.self, from: reply.body), reply)
+    }
+
+    func send(_ type: String, json: String, messageID: String? = UUID().uuidString) async throws -> CommandReply {
+        try await send(type, Array(json.utf8), messageID: messageID).0
+    }
+
+    func send<T: Encodable>(_ type: CommandType, _ command: T, messageID: String? = UUID().uuidString) async throws -> CommandReply {
+        try await send(type.rawValue, [UInt8](try ContractJSON.encode(command)), messageID: messageID).0
+    }
+
+    /// The next `count` events (type and body), acked.
+    func nextEvents(_ count: Int, timeout: Double = 15) async throws -> [(type: String, body: [UInt8], messageID: String?)] {
+        let events = self.events
+        return try await withTimeout(timeout, "\(count) events") {
+            try await events.take(count).map { ($0.routingKey, $0.body, $0.properties.messageID) }
+        }
+    }
+
+    /// Stops the handler gracefully and closes the client.
+    func stop() async {
+        await group.triggerGracefulShutdown()
+        _ = await running.result
+        events.stop()
+        await client.close()
+    }
+}
+
+/// Dates relative to now in Europe/Berlin, so the tests never go stale.
+enum TestDates {
+    static func berlinDate(daysFromNow days: Int) -> String {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "Europe/Berlin")!
+        let date = calendar.date(byAdding: .day, value: days, to: Date())!
+        let c = calendar.dateComponents([.year, .month, .day], from: date)
+        return String(format: "%04d-%02d-%02d", c.year!, c.month!, c.day!)
+    }
+
+    static var tomorrow: String { berlinDate(daysFromNow: 1) }
+}
+
+func createJSON(room: String = "Berlin", date: String = TestDates.tomorrow, start: String = "09:00", end: String = "10:30",
+                title: String = "Sprint review", attendees: String? = nil) -> String {
+    let people = attendees ?? #"[{"name": "Ada Lovelace", "email": "ada@example.com", "phone": "0170 1234567"}]"#
+    return #"{"room": "\#(room)", "date": "\#(date)", "start": "\#(start)", "end": "\#(end)", "title": "\#(title)", "description": "Q4 demo", "attendees": \#(people)}"#
+}
+
+extension CommandReply {
+    var booking: Booking? {
+        if case .booking(let b) = self { return b }
+        return nil
+    }
+
+    var error: ReplyError? {
+        if case .error(let e) = self { return e }
+        return nil
+    }
+}
