@@ -41,7 +41,8 @@ extension BookingRules {
             return .failure(invalid("opens", "opens \"\(room.opens)\" is not a time HH:mm"))
         }
         if opens % ContractFormat.gridMinutes != 0 {
-            return .failure(invalid("opens", "opens \(room.opens) is not on the \(ContractFormat.gridMinutes)-minute grid"))
+            return .failure(invalid("opens",
+                                    "opens \(room.opens) is not on the \(ContractFormat.gridMinutes)-minute grid"))
         }
         guard let closes = ContractFormat.minutes(ofTime: room.closes) else {
             return .failure(invalid("closes", "closes \"\(room.closes)\" is not a time HH:mm"))

@@ -51,8 +51,9 @@ extension BookingRules {
     public static func authorize(requester: String?, booking: Booking, administrators: Set<String>) -> ReplyError? {
         guard let owner = booking.requestedBy, !owner.isEmpty else { return nil }
         guard let requester, !requester.isEmpty else {
-            return ReplyError(code: .notPermitted,
-                              text: "booking \(booking.id) can only be changed by its requester; the command has no user_id")
+            return ReplyError(
+                code: .notPermitted,
+                text: "booking \(booking.id) can only be changed by its requester; the command has no user_id")
         }
         if requester == owner || administrators.contains(requester) { return nil }
         return ReplyError(code: .notPermitted, text: "booking \(booking.id) can only be changed by its requester")
