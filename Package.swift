@@ -146,7 +146,7 @@ let package = Package(
         .executableTarget(
             name: "Benchmarks",
             dependencies: [
-                "AMQPClient", "CRabbitMQ", "TestSupport",
+                "AMQPClient", "BookingContracts", "BookingHandler", "CRabbitMQ", "TestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tests/Benchmarks"

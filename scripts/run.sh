@@ -60,11 +60,11 @@ section "starting the services (logs in .data/<service>.log)"
 start_service() {
   local name=$1 port=$2
   mkdir -p "$DATA/$name"
-  DATA_DIR=$DATA/$name HTTP_PORT=$port "$BIN/$name" >"$DATA/$name.log" 2>&1 &
+  DATA_DIR=$DATA/$name HTTP_PORT=$port ROOMS_FILE=${ROOMS_FILE:-} "$BIN/$name" >"$DATA/$name.log" 2>&1 &
   PIDS+=($!)
   echo "$name (pid $!, DATA_DIR=.data/$name, HTTP_PORT=$port)"
 }
-start_service booking-handler 8081
+ROOMS_FILE=$ROOT/deploy/rooms.json start_service booking-handler 8081
 start_service pass-sender 8082
 start_service availability-projector 8080
 
@@ -79,7 +79,14 @@ done
 
 section "connected services"
 ctl list_connections name client_properties | grep -o -E '"connection_name","[^"]*"' | cut -d'"' -f4 | sort
-section "the contract's queues, declared by the services"
+section "booking a room as another system would (docs/examples/publish-booking.sh, amqp-tools)"
+"$ROOT/docs/examples/publish-booking.sh" Berlin 09:00 10:30 | python3 -m json.tool
+section "the same slot again from another system: refused with the conflicting booking"
+ROOM_REPLY=$(AMQP_URL=$AMQP_URL "$ROOT/docs/examples/publish-booking.sh" Berlin 10:00 11:00)
+echo "$ROOM_REPLY" | python3 -m json.tool
+
+sleep 6  # RabbitMQ refreshes quorum-queue counters every few seconds
+section "the contract's queues (events wait in the consumers' queues until their services consume them)"
 ctl list_queues name type messages consumers | grep -E -v '^(Timeout|Listing)' | column -t
 
 if ((DEMO)); then

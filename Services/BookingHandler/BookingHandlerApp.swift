@@ -23,7 +23,7 @@ public struct BookingHandlerApp: Sendable {
     /// declares the handler's topology on `connection`.
     public static func build(
         connection: AMQPConnection, dataDirectory: String, roomsFile: String? = nil,
-        administrators: Set<String> = [], prefetch: UInt16 = 16, logger: Logger,
+        administrators: Set<String> = [], prefetch: UInt16 = 64, concurrency: Int = 16, logger: Logger,
         now: @escaping @Sendable () -> Date = { Date() }
     ) async throws -> BookingHandlerApp {
         let store = try BookingStore(path: dataDirectory + "/booking-handler.sqlite")
@@ -39,6 +39,6 @@ public struct BookingHandlerApp: Sendable {
         let relay = OutboxRelay(store: store, connection: connection, logger: logger)
         let consumer = CommandConsumer(connection: connection, processor: processor, relay: relay, logger: logger)
         return BookingHandlerApp(store: store, processor: processor, relay: relay,
-                                 services: [connection, relay, consumer.service(prefetch: prefetch)])
+                                 services: [connection, relay, consumer.service(prefetch: prefetch, concurrency: concurrency)])
     }
 }

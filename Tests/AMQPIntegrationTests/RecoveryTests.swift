@@ -38,7 +38,7 @@ struct RecoveryTests {
         return confirmed
     }
 
-    @Test func brokerRestartAndConnectionResetMidStreamLoseNoConfirmedMessage() async throws {
+    @Test func brokerRestartConnectionResetAndMissedHeartbeatsAreRecovered() async throws {
         let node = try RabbitMQNode.start()
         defer { node.stop() }
         var configuration = AMQPConfiguration(url: node.url, connectionName: "recovery-publisher", heartbeatSeconds: 2)
@@ -101,6 +101,29 @@ struct RecoveryTests {
         _ = await consuming.result
         await consumerConnection.close()
         await publisher.close()
+
+        // Missed heartbeats: a frozen broker keeps the TCP connection open
+        // but stops answering. With a 1 s heartbeat the client must notice
+        // within a few seconds, and reconnect once the broker is back.
+        var frozenConfiguration = AMQPConfiguration(url: node.url, connectionName: "heartbeat-watch", heartbeatSeconds: 1)
+        frozenConfiguration.connectTimeoutSeconds = 2
+        frozenConfiguration.reconnect = Backoff(initial: 0.1, maximum: 0.5)
+        let watcher = try await AMQPConnection.connect(configuration: frozenConfiguration, logger: testLogger("heartbeat-watch"))
+        try node.freeze()
+        let noticed = try await withTimeout(15, "noticing missed heartbeats") { () async throws -> Bool in
+            while watcher.isConnected { try await Task.sleep(for: .milliseconds(50)) }
+            return true
+        }
+        try node.thaw()
+        #expect(noticed)
+        try await withTimeout(60, "reconnecting after the broker thawed") {
+            while !(watcher.isConnected && watcher.reconnectCount >= 1) { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        let probe = uniqueName("after-freeze")
+        try await watcher.declare([.queue(QueueDeclaration(probe, type: .classic, durable: false, autoDelete: true))])
+        try await watcher.publish([1], routingKey: probe)
+        #expect(try await watcher.queueInfo(probe).messageCount == 1)
+        await watcher.close()
     }
 
 

@@ -13,6 +13,31 @@ import TestSupport
 struct Benchmarks: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "benchmarks",
+        abstract: "Throughput and latency figures, each beside a raw rabbitmq-c baseline measured in the same run.",
+        subcommands: [AMQPBenchmark.self, BookingBenchmark.self, StoreBenchmark.self],
+        defaultSubcommand: AMQPBenchmark.self)
+}
+
+/// The broker to measure against: `AMQP_URL`, or a private node.
+struct BenchmarkBroker {
+    let url: AMQPURL
+    let node: RabbitMQNode?
+
+    static func start() throws -> BenchmarkBroker {
+        if let env = ProcessInfo.processInfo.environment["AMQP_URL"] {
+            return BenchmarkBroker(url: try AMQPURL(env), node: nil)
+        }
+        print("starting a private RabbitMQ node…")
+        let node = try RabbitMQNode.start()
+        return BenchmarkBroker(url: node.url, node: node)
+    }
+
+    func stop() { node?.stop() }
+}
+
+struct AMQPBenchmark: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "amqp",
         abstract: "Swift AMQP layer vs raw rabbitmq-c: confirms, pipelined RPC, one-at-a-time RPC.")
 
     @Option(help: "Persistent messages to publish with confirms.")
@@ -29,16 +54,9 @@ struct Benchmarks: AsyncParsableCommand {
     var rounds = 2
 
     func run() async throws {
-        var node: RabbitMQNode?
-        let url: AMQPURL
-        if let env = ProcessInfo.processInfo.environment["AMQP_URL"] {
-            url = try AMQPURL(env)
-        } else {
-            print("starting a private RabbitMQ node…")
-            node = try RabbitMQNode.start()
-            url = node!.url
-        }
-        defer { node?.stop() }
+        let broker = try BenchmarkBroker.start()
+        defer { broker.stop() }
+        let url = broker.url
         print("broker: \(url)")
 
         var logger = Logger(label: "benchmarks")

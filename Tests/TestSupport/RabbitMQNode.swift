@@ -39,6 +39,23 @@ public final class RabbitMQNode: Sendable {
     public func ctl(_ arguments: [String]) throws -> String {
         try Self.script(["ctl", "--dir", directory] + arguments)
     }
+    /// Freezes the broker process (SIGSTOP): it stops answering, heartbeats
+    /// included, while its sockets stay open — a hung broker or a network
+    /// black hole, as clients see it.
+    public func freeze() throws { try signalBroker(SIGSTOP) }
+    /// Lets a frozen broker run again (SIGCONT).
+    public func thaw() throws { try signalBroker(SIGCONT) }
+
+    private func signalBroker(_ signal: Int32) throws {
+        let mnesia = URL(fileURLWithPath: directory).appendingPathComponent("mnesia")
+        let pidFile = try FileManager.default.contentsOfDirectory(atPath: mnesia.path).first { $0.hasSuffix(".pid") }
+        guard let pidFile, let text = try? String(contentsOf: mnesia.appendingPathComponent(pidFile), encoding: .utf8),
+              let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw NodeError("no pid file for the node in \(mnesia.path)")
+        }
+        guard kill(pid, signal) == 0 else { throw NodeError("kill(\(pid), \(signal)) failed: errno \(errno)") }
+    }
+
     /// Stops the node and removes its directory.
     public func stop() {
         _ = try? Self.script(["stop", "--dir", directory])

@@ -28,11 +28,16 @@ public struct CommandConsumer: Sendable {
         self.logger = logger
     }
 
-    /// The consumer as a service (sequential: commands of one queue are
-    /// handled in order; run more handler processes to scale out).
-    public func service(prefetch: UInt16 = 16) -> AMQPConsumerService {
+    /// The consumer as a service. Up to `concurrency` commands are in
+    /// progress at once: their database transactions still run one at a
+    /// time (SQLite's write lock, which is what keeps overlap checks and
+    /// the inbox exact), but replies, confirms and acks overlap. Commands a
+    /// client sends without waiting for the previous reply may therefore be
+    /// applied in a different order than sent — as with several handler
+    /// processes; clients that need an order wait for each reply.
+    public func service(prefetch: UInt16 = 64, concurrency: Int = 16) -> AMQPConsumerService {
         AMQPConsumerService(connection: connection, queue: Topology.handlerCommandsQueue, prefetch: prefetch,
-                            logger: logger) { delivery in
+                            concurrency: concurrency, logger: logger) { delivery in
             await handle(delivery)
         }
     }
@@ -56,6 +61,9 @@ public struct CommandConsumer: Sendable {
             // queue's delivery limit dead-letters a command that never works).
             logger.error("command failed; requeueing", metadata: ["error": "\(error)"])
             Counter(label: "booking_commands_total", dimensions: [("outcome", "requeued")]).increment()
+            // A pause before the requeue keeps a broken disk from turning
+            // into a hot redelivery loop that burns the delivery limit.
+            try? await Task.sleep(for: .seconds(1))
             try? await delivery.nack(requeue: true)
             return
         }

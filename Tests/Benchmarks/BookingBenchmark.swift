@@ -1,0 +1,190 @@
+import AMQPClient
+import ArgumentParser
+import BookingContracts
+import Foundation
+import Logging
+
+/// `booking.create` end to end through a real booking-handler process
+/// (publish with confirm → reply received), beside raw rabbitmq-c RPC round
+/// trips against a trivial echo server in the same run, and the handler's
+/// resident memory after filling its database.
+struct BookingBenchmark: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "booking",
+        abstract: "booking.create end to end (64 in flight and one at a time) vs raw RPC; handler memory after N bookings.")
+
+    @Option(help: "Commands for the pipelined measurement.")
+    var pipelined = 20_000
+    @Option(help: "Commands for the one-at-a-time measurement.")
+    var single = 2_000
+    @Option(help: "Requests in flight for the pipelined measurements.")
+    var inFlight = 64
+    @Option(help: "Total bookings to reach before reading the handler's memory.")
+    var fill = 100_000
+    @Option(help: "Rooms to spread the bookings over.")
+    var rooms = 200
+
+    func run() async throws {
+        let broker = try BenchmarkBroker.start()
+        defer { broker.stop() }
+        print("broker: \(broker.url)")
+        var logger = Logger(label: "benchmarks")
+        logger.logLevel = .warning
+        let client = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: broker.url, connectionName: "bench-client"),
+                                                      logger: logger)
+        let body = Array(#"{"room":"Berlin","date":"2026-11-23","start":"09:00","end":"10:30"}"#.utf8)
+
+        // Raw baseline.
+        let rpcQueue = "bench.rpc"
+        try await client.declare([.queue(QueueDeclaration(rpcQueue, type: .classic))])
+        let server = Raw.EchoServer(url: broker.url, queue: rpcQueue)
+        let rawPipelined = Raw.rpc(url: broker.url, queue: rpcQueue, count: pipelined, inFlight: inFlight, body: body)
+        let rawSingle = Raw.rpc(url: broker.url, queue: rpcQueue, count: single, inFlight: 1, body: body)
+        server.stop()
+
+        // The handler, as users run it.
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("bench-handler-\(getpid())")
+        try? FileManager.default.removeItem(at: work)
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: work) }
+        let roomsFile = work.appendingPathComponent("rooms.json")
+        let roomList = (0..<rooms).map { RegisterRoom(name: "Room \($0)", capacity: 10) }
+        try ContractJSON.encode(roomList).write(to: roomsFile)
+        let handler = try launchHandler(url: broker.url, dataDirectory: work.path, roomsFile: roomsFile.path)
+        defer { if handler.isRunning { handler.terminate(); handler.waitUntilExit() } }
+        while (try? await client.queueInfo(Topology.handlerCommandsQueue).consumerCount) != 1 {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        print("booking-handler pid \(handler.processIdentifier) ready; RSS \(String(format: "%.1f", currentRSSMiB(pid: handler.processIdentifier) ?? 0)) MiB")
+
+        let slots = SlotSequence(rooms: rooms)
+        let swiftPipelined = try await book(client, slots: slots, count: pipelined, inFlight: inFlight)
+        let swiftSingle = try await book(client, slots: slots, count: single, inFlight: 1)
+        var total = pipelined + single
+        let fillStart = monotonicNow()
+        while total < fill {
+            let n = min(20_000, fill - total)
+            _ = try await book(client, slots: slots, count: n, inFlight: inFlight)
+            total += n
+        }
+        let fillRate = Double(max(0, fill - pipelined - single)) / (Double(monotonicNow() - fillStart) / 1e9)
+        let rss = currentRSSMiB(pid: handler.processIdentifier) ?? .nan
+        let peak = peakRSSOf(pid: handler.processIdentifier) ?? .nan
+
+        handler.terminate()
+        handler.waitUntilExit()
+        await client.close()
+
+        printTable([
+            Row(name: "booking.create, \(inFlight) in flight (cmd/s)", swiftRate: swiftPipelined.rate, rawRate: rawPipelined.0,
+                swiftP50: swiftPipelined.latencies.percentile(50), rawP50: rawPipelined.1.percentile(50),
+                swiftP99: swiftPipelined.latencies.percentile(99), rawP99: rawPipelined.1.percentile(99)),
+            Row(name: "booking.create, one at a time (cmd/s)", swiftRate: swiftSingle.rate, rawRate: rawSingle.0,
+                swiftP50: swiftSingle.latencies.percentile(50), rawP50: rawSingle.1.percentile(50),
+                swiftP99: swiftSingle.latencies.percentile(99), rawP99: rawSingle.1.percentile(99)),
+        ])
+        print("(raw = RPC round trip to a raw rabbitmq-c echo server, no work: the transport's ceiling)")
+        print("failed replies: pipelined \(swiftPipelined.failures), single \(swiftSingle.failures)")
+        print(String(format: "fill to %d bookings: %.0f cmd/s; handler RSS after: %.1f MiB (peak %.1f MiB); handler exit status %d",
+                     total, fillRate, rss, peak, handler.terminationStatus))
+    }
+
+    func launchHandler(url: AMQPURL, dataDirectory: String, roomsFile: String) throws -> Process {
+        let binDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        let process = Process()
+        process.executableURL = binDirectory.appendingPathComponent("booking-handler")
+        guard FileManager.default.isExecutableFile(atPath: process.executableURL!.path) else {
+            throw ValidationError("build the handler first: swift build -c release --product booking-handler")
+        }
+        var environment = ProcessInfo.processInfo.environment
+        environment["AMQP_URL"] = url.urlStringWithCredentials
+        environment["DATA_DIR"] = dataDirectory
+        environment["ROOMS_FILE"] = roomsFile
+        environment["LOG_LEVEL"] = "warning"
+        process.environment = environment
+        try process.run()
+        return process
+    }
+
+    struct Result {
+        var rate: Double
+        var latencies: Latencies
+        var failures: Int
+    }
+
+    func book(_ client: AMQPConnection, slots: SlotSequence, count: Int, inFlight: Int) async throws -> Result {
+        let start = monotonicNow()
+        let perWorker = try await withThrowingTaskGroup(of: ([UInt64], Int).self) { group in
+            for _ in 0..<inFlight {
+                group.addTask {
+                    var samples: [UInt64] = []
+                    var failures = 0
+                    while let command = slots.next(limit: count) {
+                        let properties = AMQPProperties.persistentJSON(type: "booking.create", messageID: UUID().uuidString)
+                        let t0 = monotonicNow()
+                        let reply = try await client.call(command, exchange: Topology.commandsExchange, routingKey: "booking.create",
+                                                          properties: properties, timeout: .seconds(60))
+                        samples.append(monotonicNow() - t0)
+                        if !(try ContractJSON.decode(CommandReply.self, from: reply.body)).isOK { failures += 1 }
+                    }
+                    return (samples, failures)
+                }
+            }
+            var all: [([UInt64], Int)] = []
+            for try await r in group { all.append(r) }
+            return all
+        }
+        slots.resetLimit()
+        var latencies = Latencies()
+        for (samples, _) in perWorker { latencies.add(contentsOf: samples) }
+        return Result(rate: Double(latencies.samples.count) / (Double(monotonicNow() - start) / 1e9),
+                      latencies: latencies, failures: perWorker.map(\.1).reduce(0, +))
+    }
+}
+
+/// Distinct free slots: (day, room, quarter hour) in order, tomorrow on.
+final class SlotSequence: @unchecked Sendable {  // all state behind `lock`
+    private let lock = NSLock()
+    private let rooms: Int
+    private var index = 0
+    private var issuedInRound = 0
+    private var dates: [String] = []
+
+    init(rooms: Int) { self.rooms = rooms }
+
+    /// The next command body, or nil once `limit` were handed out this round.
+    func next(limit: Int) -> [UInt8]? {
+        lock.withLock {
+            guard issuedInRound < limit else { return nil }
+            issuedInRound += 1
+            let perDay = rooms * 48
+            let day = index / perDay + 1, room = (index % perDay) / 48, quarter = index % 48
+            index += 1
+            while dates.count < day { dates.append(berlinDate(daysFromNow: dates.count + 1)) }
+            let start = 7 * 60 + quarter * 15
+            let json = #"{"room":"Room \#(room)","date":"\#(dates[day - 1])","start":"\#(hhmm(start))","end":"\#(hhmm(start + 15))","title":"Benchmark","attendees":[{"name":"Ada Lovelace","email":"ada@example.com","phone":"0170 1234567"}]}"#
+            return Array(json.utf8)
+        }
+    }
+
+    func resetLimit() { lock.withLock { issuedInRound = 0 } }
+
+    private func hhmm(_ minutes: Int) -> String { String(format: "%02d:%02d", minutes / 60, minutes % 60) }
+
+    private func berlinDate(daysFromNow days: Int) -> String {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "Europe/Berlin")!
+        let date = calendar.date(byAdding: .day, value: days, to: Date())!
+        let c = calendar.dateComponents([.year, .month, .day], from: date)
+        return String(format: "%04d-%02d-%02d", c.year!, c.month!, c.day!)
+    }
+}
+
+/// Peak resident set size of a process, MiB (VmHWM).
+func peakRSSOf(pid: Int32) -> Double? {
+    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+    for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
+        return (line.split(separator: " ").compactMap { Double($0) }.first ?? 0) / 1024
+    }
+    return nil
+}

@@ -1,0 +1,41 @@
+import AMQPClient
+import BookingContracts
+import Foundation
+import Testing
+import TestSupport
+
+/// The README's example for other systems, run as written: Debian's
+/// amqp-tools (a client that is not ours) publish a booking.create with
+/// reply_to and an idempotency-key header, then read the reply.
+@Suite("Publishing from another system")
+struct ExternalClientTests {
+    func runExample(_ url: AMQPURL, _ arguments: [String] = []) throws -> (Int32, String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = [HandlerHarness.repositoryRoot.appendingPathComponent("docs/examples/publish-booking.sh").path] + arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(["AMQP_URL": url.urlStringWithCredentials]) { $1 }
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let output = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+    }
+
+    @Test func amqpToolsExampleBooksARoomAndReadsTheReply() async throws {
+        let h = try await HandlerHarness.start()
+        let (status, output) = try runExample(h.url)
+        #expect(status == 0, "\(output)")
+        let reply = try ContractJSON.decode(CommandReply.self, from: Array(output.utf8))
+        let booking = try #require(reply.booking, "\(output)")
+        #expect(booking.room == "Berlin")
+        #expect(booking.attendees.first?.phone == "+491701234567")
+        // Same idempotency key again: the same reply, no second booking.
+        let (again, secondOutput) = try runExample(h.url)
+        #expect(again == 0)
+        #expect(try ContractJSON.decode(CommandReply.self, from: Array(secondOutput.utf8)) == reply)
+        #expect(try await h.app.store.counts().bookings == 1)
+        await h.stop()
+    }
+}

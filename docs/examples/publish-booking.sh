@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Books a room from another system with nothing but Debian's amqp-tools:
+# declare a reply queue, publish booking.create with reply_to and an
+# idempotency key, read the reply. Usage:
+#   AMQP_URL=amqp://user:pass@host:5672/%2f docs/examples/publish-booking.sh [ROOM] [START] [END]
+set -euo pipefail
+URL=${AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}
+ROOM=${1:-Berlin}
+START=${2:-09:00}
+END=${3:-10:30}
+DATE=$(TZ=Europe/Berlin date -d tomorrow +%F)
+REPLIES=my-system.replies
+
+amqp-declare-queue --url="$URL" -q "$REPLIES" >/dev/null
+amqp-publish --url="$URL" -e booking.commands -r booking.create -p -C application/json \
+  -t "$REPLIES" -H "idempotency-key: my-system-$ROOM-$DATE-$START" \
+  -b '{"room": "'"$ROOM"'", "date": "'"$DATE"'", "start": "'"$START"'", "end": "'"$END"'",
+       "title": "Sprint review", "description": "Q4 demo",
+       "attendees": [{"name": "Ada Lovelace", "email": "ada@example.com", "phone": "0170 1234567"}]}'
+
+# The reply arrives on our queue; wait for it (up to 10 s).
+for _ in $(seq 1 50); do
+  if reply=$(amqp-get --url="$URL" -q "$REPLIES" 2>/dev/null); then
+    echo "$reply"
+    exit 0
+  fi
+  sleep 0.2
+done
+echo "no reply within 10 s" >&2
+exit 1
