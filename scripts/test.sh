@@ -82,5 +82,16 @@ section "building (swift build --build-tests)"
 
 section "testing (swift test${*:+ $*})"
 rc=0
-"$SWIFT_BIN" test "$@" || rc=$?
+TEST_LOG=$(mktemp /tmp/room-booking-test-log.XXXXXX)
+"$SWIFT_BIN" test "$@" 2>&1 | tee "$TEST_LOG" || rc=${PIPESTATUS[0]}
+# The tests are Swift Testing tests; XCTest's "Executed 0 tests" lines are
+# its empty half. Close with one plain summary line for whoever reads the end.
+summary=$(grep -E '^. Test run with [0-9]+ tests?' "$TEST_LOG" | tail -n 1 || true)
+total=$(sed -nE 's/^. Test run with ([0-9]+) tests?.*/\1/p' <<<"$summary")
+failed=$(grep -E '^✘ Test .* failed after' "$TEST_LOG" | grep -vc '^✘ Test run with' || true)
+passed=$(( ${total:-0} - failed ))
+rm -f "$TEST_LOG"
+echo
+echo "tests: $passed passed, $failed failed"
+((rc == 0 && failed == 0)) || rc=${rc/#0/1}
 exit "$rc"

@@ -1,6 +1,7 @@
 import BookingContracts
 import Foundation
 import GRDB
+import Synchronization
 
 /// The booking handler's SQLite database (GRDB, WAL): rooms, bookings, the
 /// inbox of processed commands and the outbox of events to publish.
@@ -12,6 +13,7 @@ import GRDB
 /// slot free.
 public final class BookingStore: Sendable {
     let pool: DatabasePool
+    private let batch = Mutex(BatchState())
 
     /// Opens (creating and migrating as needed) the database at `path`.
     public init(path: String) throws {
@@ -75,28 +77,91 @@ public final class BookingStore: Sendable {
     /// Runs a command: when `key` is already in the inbox, returns its
     /// stored reply and does nothing else; otherwise runs `body` and stores
     /// its effect, its events and its reply in the same transaction.
+    ///
+    /// Commands submitted while a transaction is running are grouped into
+    /// the next one (group commit), each inside its own savepoint: one
+    /// commit and one hop to the writer per group instead of per command,
+    /// with the same isolation — they still run one after another under the
+    /// write lock.
     public func execute(
         key: String?, commandType: String, _ body: @Sendable @escaping (StoreTransaction) throws -> CommandReply
     ) async throws -> Outcome {
-        try await pool.writeWithoutTransaction { db in
-            var outcome: Outcome!
-            try db.inTransaction(.immediate) {
-                if let key, let stored = try Data.fetchOne(db, sql: "SELECT reply FROM inbox WHERE key = ?", arguments: [key]) {
-                    outcome = Outcome(reply: try ContractJSON.decode(CommandReply.self, from: stored), duplicate: true)
-                    return .commit
-                }
-                let transaction = StoreTransaction(db: db)
-                let reply = try body(transaction)
-                if let key {
-                    try db.execute(
-                        sql: "INSERT INTO inbox (key, commandType, reply, createdAt) VALUES (?, ?, ?, ?)",
-                        arguments: [key, commandType, try ContractJSON.encode(reply), Date().timeIntervalSince1970])
-                }
-                outcome = Outcome(reply: reply, duplicate: false)
-                return .commit
+        try await withCheckedThrowingContinuation { (promise: CheckedContinuation<Outcome, any Error>) in
+            let lead = batch.withLock { state -> Bool in
+                state.jobs.append(Job(key: key, commandType: commandType, body: body, promise: promise))
+                if state.draining { return false }
+                state.draining = true
+                return true
             }
-            return outcome
+            // The first command to find no group running starts one; the
+            // task ends when no command is waiting.
+            if lead { Task { await self.drain() } }
         }
+    }
+
+    struct Job: Sendable {
+        let key: String?
+        let commandType: String
+        let body: @Sendable (StoreTransaction) throws -> CommandReply
+        let promise: CheckedContinuation<Outcome, any Error>
+    }
+
+    struct BatchState {
+        var jobs: [Job] = []
+        var draining = false
+    }
+
+    /// How many commands one transaction takes at most.
+    static let maxGroup = 64
+
+    private func drain() async {
+        while true {
+            let group = batch.withLock { state -> [Job] in
+                let group = Array(state.jobs.prefix(Self.maxGroup))
+                state.jobs.removeFirst(group.count)
+                if group.isEmpty { state.draining = false }
+                return group
+            }
+            if group.isEmpty { return }
+            do {
+                let results = try await pool.writeWithoutTransaction { db -> [Result<Outcome, any Error>] in
+                    var results: [Result<Outcome, any Error>] = []
+                    try db.inTransaction(.immediate) {
+                        for job in group {
+                            do {
+                                var outcome: Outcome!
+                                try db.inSavepoint {
+                                    outcome = try Self.run(job, db)
+                                    return .commit
+                                }
+                                results.append(.success(outcome))
+                            } catch {
+                                results.append(.failure(error))
+                            }
+                        }
+                        return .commit
+                    }
+                    return results
+                }
+                for (job, result) in zip(group, results) { job.promise.resume(with: result) }
+            } catch {
+                // The commit itself failed: nothing of the group was stored.
+                for job in group { job.promise.resume(throwing: error) }
+            }
+        }
+    }
+
+    private static func run(_ job: Job, _ db: Database) throws -> Outcome {
+        if let key = job.key,
+           let stored = try Data.fetchOne(db.cachedStatement(sql: "SELECT reply FROM inbox WHERE key = ?"), arguments: [key]) {
+            return Outcome(reply: try ContractJSON.decode(CommandReply.self, from: stored), duplicate: true)
+        }
+        let reply = try job.body(StoreTransaction(db: db))
+        if let key = job.key {
+            try db.cachedStatement(sql: "INSERT INTO inbox (key, commandType, reply, createdAt) VALUES (?, ?, ?, ?)")
+                .execute(arguments: [key, job.commandType, try ContractJSON.encode(reply), Date().timeIntervalSince1970])
+        }
+        return Outcome(reply: reply, duplicate: false)
     }
 
     /// Runs `body` in one IMMEDIATE write transaction (no inbox involved).
@@ -206,7 +271,7 @@ public struct StoreTransaction {
     let db: Database
 
     public func room(named name: String) throws -> Room? {
-        guard let data = try Data.fetchOne(db, sql: "SELECT json FROM room WHERE name = ?", arguments: [name]) else { return nil }
+        guard let data = try Data.fetchOne(db.cachedStatement(sql: "SELECT json FROM room WHERE name = ?"), arguments: [name]) else { return nil }
         return try ContractJSON.decode(Room.self, from: data)
     }
 
@@ -215,33 +280,33 @@ public struct StoreTransaction {
     }
 
     public func upsertRoom(_ room: Room) throws {
-        try db.execute(sql: """
+        try db.cachedStatement(sql: """
             INSERT INTO room (name, json, updatedAt) VALUES (?, ?, ?)
             ON CONFLICT(name) DO UPDATE SET json = excluded.json, updatedAt = excluded.updatedAt
-            """, arguments: [room.name, try ContractJSON.encode(room), Date().timeIntervalSince1970])
+            """).execute(arguments: [room.name, try ContractJSON.encode(room), Date().timeIntervalSince1970])
     }
 
     public func booking(id: String) throws -> Booking? {
-        guard let data = try Data.fetchOne(db, sql: "SELECT json FROM booking WHERE id = ?", arguments: [id]) else { return nil }
+        guard let data = try Data.fetchOne(db.cachedStatement(sql: "SELECT json FROM booking WHERE id = ?"), arguments: [id]) else { return nil }
         return try ContractJSON.decode(Booking.self, from: data)
     }
 
     /// Ids of the room's pending/confirmed bookings overlapping [startsAt, endsAt).
     public func conflicts(room: String, startsAt: Date, endsAt: Date, excluding: String? = nil) throws -> [String] {
-        try String.fetchAll(db, sql: """
+        try String.fetchAll(db.cachedStatement(sql: """
             SELECT id FROM booking
             WHERE room = ? AND status IN ('pending', 'confirmed') AND startsAt < ? AND endsAt > ? AND id != ?
             ORDER BY startsAt
-            """, arguments: [room, Int64(endsAt.timeIntervalSince1970), Int64(startsAt.timeIntervalSince1970), excluding ?? ""])
+            """), arguments: [room, Int64(endsAt.timeIntervalSince1970), Int64(startsAt.timeIntervalSince1970), excluding ?? ""])
     }
 
     /// Inserts or replaces a booking (the caller bumps `version`).
     public func save(_ booking: Booking, startsAt: Date, endsAt: Date) throws {
-        try db.execute(sql: """
+        try db.cachedStatement(sql: """
             INSERT INTO booking (id, room, status, startsAt, endsAt, version, json) VALUES (?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(id) DO UPDATE SET room = excluded.room, status = excluded.status, startsAt = excluded.startsAt,
               endsAt = excluded.endsAt, version = excluded.version, json = excluded.json
-            """, arguments: [booking.id, booking.room, booking.status.rawValue, Int64(startsAt.timeIntervalSince1970),
+            """).execute(arguments: [booking.id, booking.room, booking.status.rawValue, Int64(startsAt.timeIntervalSince1970),
                              Int64(endsAt.timeIntervalSince1970), booking.version, try ContractJSON.encode(booking)])
     }
 
@@ -252,7 +317,7 @@ public struct StoreTransaction {
 
     /// Queues an event for the relay, in this transaction.
     public func enqueue(routingKey: String, messageID: String, body: Data) throws {
-        try db.execute(sql: "INSERT INTO outbox (routingKey, messageId, body, createdAt) VALUES (?, ?, ?, ?)",
-                       arguments: [routingKey, messageID, body, Date().timeIntervalSince1970])
+        try db.cachedStatement(sql: "INSERT INTO outbox (routingKey, messageId, body, createdAt) VALUES (?, ?, ?, ?)")
+            .execute(arguments: [routingKey, messageID, body, Date().timeIntervalSince1970])
     }
 }

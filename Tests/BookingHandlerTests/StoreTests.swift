@@ -1,0 +1,118 @@
+import BookingContracts
+import Foundation
+import Testing
+@testable import BookingHandler
+
+/// BookingStore and CommandProcessor on a real SQLite file: group commit,
+/// the inbox, the outbox lease.
+@Suite("Booking store")
+struct StoreTests {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID().uuidString)")
+
+    func makeProcessor() async throws -> (BookingStore, CommandProcessor) {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let store = try BookingStore(path: directory.appendingPathComponent("db.sqlite").path)
+        let now = ISO8601DateFormatter().date(from: "2026-11-22T10:00:00Z")!
+        let processor = CommandProcessor(store: store, now: { now })
+        _ = try await processor.upsertRooms(fileContents: Data(#"[{"name": "Berlin", "capacity": 8}]"#.utf8))
+        return (store, processor)
+    }
+
+    func create(_ start: String, _ end: String, key: String?) -> IncomingCommand {
+        let body = #"{"room":"Berlin","date":"2026-11-23","start":"\#(start)","end":"\#(end)","title":"T","attendees":[{"name":"Ada","email":"ada@example.com","phone":"0170 1234567"}]}"#
+        return IncomingCommand(body: Array(body.utf8), typeProperty: "booking.create", routingKey: "booking.create",
+                               messageID: key, idempotencyKeyHeader: nil, userID: nil)
+    }
+
+    func replies(_ processor: CommandProcessor, _ commands: [IncomingCommand]) async throws -> [CommandReply] {
+        try await withThrowingTaskGroup(of: CommandReply.self) { group in
+            for command in commands {
+                group.addTask {
+                    guard case .handled(let reply, _, _) = try await processor.process(command) else {
+                        throw CancellationError()
+                    }
+                    return reply
+                }
+            }
+            var all: [CommandReply] = []
+            for try await reply in group { all.append(reply) }
+            return all
+        }
+    }
+
+    @Test func concurrentRepeatsOfOneKeyHaveOneEffectAndOneReply() async throws {
+        let (store, processor) = try await makeProcessor()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let all = try await replies(processor, Array(repeating: create("09:00", "10:00", key: "same"), count: 32))
+        #expect(Set(all.map { "\($0)" }).count == 1, "every repeat gets the first reply")
+        let counts = try await store.counts()
+        #expect(counts.bookings == 1)
+        #expect(counts.inbox == 1)
+        #expect(counts.outboxPending == 1 + 2)  // room.registered + created + confirmed
+    }
+
+    @Test func concurrentConflictingCommandsHaveExactlyOneWinner() async throws {
+        let (store, processor) = try await makeProcessor()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let commands = (0..<32).map { i in create(i % 2 == 0 ? "09:00" : "09:30", "10:30", key: "k\(i)") }
+        let all = try await replies(processor, commands)
+        let winners = all.compactMap { reply -> Booking? in
+            if case .booking(let b) = reply { return b }
+            return nil
+        }
+        #expect(winners.count == 1)
+        for reply in all {
+            if case .error(let e) = reply {
+                #expect(e.code == .overlap)
+                #expect(e.conflicts == winners.map(\.id))
+            }
+        }
+        #expect(try await store.counts().bookings == 1)
+    }
+
+    @Test func aFailingCommandDoesNotSpoilTheOthersInItsGroup() async throws {
+        let (store, _) = try await makeProcessor()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        struct Boom: Error {}
+        let results = await withTaskGroup(of: Bool.self) { group in
+            for i in 0..<20 {
+                group.addTask {
+                    do {
+                        _ = try await store.execute(key: "job-\(i)", commandType: "test") { tx in
+                            try tx.enqueue(routingKey: "test", messageID: "m\(i)", body: Data("{}".utf8))
+                            if i % 5 == 0 { throw Boom() }
+                            return .failure(.invalidField, "fine")
+                        }
+                        return true
+                    } catch {
+                        return false
+                    }
+                }
+            }
+            var out: [Bool] = []
+            for await r in group { out.append(r) }
+            return out
+        }
+        #expect(results.filter { $0 }.count == 16)
+        let counts = try await store.counts()
+        #expect(counts.inbox == 16, "the failed ones left no inbox entry")
+        #expect(counts.outboxPending == 1 + 16, "…and no event")
+    }
+
+    @Test func outboxClaimsAreLeasedInOrderAndMarkedOnce() async throws {
+        let (store, _) = try await makeProcessor()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try await store.transaction { tx in
+            for i in 0..<5 { try tx.enqueue(routingKey: "e", messageID: "m\(i)", body: Data("{}".utf8)) }
+        }
+        let first = try await store.claimOutbox(limit: 3, lease: 60)
+        #expect(first.map(\.messageID).dropFirst(0).count == 3)
+        let second = try await store.claimOutbox(limit: 10, lease: 60)
+        #expect(Set(first.map(\.id)).isDisjoint(with: second.map(\.id)), "a claimed event is not handed out again")
+        #expect((first + second).map(\.id) == (first + second).map(\.id).sorted(), "oldest first")
+        try await store.markPublished(first.map(\.id))
+        try await store.releaseClaims(second.map(\.id))
+        let third = try await store.claimOutbox(limit: 10, lease: 60)
+        #expect(third.map(\.id) == second.map(\.id), "released events come back; published ones never")
+    }
+}
