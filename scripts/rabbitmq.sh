@@ -118,6 +118,22 @@ port_free() {
   [[ -z $out ]]
 }
 
+make_test_certificates() { # make_test_certificates DIR: CA + server cert for localhost/127.0.0.1
+  local d=$1
+  [[ -s $d/server.pem && -s $d/ca.pem ]] && return 0
+  mkdir -p "$d"
+  (
+    cd "$d"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 365 -subj "/CN=room-booking test CA" \
+      -keyout ca.key -out ca.pem 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout server.key -out server.csr 2>/dev/null
+    printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n' >server.ext
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 365 \
+      -extfile server.ext -out server.pem 2>/dev/null
+    chmod 644 ca.pem server.pem server.key
+  ) || die "could not create test certificates in $d"
+}
+
 pick_port() { # pick_port LOW SPAN -> a free port in LOW..LOW+SPAN-1
   local p tries
   for ((tries = 0; tries < 200; tries++)); do
@@ -241,6 +257,12 @@ cmd_start() {
     dist=$(pick_port 40000 10000) || die "no free distribution port found"
   fi
 
+  # TLS listener for amqps:// tests, with a throwaway CA (DIR/tls/ca.pem).
+  TLS_PORT=$PORT
+  while [[ $TLS_PORT == "$PORT" || $TLS_PORT == "$dist" ]]; do
+    TLS_PORT=$(pick_port 20000 10000) || die "no free TLS port found"
+  done
+
   NODENAME=rabbit-$PORT@localhost
   NODE_PORT=$PORT
   DIST_PORT=$dist
@@ -287,11 +309,21 @@ loopback_users.guest = true
 log.console = false
 log.file.level = info
 EOF
+  make_test_certificates "$DIR/tls"
+  cat >>"$DIR/rabbitmq.conf" <<EOF
+# amqps:// on 127.0.0.1:$TLS_PORT with a test CA (clients: DIR/tls/ca.pem).
+listeners.ssl.default = 127.0.0.1:$TLS_PORT
+ssl_options.cacertfile = $DIR/tls/ca.pem
+ssl_options.certfile = $DIR/tls/server.pem
+ssl_options.keyfile = $DIR/tls/server.key
+ssl_options.verify = verify_none
+ssl_options.fail_if_no_peer_cert = false
+EOF
   [[ -f $DIR/enabled_plugins ]] || echo '[].' >"$DIR/enabled_plugins"
   : >"$DIR/rabbitmq-env.conf"
   if [[ -n $OWNER ]]; then
     chown "$OWNER" "$DIR" "$DIR/rabbitmq.conf" "$DIR/enabled_plugins" "$DIR/rabbitmq-env.conf"
-    chown -R "$OWNER" "$DIR/home" "$DIR/mnesia" "$DIR/log"
+    chown -R "$OWNER" "$DIR/home" "$DIR/mnesia" "$DIR/log" "$DIR/tls"
     "${RUN_AS[@]}" test -w "$DIR/mnesia" -a -r "$DIR/home/.erlang.cookie" ||
       die "user rabbitmq cannot use $DIR (are its parent directories searchable by others?)"
   fi
@@ -309,6 +341,8 @@ EOF
     printf 'RABBITMQ_PORT=%s\n' "$NODE_PORT"
     printf 'RABBITMQ_DIST_PORT=%s\n' "$DIST_PORT"
     printf 'RABBITMQ_DIR=%s\n' "$DIR"
+    printf 'AMQPS_URL=amqps://guest:guest@localhost:%s/%%2f\n' "$TLS_PORT"
+    printf 'AMQPS_CA_FILE=%s\n' "$DIR/tls/ca.pem"
   } >"$DIR/env"
 
   say "starting $NODENAME (AMQP 127.0.0.1:$NODE_PORT, distribution $DIST_PORT) in $DIR"

@@ -94,6 +94,24 @@ struct AMQPIntegrationTests {
         await connection.close()
     }
 
+    @Test func brokerNackThrowsAndLaterPublishesStillConfirm() async throws {
+        // A full queue with overflow=reject-publish makes RabbitMQ answer basic.nack.
+        let connection = try await connect("nack")
+        let queue = uniqueName("full")
+        try await connection.declare([.queue(QueueDeclaration(queue, type: .classic, durable: false, autoDelete: true,
+                                                              maxLength: 1, arguments: ["x-overflow": "reject-publish"]))])
+        try await connection.publish([1], routingKey: queue)
+        let error = await #expect(throws: AMQPError.self) {
+            try await connection.publish([2], routingKey: queue)
+        }
+        #expect(error?.code == .nacked)
+        #expect(error?.isRetryable == true)
+        try await connection.purgeQueue(queue)
+        try await connection.publish([3], routingKey: queue)
+        #expect(try await connection.queueInfo(queue).messageCount == 1)
+        await connection.close()
+    }
+
     @Test func publishToMissingExchangeFailsAndChannelRecovers() async throws {
         let connection = try await connect("missing-exchange")
         let error = await #expect(throws: AMQPError.self) {
@@ -160,7 +178,7 @@ struct AMQPIntegrationTests {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for i in 0..<50 {
                 group.addTask {
-                    let reply = try await client.call(Array("\(i)".utf8), routingKey: queue, timeout: .seconds(10))
+                    let reply = try await client.call(Array("\(i)".utf8), routingKey: queue, timeout: .seconds(30))
                     #expect(String(decoding: reply.body, as: UTF8.self) == "echo:\(i)")
                 }
             }
@@ -197,6 +215,31 @@ struct AMQPIntegrationTests {
         try await connection.publish([1], routingKey: queue)
         #expect(try await connection.queueInfo(queue).messageCount == 1)
         await connection.close()
+    }
+
+    @Test func amqpsConnectsThroughTLSAndVerifiesTheBroker() async throws {
+        let (url, caFile) = try TestBroker.tls()
+        #expect(url.tls)
+        var configuration = AMQPConfiguration(url: url, connectionName: "tls")
+        configuration.tlsCACertificatePath = caFile
+        let connection = try await AMQPConnection.connect(configuration: configuration, logger: testLogger("tls"))
+        let queue = uniqueName("tls")
+        try await classicQueue(queue, connection)
+        let consumer = try await connection.consume(queue: queue)
+        try await connection.publish(Array("over TLS".utf8), routingKey: queue)
+        let delivery = try await withTimeout(10) { try await consumer.take(1) }
+        #expect(delivery.first.map { String(decoding: $0.body, as: UTF8.self) } == "over TLS")
+        consumer.stop()
+        await connection.close()
+
+        // A broker certificate our CA bundle does not vouch for is refused.
+        var untrusted = AMQPConfiguration(url: url, connectionName: "tls-untrusted")
+        untrusted.tlsCACertificatePath = "/etc/ssl/certs/ca-certificates.crt"
+        untrusted.connectTimeoutSeconds = 5
+        let error = await #expect(throws: AMQPError.self) {
+            _ = try await AMQPConnection.connect(configuration: untrusted, logger: testLogger("tls-untrusted"))
+        }
+        #expect(error?.code == .connectionFailed)
     }
 
     @Test func clearErrorsForBadURLRefusedConnectionAndWrongPassword() async throws {

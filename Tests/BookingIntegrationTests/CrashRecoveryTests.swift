@@ -136,5 +136,7 @@ struct CrashRecoveryTests {
         replyConsumer.stop()
         _ = await collecting.result
         await client.close()
+        TestBroker.deleteVhost(url.vhost)
+        try? FileManager.default.removeItem(atPath: dataDirectory)
     }
 }

@@ -18,6 +18,7 @@ final class HandlerHarness: Sendable {
     let app: BookingHandlerApp
     private let running: Task<Void, any Error>
     private let group: ServiceGroup
+    private let ownsVhost: Bool
 
     static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     static var roomsFile: String { repositoryRoot.appendingPathComponent("deploy/rooms.json").path }
@@ -26,6 +27,7 @@ final class HandlerHarness: Sendable {
     /// the first one's vhost and database.
     static func start(url: AMQPURL? = nil, dataDirectory: String? = nil, administrators: Set<String> = [],
                       name: String = "handler") async throws -> HandlerHarness {
+        let ownsVhost = url == nil
         let url = try url ?? TestBroker.isolatedURL("booking")
         let dataDirectory = dataDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("handler-data")).path
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
@@ -47,11 +49,12 @@ final class HandlerHarness: Sendable {
         let group = ServiceGroup(configuration: configuration)
         let running = Task { try await group.run() }
         return HandlerHarness(url: url, client: client, events: events, eventsQueue: eventsQueue,
-                              dataDirectory: dataDirectory, app: app, running: running, group: group)
+                              dataDirectory: dataDirectory, app: app, running: running, group: group, ownsVhost: ownsVhost)
     }
 
     private init(url: AMQPURL, client: AMQPConnection, events: AMQPConsumer, eventsQueue: String, dataDirectory: String,
-                 app: BookingHandlerApp, running: Task<Void, any Error>, group: ServiceGroup) {
+                 app: BookingHandlerApp, running: Task<Void, any Error>, group: ServiceGroup, ownsVhost: Bool) {
+        self.ownsVhost = ownsVhost
         self.url = url
         self.client = client
         self.events = events
@@ -64,7 +67,7 @@ final class HandlerHarness: Sendable {
 
     /// Sends a command through `booking.commands` and waits for its reply.
     func send(_ type: String, _ body: [UInt8], messageID: String? = UUID().uuidString, headers: AMQPTable = [:],
-              userID: String? = nil, typeProperty: Bool = true, timeout: Duration = .seconds(15)) async throws -> (CommandReply, AMQPMessage) {
+              userID: String? = nil, typeProperty: Bool = true, timeout: Duration = .seconds(30)) async throws -> (CommandReply, AMQPMessage) {
         var properties = AMQPProperties.persistentJSON(type: typeProperty ? type : nil, messageID: messageID, headers: headers)
         properties.correlationID = UUID().uuidString
         properties.userID = userID
@@ -95,6 +98,10 @@ final class HandlerHarness: Sendable {
         _ = await running.result
         events.stop()
         await client.close()
+        if ownsVhost {
+            TestBroker.deleteVhost(url.vhost)
+            try? FileManager.default.removeItem(atPath: dataDirectory)
+        }
     }
 }
 

@@ -135,6 +135,36 @@ public enum TestBroker {
         return url
     }
 
+    /// The shared broker's TLS listener (`amqps://`, scripts/rabbitmq.sh
+    /// gives every node one) and the CA file that signed its certificate.
+    public static func tls() throws -> (url: AMQPURL, caFile: String) {
+        _ = try url()
+        let directory = ProcessInfo.processInfo.environment["RABBITMQ_TEST_DIR"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? ownedNode.withLock { $0?.directory }
+        guard let directory,
+              let env = try? String(contentsOfFile: directory + "/env", encoding: .utf8) else {
+            throw NodeError("the TLS listener needs a broker started by scripts/test.sh or the tests")
+        }
+        var values: [String: String] = [:]
+        for line in env.split(separator: "\n") {
+            let parts = line.split(separator: "=", maxSplits: 1).map(String.init)
+            if parts.count == 2 { values[parts[0]] = parts[1] }
+        }
+        guard let tlsURL = values["AMQPS_URL"], let ca = values["AMQPS_CA_FILE"] else {
+            throw NodeError("\(directory)/env has no AMQPS_URL (node started by an older rabbitmq.sh?)")
+        }
+        return (try AMQPURL(tlsURL), ca)
+    }
+
+    /// Deletes a vhost made by ``isolatedURL(_:)`` (best effort), so a
+    /// long-lived development broker does not pile up test vhosts.
+    public static func deleteVhost(_ vhost: String) {
+        let directory = ProcessInfo.processInfo.environment["RABBITMQ_TEST_DIR"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? ownedNode.withLock { $0?.directory }
+        guard let directory, vhost != "/" else { return }
+        _ = try? RabbitMQNode.script(["ctl", "--dir", directory, "delete_vhost", vhost])
+    }
+
     /// Adds a broker user with full rights on `url`'s vhost and returns a URL for it.
     public static func addUser(_ user: String, to url: AMQPURL) throws -> AMQPURL {
         let directory = ProcessInfo.processInfo.environment["RABBITMQ_TEST_DIR"].flatMap { $0.isEmpty ? nil : $0 }

@@ -18,13 +18,13 @@ amqp-publish --url="$URL" -e booking.commands -r booking.create -p -C applicatio
        "title": "Sprint review", "description": "Q4 demo",
        "attendees": [{"name": "Ada Lovelace", "email": "ada@example.com", "phone": "0170 1234567"}]}'
 
-# The reply arrives on our queue; wait for it (up to 10 s).
-for _ in $(seq 1 50); do
+# The reply arrives on our queue; wait for it (up to 30 s).
+for _ in $(seq 1 150); do
   if reply=$(amqp-get --url="$URL" -q "$REPLIES" 2>/dev/null); then
     echo "$reply"
     exit 0
   fi
   sleep 0.2
 done
-echo "no reply within 10 s" >&2
+echo "no reply within 30 s" >&2
 exit 1
