@@ -129,6 +129,11 @@ let package = Package(
             path: "Tests/PhoneNumbersTests"
         ),
         .testTarget(
+            name: "ServiceSupportTests",
+            dependencies: ["ServiceSupport", "AMQPClient"],
+            path: "Tests/ServiceSupportTests"
+        ),
+        .testTarget(
             name: "BookingHandlerTests",
             dependencies: ["BookingHandler", "BookingContracts"],
             path: "Tests/BookingHandlerTests"

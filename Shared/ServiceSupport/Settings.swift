@@ -26,6 +26,8 @@ public struct CommonSettings: Sendable {
     public var heartbeatSeconds: Int
     /// `AMQP_CONNECT_TIMEOUT`: seconds to wait for the broker at start-up, default 60.
     public var initialConnectTimeoutSeconds: Double
+    /// `AMQP_CA_FILE`: CA bundle for `amqps://`; default the system bundle.
+    public var tlsCAFile: String?
 
     /// Reads the settings from `environment`.
     public init(environment: [String: String] = ProcessInfo.processInfo.environment, defaultHTTPPort: Int) throws {
@@ -57,6 +59,10 @@ public struct CommonSettings: Sendable {
         heartbeatSeconds = try Self.integer(value("AMQP_HEARTBEAT"), name: "AMQP_HEARTBEAT", default: 10, range: 0...600)
         initialConnectTimeoutSeconds = Double(try Self.integer(value("AMQP_CONNECT_TIMEOUT"), name: "AMQP_CONNECT_TIMEOUT",
                                                                default: 60, range: 0...3600))
+        tlsCAFile = value("AMQP_CA_FILE")
+        if let tlsCAFile, !FileManager.default.isReadableFile(atPath: tlsCAFile) {
+            throw SettingsError("AMQP_CA_FILE: cannot read \(tlsCAFile)")
+        }
     }
 
     static func integer(_ text: String?, name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
@@ -70,7 +76,7 @@ public struct CommonSettings: Sendable {
     /// The AMQP configuration these settings describe.
     public func amqpConfiguration(connectionName: String) -> AMQPConfiguration {
         AMQPConfiguration(url: amqpURL, connectionName: connectionName, heartbeatSeconds: heartbeatSeconds,
-                          initialConnectTimeoutSeconds: initialConnectTimeoutSeconds)
+                          initialConnectTimeoutSeconds: initialConnectTimeoutSeconds, tlsCACertificatePath: tlsCAFile)
     }
 
     /// Creates `DATA_DIR` if needed and returns its absolute path.
