@@ -83,7 +83,9 @@ section "building (swift build --build-tests)"
 section "testing (swift test${*:+ $*})"
 rc=0
 TEST_LOG=$(mktemp /tmp/room-booking-test-log.XXXXXX)
-"$SWIFT_BIN" test "$@" 2>&1 | tee "$TEST_LOG" || rc=${PIPESTATUS[0]}
+# Serial: the integration tests start handlers, broker nodes and rabbitmqctl
+# VMs; run side by side on two cores they starve each other into timeouts.
+"$SWIFT_BIN" test --no-parallel "$@" 2>&1 | tee "$TEST_LOG" || rc=${PIPESTATUS[0]}
 # The tests are Swift Testing tests; XCTest's "Executed 0 tests" lines are
 # its empty half. Close with one plain summary line for whoever reads the end.
 summary=$(grep -E '^. Test run with [0-9]+ tests?' "$TEST_LOG" | tail -n 1 || true)

@@ -23,7 +23,7 @@ public struct BookingHandlerApp: Sendable {
     /// declares the handler's topology on `connection`.
     public static func build(
         connection: AMQPConnection, dataDirectory: String, roomsFile: String? = nil,
-        administrators: Set<String> = [], prefetch: UInt16 = 64, concurrency: Int = 16, logger: Logger,
+        administrators: Set<String> = [], prefetch: UInt16 = 64, concurrency: Int = 16, httpPort: Int? = nil, logger: Logger,
         now: @escaping @Sendable () -> Date = { Date() }
     ) async throws -> BookingHandlerApp {
         let store = try BookingStore(path: dataDirectory + "/booking-handler.sqlite")
@@ -38,7 +38,17 @@ public struct BookingHandlerApp: Sendable {
         try await connection.declare(ContractTopology.declarations(queues: [Topology.handlerCommandsQueue]))
         let relay = OutboxRelay(store: store, connection: connection, logger: logger)
         let consumer = CommandConsumer(connection: connection, processor: processor, relay: relay, logger: logger)
-        return BookingHandlerApp(store: store, processor: processor, relay: relay,
-                                 services: [connection, relay, consumer.service(prefetch: prefetch, concurrency: concurrency)])
+        let consumerService = consumer.service(prefetch: prefetch, concurrency: concurrency)
+        var services: [any Service] = [connection, relay, consumerService]
+        if let httpPort {
+            // First in the group, so it is shut down last: /healthz keeps
+            // answering while the consumer drains.
+            services.insert(OpsServer(port: httpPort, checks: [
+                ReadinessCheck("amqp") { connection.isConnected },
+                ReadinessCheck("consumer") { consumerService.status.isConsuming },
+                ReadinessCheck("database") { (try? await store.counts()) != nil },
+            ], logger: logger), at: 0)
+        }
+        return BookingHandlerApp(store: store, processor: processor, relay: relay, services: services)
     }
 }

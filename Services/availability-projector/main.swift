@@ -11,7 +11,8 @@ do {
         configuration: settings.amqpConfiguration(connectionName: "availability-projector"), logger: logger)
     try await connection.declare(ContractTopology.declarations(queues: [Topology.projectorEventsQueue, Topology.availabilityQueriesQueue]))
     logger.info("topology declared; running until SIGTERM/SIGINT")
-    try await ServiceRunner.run([connection], logger: logger)
+    let ops = OpsServer(port: settings.httpPort, checks: [ReadinessCheck("amqp") { connection.isConnected }], logger: logger)
+    try await ServiceRunner.run([ops, connection], logger: logger)
     logger.info("stopped")
 } catch {
     logger.critical("availability-projector failed", metadata: ["error": "\(error)"])

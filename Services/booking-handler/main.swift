@@ -16,7 +16,7 @@ do {
     let app = try await BookingHandlerApp.build(
         connection: connection, dataDirectory: dataDirectory,
         roomsFile: environment["ROOMS_FILE"].flatMap { $0.isEmpty ? nil : $0 },
-        administrators: administrators, logger: logger)
+        administrators: administrators, httpPort: settings.httpPort, logger: logger)
     logger.info("ready", metadata: ["data_dir": .string(dataDirectory), "admin_users": "\(administrators.sorted())"])
     try await ServiceRunner.run(app.services, logger: logger)
     logger.info("stopped")

@@ -1,5 +1,15 @@
 import Logging
 import ServiceLifecycle
+import Synchronization
+
+/// Whether a consumer service is consuming (for readiness probes).
+public final class ConsumerStatus: Sendable {
+    private let consuming = Atomic<Bool>(false)
+    public init() {}
+    /// True between the broker accepting the consumer and its stop.
+    public var isConsuming: Bool { consuming.load(ordering: .relaxed) }
+    func set(_ value: Bool) { consuming.store(value, ordering: .relaxed) }
+}
 
 /// Consumes one queue and hands each delivery to `handler`, as a `Service`.
 ///
@@ -18,6 +28,8 @@ public struct AMQPConsumerService: Service {
     private let concurrency: Int
     private let logger: Logger
     private let handler: @Sendable (AMQPDelivery) async -> Void
+    /// Readiness of this consumer.
+    public let status = ConsumerStatus()
 
     /// - Parameters:
     ///   - concurrency: how many deliveries are handled at once (1 keeps
@@ -36,6 +48,8 @@ public struct AMQPConsumerService: Service {
 
     public func run() async throws {
         let consumer = try await connection.consume(queue: queue, prefetch: prefetch)
+        status.set(true)
+        defer { status.set(false) }
         logger.info("consuming", metadata: ["amqp.queue": "\(queue)", "amqp.prefetch": "\(prefetch)"])
         try await withGracefulShutdownHandler {
             if concurrency == 1 {
@@ -54,7 +68,8 @@ public struct AMQPConsumerService: Service {
                     try await group.waitForAll()
                 }
             }
-        } onGracefulShutdown: {
+        } onGracefulShutdown: { [status] in
+            status.set(false)
             consumer.stop()
         }
         logger.info("consumer stopped", metadata: ["amqp.queue": "\(queue)"])

@@ -51,6 +51,7 @@ public enum ServiceRunner {
             exit(2)
         }
         LogSetup.bootstrap(format: settings.logFormat, level: settings.logLevel)
+        Observability.bootstrap()
         var logger = Logger(label: service)
         logger[metadataKey: "service"] = .string(service)
         await watchSignals(logger: logger)

@@ -29,7 +29,7 @@ struct AMQPIntegrationTests {
             expiration: "60000", messageID: "msg-1", timestamp: 1_763_800_000, type: "booking.create",
             appID: "tests")
         try await connection.publish(Array("{\"hello\":\"wörld\"}".utf8), routingKey: queue, properties: properties)
-        let delivery = try #require(try await withTimeout(10) { try await consumer.take(1).first })
+        let delivery = try #require(try await withTimeout(60) { try await consumer.take(1).first })
         #expect(String(decoding: delivery.body, as: UTF8.self) == "{\"hello\":\"wörld\"}")
         #expect(delivery.properties == properties)
         #expect(delivery.routingKey == queue)
@@ -71,7 +71,7 @@ struct AMQPIntegrationTests {
         let body = (0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
         try await connection.publish(body, routingKey: queue)
         let consumer = try await connection.consume(queue: queue)
-        let delivery = try await withTimeout(20) { try await consumer.take(1) }
+        let delivery = try await withTimeout(60) { try await consumer.take(1) }
         #expect(delivery.first?.body == body)
         consumer.stop()
         await connection.close()
@@ -138,13 +138,13 @@ struct AMQPIntegrationTests {
         try await connection.publish(Array("a".utf8), routingKey: queue, properties: AMQPProperties(messageID: "a"))
         try await connection.publish(Array("b".utf8), routingKey: queue, properties: AMQPProperties(messageID: "b"))
         let consumer = try await connection.consume(queue: queue, prefetch: 2)
-        let two = try await withTimeout(10) { try await consumer.take(2, ack: false) }
+        let two = try await withTimeout(60) { try await consumer.take(2, ack: false) }
         let a = try #require(two.first { $0.properties.messageID == "a" })
         let b = try #require(two.first { $0.properties.messageID == "b" })
         try await a.nack(requeue: false)
         try await b.reject(requeue: false)
         let deadConsumer = try await connection.consume(queue: dead)
-        let deadLettered = try await withTimeout(10) { try await deadConsumer.take(2) }
+        let deadLettered = try await withTimeout(60) { try await deadConsumer.take(2) }
         #expect(Set(deadLettered.compactMap(\.properties.messageID)) == ["a", "b"])
         for message in deadLettered {
             let death = try #require(message.properties.xDeath.first)
@@ -227,7 +227,7 @@ struct AMQPIntegrationTests {
         try await classicQueue(queue, connection)
         let consumer = try await connection.consume(queue: queue)
         try await connection.publish(Array("over TLS".utf8), routingKey: queue)
-        let delivery = try await withTimeout(10) { try await consumer.take(1) }
+        let delivery = try await withTimeout(60) { try await consumer.take(1) }
         #expect(delivery.first.map { String(decoding: $0.body, as: UTF8.self) } == "over TLS")
         consumer.stop()
         await connection.close()

@@ -110,7 +110,7 @@ struct RecoveryTests {
         frozenConfiguration.reconnect = Backoff(initial: 0.1, maximum: 0.5)
         let watcher = try await AMQPConnection.connect(configuration: frozenConfiguration, logger: testLogger("heartbeat-watch"))
         try node.freeze()
-        let noticed = try await withTimeout(15, "noticing missed heartbeats") { () async throws -> Bool in
+        let noticed = try await withTimeout(30, "noticing missed heartbeats") { () async throws -> Bool in
             while watcher.isConnected { try await Task.sleep(for: .milliseconds(50)) }
             return true
         }
@@ -177,7 +177,7 @@ struct RecoveryTests {
         // and nothing handled comes back.
         // The broker detaches a closed connection's consumer from a quorum
         // queue asynchronously; wait for that before counting.
-        let info = try await withTimeout(10, "broker noticing the closed consumer") {
+        let info = try await withTimeout(60, "broker noticing the closed consumer") {
             while true {
                 let info = try await setup.queueInfo(queue)
                 if info.consumerCount == 0 { return info }

@@ -37,7 +37,8 @@ struct ServiceProcessTests {
         var environment = ProcessInfo.processInfo.environment
         environment["AMQP_URL"] = try TestBroker.url().urlStringWithCredentials
         environment["DATA_DIR"] = dataDir.path
-        environment["HTTP_PORT"] = "0"
+        let httpPort = try freeTCPPort()
+        environment["HTTP_PORT"] = "\(httpPort)"
         environment["LOG_LEVEL"] = "warning"
         process.environment = environment
         // Never share our stdout/stderr with the child: a child left running
@@ -67,6 +68,20 @@ struct ServiceProcessTests {
             }
         }
         await connection.close()
+
+        // Operations endpoints over real HTTP.
+        let base = "http://127.0.0.1:\(httpPort)"
+        let ready = try await withTimeout(30, "\(service) ready") { () async throws -> (status: Int, body: String) in
+            while true {
+                if let r = try? await httpGet(base + "/readyz"), r.status == 200 { return r }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        #expect(ready.body.contains("\"ready\":true"))
+        #expect(try await httpGet(base + "/healthz").status == 200)
+        let metrics = try await httpGet(base + "/metrics")
+        #expect(metrics.status == 200)
+        #expect(metrics.body.contains("amqp_published_total") || metrics.body.contains("amqp_reconnects_total"))
 
         process.terminate()  // SIGTERM
         let status = try await withTimeout(30, "\(service) stopping") {

@@ -40,7 +40,7 @@ struct BookingHandlerEndToEndTests {
         properties.correlationID = "c-1"
         let viaCorrelation = try await h.client.call(Array(createJSON(start: "11:00", end: "11:30").utf8),
                                                      exchange: Topology.commandsExchange, routingKey: "booking.create",
-                                                     properties: properties, timeout: .seconds(15))
+                                                     properties: properties, timeout: .seconds(60))
         #expect(viaCorrelation.properties.correlationID == "c-1")
         await h.stop()
     }

@@ -100,7 +100,7 @@ struct CommandRulesEndToEndTests {
             defer { Task { await c.close() } }
             let reply = try await c.call(Array(#"{"bookingId": "\#(created.id)"}"#.utf8), exchange: Topology.commandsExchange,
                                          routingKey: "booking.cancel",
-                                         properties: AMQPProperties(messageID: UUID().uuidString, userID: url.user), timeout: .seconds(15))
+                                         properties: AMQPProperties(messageID: UUID().uuidString, userID: url.user), timeout: .seconds(60))
             return try ContractJSON.decode(CommandReply.self, from: reply.body)
         }
         #expect(try await cancel(as: otherURL).error?.code == .notPermitted)

@@ -46,7 +46,7 @@ struct DeliveryGuaranteeTests {
         var properties = AMQPProperties.persistentJSON(type: "booking.teleport", messageID: "p-2")
         properties.correlationID = "p-2"
         let unknownMessage = try await h.client.call(Array("{}".utf8), exchange: Topology.commandsExchange,
-                                                     routingKey: "booking.create", properties: properties, timeout: .seconds(15))
+                                                     routingKey: "booking.create", properties: properties, timeout: .seconds(60))
         let unknown = try ContractJSON.decode(CommandReply.self, from: unknownMessage.body)
         #expect(unknown.error?.code == .unknownCommand)
         let wrongShape = try await h.send("booking.create", Array("[1,2,3]".utf8), messageID: "p-3").0
@@ -60,7 +60,7 @@ struct DeliveryGuaranteeTests {
         #expect(try await h.send("booking.create", json: createJSON()).booking != nil)
 
         let deadConsumer = try await h.client.consume(queue: dead, prefetch: 10)
-        let deadLettered = try await withTimeout(15) { try await deadConsumer.take(4) }
+        let deadLettered = try await withTimeout(60) { try await deadConsumer.take(4) }
         #expect(Set(deadLettered.compactMap(\.properties.messageID)) == ["p-1", "p-2", "p-3", "p-4"])
         for message in deadLettered {
             #expect(message.properties.headers["x-death-reason"]?.stringValue?.isEmpty == false)

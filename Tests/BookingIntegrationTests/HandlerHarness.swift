@@ -67,7 +67,7 @@ final class HandlerHarness: Sendable {
 
     /// Sends a command through `booking.commands` and waits for its reply.
     func send(_ type: String, _ body: [UInt8], messageID: String? = UUID().uuidString, headers: AMQPTable = [:],
-              userID: String? = nil, typeProperty: Bool = true, timeout: Duration = .seconds(30)) async throws -> (CommandReply, AMQPMessage) {
+              userID: String? = nil, typeProperty: Bool = true, timeout: Duration = .seconds(60)) async throws -> (CommandReply, AMQPMessage) {
         var properties = AMQPProperties.persistentJSON(type: typeProperty ? type : nil, messageID: messageID, headers: headers)
         properties.correlationID = UUID().uuidString
         properties.userID = userID
@@ -85,7 +85,7 @@ final class HandlerHarness: Sendable {
     }
 
     /// The next `count` events (type and body), acked.
-    func nextEvents(_ count: Int, timeout: Double = 15) async throws -> [(type: String, body: [UInt8], messageID: String?)] {
+    func nextEvents(_ count: Int, timeout: Double = 60) async throws -> [(type: String, body: [UInt8], messageID: String?)] {
         let events = self.events
         return try await withTimeout(timeout, "\(count) events") {
             try await events.take(count).map { ($0.routingKey, $0.body, $0.properties.messageID) }

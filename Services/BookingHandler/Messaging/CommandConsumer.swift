@@ -49,6 +49,8 @@ public struct CommandConsumer: Sendable {
         logger[metadataKey: "amqp.message_id"] = p.messageID.map { .string($0) }
         logger[metadataKey: "amqp.correlation_id"] = p.correlationID.map { .string($0) }
         logger[metadataKey: "command.type"] = .string(p.type ?? delivery.routingKey)
+        // A bounded label: the resolved command type, never client text.
+        let typeLabel = CommandType.resolve(typeProperty: p.type, routingKey: delivery.routingKey)?.rawValue ?? "unknown"
         let command = IncomingCommand(
             body: delivery.body, typeProperty: p.type, routingKey: delivery.routingKey, messageID: p.messageID,
             idempotencyKeyHeader: p.headers[MessageProperties.idempotencyKeyHeader]?.stringValue, userID: p.userID)
@@ -60,7 +62,7 @@ public struct CommandConsumer: Sendable {
             // Database trouble: requeue and let the broker redeliver (the
             // queue's delivery limit dead-letters a command that never works).
             logger.error("command failed; requeueing", metadata: ["error": "\(error)"])
-            Counter(label: "booking_commands_total", dimensions: [("outcome", "requeued")]).increment()
+            Counter(label: "booking_commands_total", dimensions: [("type", typeLabel), ("outcome", "requeued")]).increment()
             // A pause before the requeue keeps a broken disk from turning
             // into a hot redelivery loop that burns the delivery limit.
             try? await Task.sleep(for: .seconds(1))
@@ -84,7 +86,7 @@ public struct CommandConsumer: Sendable {
                 try await sendReply(reply, to: delivery, logger: logger)
                 try await deadLetter(delivery, reason: reason, code: replyCode(reply))
                 try await delivery.ack()
-                Counter(label: "booking_commands_total", dimensions: [("outcome", "dead-lettered")]).increment()
+                Counter(label: "booking_commands_total", dimensions: [("type", typeLabel), ("outcome", "dead-lettered")]).increment()
                 logger.warning("poison command dead-lettered", metadata: ["reason": .string(reason)])
             }
         } catch {
