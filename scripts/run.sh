@@ -29,7 +29,7 @@ swift build -c "$CONFIG" --product pass-sender
 swift build -c "$CONFIG" --product availability-projector
 BIN=$(swift build -c "$CONFIG" --show-bin-path)
 
-[[ ${FRESH:-0} == 1 ]] && rm -rf "$DATA"
+[[ ${FRESH:-0} == 1 ]] && rm -rf "$DATA" /tmp/room-booking-run-rabbitmq
 mkdir -p "$DATA"
 # The broker runs as the rabbitmq user and keeps its state in /tmp (the
 # project tree may not be readable by that user).

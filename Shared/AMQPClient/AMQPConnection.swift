@@ -82,6 +82,36 @@ public final class AMQPConnection: Sendable, Service {
         try await loop.submit { .publish(message, $0) }
     }
 
+    /// Publishes messages in the given order (they reach the broker's
+    /// channel in that order, unlike concurrent `publish` calls) and waits
+    /// until each is confirmed or failed. Returns one entry per message:
+    /// nil when confirmed, else the error.
+    public func publish(batch messages: [(body: [UInt8], exchange: String, routingKey: String, properties: AMQPProperties)])
+        async -> [AMQPError?] {
+        var outgoing: [OutgoingMessage] = []
+        var results: [AMQPError?] = Array(repeating: nil, count: messages.count)
+        var positions: [Int] = []
+        for (index, m) in messages.enumerated() {
+            let message = OutgoingMessage(exchange: m.exchange, routingKey: m.routingKey, body: m.body,
+                                          properties: m.properties, mandatory: false)
+            do {
+                try AMQPLimits.message(message)
+                outgoing.append(message)
+                positions.append(index)
+            } catch {
+                results[index] = error
+            }
+        }
+        let sent: [AMQPError?]
+        do {
+            sent = try await loop.submit { .publishBatch(outgoing, $0) }
+        } catch {
+            sent = Array(repeating: error, count: outgoing.count)
+        }
+        for (position, result) in zip(positions, sent) { results[position] = result }
+        return results
+    }
+
     /// Sends a request and waits for its reply through RabbitMQ's direct
     /// reply-to (`amq.rabbitmq.reply-to`). The request is mandatory, so a
     /// request nobody can receive fails fast as `unroutable`.

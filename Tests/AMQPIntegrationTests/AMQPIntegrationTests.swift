@@ -64,6 +64,35 @@ struct AMQPIntegrationTests {
         await connection.close()
     }
 
+    @Test func batchPublishKeepsItsOrderAndReportsEachMessage() async throws {
+        let connection = try await connect("batch")
+        let queue = uniqueName("batch")
+        try await classicQueue(queue, connection)
+        let messages = (0..<500).map { i in
+            (body: Array("\(i)".utf8), exchange: "", routingKey: queue, properties: AMQPProperties(deliveryMode: .persistent))
+        }
+        // Concurrent single publishes may interleave; a batch may not.
+        async let other: Void = {
+            for i in 0..<100 { try await connection.publish(Array("x\(i)".utf8), routingKey: queue + "-elsewhere") }
+        }()
+        let results = await connection.publish(batch: messages)
+        try await other
+        #expect(results.count == 500)
+        #expect(results.allSatisfy { $0 == nil })
+        let consumer = try await connection.consume(queue: queue, prefetch: 500)
+        let received = try await withTimeout(60) { try await consumer.take(500) }
+        #expect(received.map { String(decoding: $0.body, as: UTF8.self) } == (0..<500).map(String.init))
+        // An oversized entry fails alone; the rest still go out.
+        let mixed = await connection.publish(batch: [
+            (body: [1], exchange: "", routingKey: queue, properties: AMQPProperties()),
+            (body: [2], exchange: "", routingKey: queue, properties: AMQPProperties(messageID: String(repeating: "m", count: 300))),
+        ])
+        #expect(mixed[0] == nil)
+        #expect(mixed[1]?.code == .invalidArgument)
+        consumer.stop()
+        await connection.close()
+    }
+
     @Test func oneMebibyteBodyRoundTrips() async throws {
         let connection = try await connect("large")
         let queue = uniqueName("large")

@@ -75,24 +75,13 @@ public final class OutboxRelay: Service, Sendable {
             backlog.record(0)
             return 0
         }
-        // Publish the batch pipelined; one channel keeps them in order.
-        let results = await withTaskGroup(of: (Int64, AMQPError?).self) { group in
-            for event in events {
-                group.addTask { [connection] in
-                    do {
-                        let properties = AMQPProperties.persistentJSON(type: event.routingKey, messageID: event.messageID)
-                        try await connection.publish(event.body, exchange: Topology.eventsExchange,
-                                                     routingKey: event.routingKey, properties: properties)
-                        return (event.id, nil)
-                    } catch {
-                        return (event.id, error as? AMQPError)
-                    }
-                }
-            }
-            var out: [(Int64, AMQPError?)] = []
-            for await r in group { out.append(r) }
-            return out
-        }
+        // One ordered batch: the events reach the channel in outbox order
+        // (commit order, so per booking too), all in flight at once.
+        let outcomes = await connection.publish(batch: events.map { event in
+            (body: event.body, exchange: Topology.eventsExchange, routingKey: event.routingKey,
+             properties: AMQPProperties.persistentJSON(type: event.routingKey, messageID: event.messageID))
+        })
+        let results = zip(events, outcomes).map { ($0.id, $1) }
         let ok = results.filter { $0.1 == nil }.map(\.0)
         let failed = results.filter { $0.1 != nil }.map(\.0)
         do {

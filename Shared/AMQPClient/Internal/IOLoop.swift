@@ -33,6 +33,7 @@ typealias DeliveryStream = AsyncThrowingStream<AMQPDelivery, any Error>
 /// the continuation the I/O thread resumes.
 enum IOCommand: Sendable {
     case publish(OutgoingMessage, Promise<Void>)
+    case publishBatch([OutgoingMessage], Promise<[AMQPError?]>)
     case rpc(OutgoingMessage, deadline: UInt64, Promise<AMQPMessage>)
     case declare([TopologyItem], Promise<Void>)
     case consume(id: Int, ConsumerSpec, DeliveryStream.Continuation, Promise<Void>)
@@ -107,6 +108,28 @@ final class IOLoop: @unchecked Sendable {
     private enum Waiter {
         case publish(Promise<Void>)
         case rpc(correlationID: String)
+        case batch(BatchCollector, index: Int)
+    }
+
+    /// Collects the outcomes of one `publishBatch`, answering when the last
+    /// message is settled. Lives on the I/O thread only.
+    private final class BatchCollector {
+        var results: [AMQPError?]
+        var remaining: Int
+        let promise: Promise<[AMQPError?]>
+
+        init(count: Int, promise: Promise<[AMQPError?]>) {
+            results = Array(repeating: nil, count: count)
+            remaining = count
+            self.promise = promise
+            if count == 0 { promise.resume(returning: []) }
+        }
+
+        func settle(_ index: Int, _ error: AMQPError?) {
+            results[index] = error
+            remaining -= 1
+            if remaining == 0 { promise.resume(returning: results) }
+        }
     }
     private var confirms = ConfirmTracker<Waiter>()
     private struct PendingRPC {
@@ -435,6 +458,12 @@ final class IOLoop: @unchecked Sendable {
             let tag = d.consumer_tag.string, deliveryTag = d.delivery_tag, redelivered = d.redelivered != 0
             let exchange = d.exchange.string, routingKey = d.routing_key.string
             let content = try c.readMessage(channel: channel)
+            if tag != rpcReplyConsumerTag && consumerByTag[tag] == nil {
+                // A delivery that overtook our basic.cancel: hand it back at
+                // once rather than leave it unacked on a lingering channel.
+                try c.reject(channel: channel, deliveryTag: deliveryTag, requeue: true)
+                return
+            }
             deliver(channel: channel, consumerTag: tag, deliveryTag: deliveryTag, redelivered: redelivered,
                     exchange: exchange, routingKey: routingKey, properties: content.properties, body: content.body)
         case MethodID.basicCancel:
@@ -474,6 +503,9 @@ final class IOLoop: @unchecked Sendable {
                 if let failure, let rpc = rpcs.removeValue(forKey: correlationID) {
                     rpc.promise.resume(throwing: failure)
                 }
+            case .batch(let collector, let index):
+                if failure != nil { publishFailedCounter.increment() }
+                collector.settle(index, failure)
             }
         }
     }
@@ -578,6 +610,21 @@ final class IOLoop: @unchecked Sendable {
             } catch {
                 // Left in the tracker: connectionLost fails it with the others.
                 throw error
+            }
+        case .publishBatch(let messages, let promise):
+            // One command, so the messages reach the channel in this order.
+            let collector = BatchCollector(count: messages.count, promise: promise)
+            for (index, message) in messages.enumerated() {
+                let seq = confirms.register(.batch(collector, index: index))
+                do {
+                    try publish(message, sequence: seq, c)
+                } catch {
+                    // This one is in the tracker (connectionLost settles it);
+                    // the ones never sent are settled here.
+                    for rest in (index + 1)..<messages.count { collector.settle(rest, error) }
+                    throw error
+                }
+                publishedCounter.increment()
             }
         case .rpc(var message, let deadline, let promise):
             do {
@@ -785,9 +832,15 @@ final class IOLoop: @unchecked Sendable {
 
     private func failConfirms(_ error: AMQPError) {
         for entry in confirms.reset() {
-            if case .publish(let promise) = entry.waiter {
+            switch entry.waiter {
+            case .publish(let promise):
                 publishFailedCounter.increment()
                 promise.resume(throwing: error)
+            case .batch(let collector, let index):
+                publishFailedCounter.increment()
+                collector.settle(index, error)
+            case .rpc:
+                break  // failRPCs answers those
             }
         }
     }
@@ -833,6 +886,7 @@ final class IOLoop: @unchecked Sendable {
     static func fail(_ command: IOCommand, _ error: AMQPError) {
         switch command {
         case .publish(_, let p), .declare(_, let p), .settle(_, _, _, let p), .consume(_, _, _, let p): p.resume(throwing: error)
+        case .publishBatch(let messages, let p): p.resume(returning: Array(repeating: error, count: messages.count))
         case .rpc(_, _, let p): p.resume(throwing: error)
         case .inspectQueue(_, let p): p.resume(throwing: error)
         case .deleteQueue(_, let p), .purgeQueue(_, let p): p.resume(throwing: error)
