@@ -26,6 +26,7 @@ APT_PACKAGES=(
   iproute2           # ss, used by scripts/rabbitmq.sh to find free ports
   libsqlite3-dev     # SQLite for GRDB (the services' storage)
   tzdata             # IANA time zones for the rooms
+  openssl            # test CA and TLS certificates for the broker's amqps listener
 )
 PIP_PACKAGES=(jsonschema pyyaml)   # pip names
 PIP_MODULES=(jsonschema yaml)      # matching import names
