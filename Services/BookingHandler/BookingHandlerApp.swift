@@ -23,7 +23,8 @@ public struct BookingHandlerApp: Sendable {
     /// declares the handler's topology on `connection`.
     public static func build(
         connection: AMQPConnection, dataDirectory: String, roomsFile: String? = nil,
-        administrators: Set<String> = [], prefetch: UInt16 = 64, concurrency: Int = 16, httpPort: Int? = nil, logger: Logger,
+        administrators: Set<String> = [], prefetch: UInt16 = 64, concurrency: Int = 16, httpPort: Int? = nil,
+        retentionDays: Int = 7, logger: Logger,
         now: @escaping @Sendable () -> Date = { Date() }
     ) async throws -> BookingHandlerApp {
         let store = try BookingStore(path: dataDirectory + "/booking-handler.sqlite")
@@ -36,7 +37,8 @@ public struct BookingHandlerApp: Sendable {
             logger.info("rooms upserted from ROOMS_FILE", metadata: ["rooms": "\(rooms.count)", "file": .string(roomsFile)])
         }
         try await connection.declare(ContractTopology.declarations(queues: [Topology.handlerCommandsQueue]))
-        let relay = OutboxRelay(store: store, connection: connection, logger: logger)
+        let relay = OutboxRelay(store: store, connection: connection, logger: logger,
+                                retention: TimeInterval(retentionDays) * 86_400)
         let consumer = CommandConsumer(connection: connection, processor: processor, relay: relay, logger: logger)
         let consumerService = consumer.service(prefetch: prefetch, concurrency: concurrency)
         var services: [any Service] = [connection, relay, consumerService]

@@ -3,6 +3,7 @@ import ArgumentParser
 import BookingContracts
 import Foundation
 import Logging
+import TestSupport
 
 /// `booking.create` end to end through a real booking-handler process
 /// (publish with confirm → reply received), beside raw rabbitmq-c RPC round
@@ -160,7 +161,7 @@ final class SlotSequence: @unchecked Sendable {  // all state behind `lock`
             let perDay = rooms * 48
             let day = index / perDay + 1, room = (index % perDay) / 48, quarter = index % 48
             index += 1
-            while dates.count < day { dates.append(berlinDate(daysFromNow: dates.count + 1)) }
+            while dates.count < day { dates.append(localDate(daysFromNow: dates.count + 1)) }
             let start = 7 * 60 + quarter * 15
             let json = #"{"room":"Room \#(room)","date":"\#(dates[day - 1])","start":"\#(hhmm(start))","end":"\#(hhmm(start + 15))","title":"Benchmark","attendees":[{"name":"Ada Lovelace","email":"ada@example.com","phone":"0170 1234567"}]}"#
             return Array(json.utf8)
@@ -171,13 +172,6 @@ final class SlotSequence: @unchecked Sendable {  // all state behind `lock`
 
     private func hhmm(_ minutes: Int) -> String { String(format: "%02d:%02d", minutes / 60, minutes % 60) }
 
-    private func berlinDate(daysFromNow days: Int) -> String {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "Europe/Berlin")!
-        let date = calendar.date(byAdding: .day, value: days, to: Date())!
-        let c = calendar.dateComponents([.year, .month, .day], from: date)
-        return String(format: "%04d-%02d-%02d", c.year!, c.month!, c.day!)
-    }
 }
 
 /// Peak resident set size of a process, MiB (VmHWM).

@@ -115,4 +115,27 @@ struct StoreTests {
         let third = try await store.claimOutbox(limit: 10, lease: 60)
         #expect(third.map(\.id) == second.map(\.id), "released events come back; published ones never")
     }
+
+    @Test func pruningDropsOldInboxEntriesAndPublishedEventsOnly() async throws {
+        let (store, processor) = try await makeProcessor()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        _ = try await processor.process(create("09:00", "10:00", key: "old"))
+        let claimed = try await store.claimOutbox(limit: 2, lease: 60)
+        try await store.markPublished(claimed.map(\.id))
+        let before = try await store.counts()
+        #expect(before.inbox == 1)
+        #expect(before.outboxPending == 1)  // one of the three events is still unpublished
+        try await store.prune(olderThan: -1)  // everything counts as old
+        let after = try await store.counts()
+        #expect(after.inbox == 0)
+        #expect(after.outboxPending == 1, "unpublished events are never pruned")
+        #expect(after.bookings == 1, "bookings are not touched")
+        // The pruned key is processed again: the slot is now taken by itself.
+        guard case .handled(let reply, _, let duplicate) = try await processor.process(create("09:00", "10:00", key: "old")) else {
+            Issue.record("not handled")
+            return
+        }
+        #expect(!duplicate)
+        #expect(reply.isOK == false)
+    }
 }

@@ -107,13 +107,7 @@ final class HandlerHarness: Sendable {
 
 /// Dates relative to now in Europe/Berlin, so the tests never go stale.
 enum TestDates {
-    static func berlinDate(daysFromNow days: Int) -> String {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "Europe/Berlin")!
-        let date = calendar.date(byAdding: .day, value: days, to: Date())!
-        let c = calendar.dateComponents([.year, .month, .day], from: date)
-        return String(format: "%04d-%02d-%02d", c.year!, c.month!, c.day!)
-    }
+    static func berlinDate(daysFromNow days: Int) -> String { localDate(daysFromNow: days) }
 
     static var tomorrow: String { berlinDate(daysFromNow: 1) }
 }

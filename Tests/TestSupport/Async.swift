@@ -49,3 +49,13 @@ extension AMQPConsumer {
         return out
     }
 }
+
+/// The local calendar date `days` from now in `timeZone`, as `YYYY-MM-DD`,
+/// so tests and benchmarks book dates that never go stale.
+public func localDate(daysFromNow days: Int, timeZone: String = "Europe/Berlin") -> String {
+    var calendar = Calendar(identifier: .gregorian)
+    calendar.timeZone = TimeZone(identifier: timeZone)!
+    let date = calendar.date(byAdding: .day, value: days, to: Date())!
+    let c = calendar.dateComponents([.year, .month, .day], from: date)
+    return String(format: "%04d-%02d-%02d", c.year!, c.month!, c.day!)
+}

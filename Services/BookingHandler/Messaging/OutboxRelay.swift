@@ -23,7 +23,13 @@ public final class OutboxRelay: Service, Sendable {
     private let published = Counter(label: "booking_events_published_total")
     private let backlog = Gauge(label: "booking_outbox_backlog")
 
-    public init(store: BookingStore, connection: AMQPConnection, logger: Logger, batchSize: Int = 256) {
+    /// How long published events and inbox entries are kept (`INBOX_RETENTION_DAYS`).
+    private let retention: TimeInterval
+    private let lastPrune = Mutex<ContinuousClock.Instant?>(nil)
+
+    public init(store: BookingStore, connection: AMQPConnection, logger: Logger, batchSize: Int = 256,
+                retention: TimeInterval = 7 * 86_400) {
+        self.retention = retention
         self.store = store
         self.connection = connection
         self.logger = logger
@@ -51,6 +57,7 @@ public final class OutboxRelay: Service, Sendable {
             await withGracefulShutdownHandler {
                 for await _ in wakeups {
                     while await publishRound() == batchSize {}
+                    await pruneHourly()
                 }
             } onGracefulShutdown: {
                 wake.finish()
@@ -59,6 +66,21 @@ public final class OutboxRelay: Service, Sendable {
         }
         // One last round so events of commands handled during shutdown go out.
         await publishRound()
+    }
+
+    private func pruneHourly() async {
+        let now = ContinuousClock.now
+        let due = lastPrune.withLock { last -> Bool in
+            if let last, now - last < .seconds(3600) { return false }
+            last = now
+            return true
+        }
+        guard due else { return }
+        do {
+            try await store.prune(olderThan: retention)
+        } catch {
+            logger.error("pruning inbox and outbox failed", metadata: ["error": "\(error)"])
+        }
     }
 
     /// Publishes one batch; returns how many events it claimed.

@@ -255,7 +255,9 @@ public final class BookingStore: Sendable {
         }
     }
 
-    /// Deletes published events and inbox entries older than `age` seconds.
+    /// Deletes published events and inbox entries older than `age` seconds
+    /// (the relay calls it hourly), so neither table grows without bound.
+    /// A command redelivered after its inbox entry is gone runs again.
     public func prune(olderThan age: TimeInterval) async throws {
         let cutoff = Date().timeIntervalSince1970 - age
         try await pool.write { db in
@@ -273,10 +275,6 @@ public struct StoreTransaction {
     public func room(named name: String) throws -> Room? {
         guard let data = try Data.fetchOne(db.cachedStatement(sql: "SELECT json FROM room WHERE name = ?"), arguments: [name]) else { return nil }
         return try ContractJSON.decode(Room.self, from: data)
-    }
-
-    public func allRooms() throws -> [Room] {
-        try Data.fetchAll(db, sql: "SELECT json FROM room ORDER BY name").map { try ContractJSON.decode(Room.self, from: $0) }
     }
 
     public func upsertRoom(_ room: Room) throws {
@@ -308,11 +306,6 @@ public struct StoreTransaction {
               endsAt = excluded.endsAt, version = excluded.version, json = excluded.json
             """).execute(arguments: [booking.id, booking.room, booking.status.rawValue, Int64(startsAt.timeIntervalSince1970),
                              Int64(endsAt.timeIntervalSince1970), booking.version, try ContractJSON.encode(booking)])
-    }
-
-    /// Every booking, for replays.
-    public func allBookings() throws -> [Booking] {
-        try Data.fetchAll(db, sql: "SELECT json FROM booking ORDER BY startsAt, id").map { try ContractJSON.decode(Booking.self, from: $0) }
     }
 
     /// Queues an event for the relay, in this transaction.

@@ -228,10 +228,6 @@ final class CConnection {
         try rpcResult(channel: channel, "channel.open")
     }
 
-    func closeChannel(_ channel: amqp_channel_t) {
-        _ = amqp_channel_close(state, channel, 200)
-    }
-
     func closeConnection() {
         _ = amqp_connection_close(state, 200)
     }
