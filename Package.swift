@@ -12,6 +12,7 @@ let package = Package(
         .executable(name: "booking-handler", targets: ["booking-handler"]),
         .executable(name: "pass-sender", targets: ["pass-sender"]),
         .executable(name: "availability-projector", targets: ["availability-projector"]),
+        .executable(name: "bookingctl", targets: ["bookingctl"]),
         .executable(name: "benchmarks", targets: ["Benchmarks"]),
     ],
     dependencies: [
@@ -22,6 +23,7 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         // MARK: Shared
@@ -99,15 +101,55 @@ let package = Package(
             dependencies: ["AMQPClient", "BookingContracts", "BookingHandler", "ServiceSupport"],
             path: "Services/booking-handler"
         ),
+        /// The pass sender's logic: gateways (HTTP sendpass, spool), the
+        /// delivery ledger, per-attendee retry through delay queues, and the
+        /// operators' view of `passes.failed`.
+        .target(
+            name: "PassSender",
+            dependencies: [
+                "AMQPClient", "BookingContracts", "ServiceSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Services/PassSender"
+        ),
         .executableTarget(
             name: "pass-sender",
-            dependencies: ["AMQPClient", "BookingContracts", "ServiceSupport"],
+            dependencies: ["AMQPClient", "BookingContracts", "PassSender", "ServiceSupport"],
             path: "Services/pass-sender"
+        ),
+        /// The availability projector's logic: the read model of free slots,
+        /// queries over AMQP and HTTP, the time-bar page, rebuild.
+        .target(
+            name: "AvailabilityProjector",
+            dependencies: [
+                "AMQPClient", "BookingContracts", "ServiceSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Services/AvailabilityProjector"
         ),
         .executableTarget(
             name: "availability-projector",
-            dependencies: ["AMQPClient", "BookingContracts", "ServiceSupport"],
+            dependencies: ["AMQPClient", "AvailabilityProjector", "BookingContracts", "ServiceSupport"],
             path: "Services/availability-projector"
+        ),
+        /// The operators' CLI: commands, availability queries, failed passes,
+        /// projector rebuild, topology.
+        .executableTarget(
+            name: "bookingctl",
+            dependencies: [
+                "AMQPClient", "AvailabilityProjector", "BookingContracts", "PassSender", "ServiceSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Services/bookingctl"
         ),
 
         // MARK: Tests and benchmarks
@@ -149,6 +191,37 @@ let package = Package(
             path: "Tests/BookingIntegrationTests"
         ),
         .testTarget(
+            name: "PassSenderTests",
+            dependencies: ["PassSender", "BookingContracts"],
+            path: "Tests/PassSenderTests"
+        ),
+        .testTarget(
+            name: "PassSenderIntegrationTests",
+            dependencies: [
+                "PassSender", "BookingContracts", "AMQPClient", "TestSupport", "ServiceSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
+            path: "Tests/PassSenderIntegrationTests"
+        ),
+        .testTarget(
+            name: "AvailabilityProjectorTests",
+            dependencies: ["AvailabilityProjector", "BookingContracts"],
+            path: "Tests/AvailabilityProjectorTests"
+        ),
+        .testTarget(
+            name: "ProjectorIntegrationTests",
+            dependencies: [
+                "AvailabilityProjector", "BookingHandler", "BookingContracts", "AMQPClient", "TestSupport",
+                "ServiceSupport",
+            ],
+            path: "Tests/ProjectorIntegrationTests"
+        ),
+        .testTarget(
+            name: "BookingctlTests",
+            dependencies: ["BookingHandler", "BookingContracts", "AMQPClient", "TestSupport", "ServiceSupport"],
+            path: "Tests/BookingctlTests"
+        ),
+        .testTarget(
             name: "AMQPIntegrationTests",
             dependencies: ["AMQPClient", "TestSupport", "BookingContracts"],
             path: "Tests/AMQPIntegrationTests"
@@ -156,8 +229,10 @@ let package = Package(
         .executableTarget(
             name: "Benchmarks",
             dependencies: [
-                "AMQPClient", "BookingContracts", "BookingHandler", "CRabbitMQ", "TestSupport",
+                "AMQPClient", "AvailabilityProjector", "BookingContracts", "BookingHandler", "CRabbitMQ",
+                "PassSender", "TestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
             ],
             path: "Tests/Benchmarks"
         ),

@@ -1,0 +1,45 @@
+import AMQPClient
+import ArgumentParser
+import Foundation
+import Logging
+
+/// Options every bookingctl command accepts.
+struct GlobalOptions: ParsableArguments {
+    @Option(name: .customLong("amqp-url"),
+            help: "Broker URL (default: $AMQP_URL, else amqp://guest:guest@127.0.0.1:5672/%2f).")
+    var amqpURL: String?
+
+    @Flag(help: "Print machine-readable JSON instead of human text.")
+    var json = false
+
+    @Option(help: "Seconds to wait for the broker and for replies.")
+    var timeout: Double = 10
+
+    @Flag(help: "Log the AMQP layer's debug output to stderr.")
+    var verbose = false
+
+    /// The broker URL from --amqp-url, `AMQP_URL` or the contract default.
+    func brokerURL() throws -> AMQPURL {
+        let text = amqpURL ?? ProcessInfo.processInfo.environment["AMQP_URL"].flatMap { $0.isEmpty ? nil : $0 }
+        guard let text else { return .default }
+        do {
+            return try AMQPURL(text)
+        } catch {
+            throw ValidationError("--amqp-url: \(error.message)")
+        }
+    }
+
+    /// A logger on stderr: warnings only unless --verbose.
+    func logger() -> Logger {
+        var logger = Logger(label: "bookingctl") { StreamLogHandler.standardError(label: $0) }
+        logger.logLevel = verbose ? .debug : .warning
+        return logger
+    }
+
+    /// Connects to the broker, giving up after --timeout seconds.
+    func connect() async throws -> AMQPConnection {
+        let configuration = AMQPConfiguration(
+            url: try brokerURL(), connectionName: "bookingctl", initialConnectTimeoutSeconds: timeout)
+        return try await AMQPConnection.connect(configuration: configuration, logger: logger())
+    }
+}

@@ -1,0 +1,1 @@
+// AvailabilityProjectorTests: tests arrive with their issue; this file keeps the target buildable.

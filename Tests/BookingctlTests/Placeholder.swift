@@ -1,0 +1,1 @@
+// BookingctlTests: tests arrive with their issue; this file keeps the target buildable.

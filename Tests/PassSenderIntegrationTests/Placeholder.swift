@@ -1,0 +1,1 @@
+// PassSenderIntegrationTests: tests arrive with their issue; this file keeps the target buildable.

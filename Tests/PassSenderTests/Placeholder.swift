@@ -1,0 +1,1 @@
+// PassSenderTests: tests arrive with their issue; this file keeps the target buildable.

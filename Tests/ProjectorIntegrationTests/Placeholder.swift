@@ -1,0 +1,1 @@
+// ProjectorIntegrationTests: tests arrive with their issue; this file keeps the target buildable.
