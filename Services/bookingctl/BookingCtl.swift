@@ -10,8 +10,14 @@ struct BookingCtl: AsyncParsableCommand {
         discussion: """
             Every command talks to the broker named by --amqp-url (default: the
             AMQP_URL environment variable, else amqp://guest:guest@127.0.0.1:5672/%2f).
-            Commands that send a booking command wait for its reply and exit
-            non-zero with the contract's error code on an error reply.
+            Commands that send a booking command wait for its reply, print it and
+            exit non-zero on an error reply (the contract's error code is printed).
+
+            Exit status: 0 success; 1 error reply (or other failure); 64 bad usage;
+            68 nothing receives the message (service or topology missing);
+            69 broker unreachable, login refused or no reply in time.
             """,
-        subcommands: [PassesCommand.self, ProjectorCommand.self])
+        subcommands: [RoomCommand.self, BookCommand.self, ConfirmCommand.self, CancelCommand.self,
+                      RescheduleCommand.self, RoomsCommand.self, PassesCommand.self, ProjectorCommand.self,
+                      TopologyCommand.self])
 }

@@ -29,10 +29,10 @@ struct GlobalOptions: ParsableArguments {
         }
     }
 
-    /// A logger on stderr: warnings only unless --verbose.
+    /// A logger on stderr: silent unless --verbose (failures are reported once, by the command).
     func logger() -> Logger {
         var logger = Logger(label: "bookingctl") { StreamLogHandler.standardError(label: $0) }
-        logger.logLevel = verbose ? .debug : .warning
+        logger.logLevel = verbose ? .debug : .critical
         return logger
     }
 

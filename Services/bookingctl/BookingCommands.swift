@@ -1,0 +1,231 @@
+import ArgumentParser
+import BookingContracts
+import Foundation
+
+/// Options shared by the commands that send a booking command.
+struct SendOptions: ParsableArguments {
+    @Option(name: .customLong("message-id"),
+            help: "Idempotency key: repeating the command with the same id returns the stored reply and changes nothing twice (default: a fresh id).")
+    var messageID: String?
+}
+
+/// Sends `body` as `type`, prints the reply and fails with ``ExitStatus/errorReply``
+/// on an error reply.
+private func sendAndPrint<Body: Encodable>(_ type: CommandType, _ body: Body, global: GlobalOptions,
+                                           send: SendOptions) async throws {
+    let reply = try await CommandClient(global: global).send(type, body, messageID: send.messageID)
+    if global.json {
+        print(try Output.json(reply))
+    } else {
+        switch reply {
+        case .booking(let booking): print(Output.describe(booking))
+        case .room(let room): print(Output.describe(room))
+        case .error(let error): FileHandle.standardError.write(Data((Output.describe(error) + "\n").utf8))
+        }
+    }
+    if case .error = reply { throw ExitStatus.errorReply }
+}
+
+/// Reads a JSON body from a file or `-` (stdin).
+private func readBody<T: Decodable>(_ type: T.Type, from path: String) throws -> T {
+    let data: Data
+    if path == "-" {
+        data = FileHandle.standardInput.readDataToEndOfFile()
+    } else {
+        guard let contents = FileManager.default.contents(atPath: path) else {
+            throw ValidationError("cannot read \(path)")
+        }
+        data = contents
+    }
+    do {
+        return try ContractJSON.decode(T.self, from: data)
+    } catch {
+        throw ValidationError("\(path) is not a valid \(T.self) body: \(error)")
+    }
+}
+
+/// Parses a `--date` value: `YYYY-MM-DD`, `today` or UNIX seconds.
+private func parseDate(_ text: String) throws -> DateSpec {
+    if let spec = DateSpec(string: text) { return spec }
+    if let seconds = Int64(text) { return .unixSeconds(seconds) }
+    throw ValidationError("--date must be YYYY-MM-DD, 'today' or UNIX seconds, not '\(text)'")
+}
+
+// MARK: room
+
+/// `bookingctl room register`.
+struct RoomCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "room", abstract: "Manage the room catalog.", subcommands: [Register.self])
+
+    struct Register: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "register",
+            abstract: "Create or replace a room (room.register; upsert by name).",
+            discussion: """
+                Examples:
+                  bookingctl room register --name Berlin --capacity 8 --equipment beamer,tv --location "2nd floor"
+                  bookingctl room register --body room.json
+                """)
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var send: SendOptions
+        @Option(help: "Room name (the key).") var name: String?
+        @Option(help: "How many people fit.") var capacity: Int?
+        @Option(help: "Where it is.") var location: String?
+        @Option(help: "Comma-separated equipment, e.g. beamer,tv.") var equipment: String?
+        @Option(help: "Size, e.g. 22m2.") var size: String?
+        @Option(name: .customLong("image"), help: "Image URL (up to 3; repeat the option).") var images: [String] = []
+        @Option(name: .customLong("time-zone"), help: "IANA zone (default Europe/Berlin).") var timeZone: String?
+        @Option(help: "Opening time HH:mm (default 07:00).") var opens: String?
+        @Option(help: "Closing time HH:mm (default 19:00).") var closes: String?
+        @Flag(name: .customLong("requires-approval"), help: "New bookings start pending until confirmed.")
+        var requiresApproval = false
+        @Option(help: "Read the whole room.register body from a JSON file ('-' for stdin) instead of the options.")
+        var body: String?
+
+        func validate() throws {
+            if body == nil && (name == nil || capacity == nil) {
+                throw ValidationError("--name and --capacity are required (or give --body FILE)")
+            }
+        }
+
+        func run() async throws {
+            try await reportingErrors {
+                let room: RegisterRoom
+                if let body {
+                    room = try readBody(RegisterRoom.self, from: body)
+                } else {
+                    room = RegisterRoom(
+                        name: name!, location: location,
+                        equipment: equipment.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } },
+                        size: size, capacity: capacity!, images: images.isEmpty ? nil : images,
+                        timeZone: timeZone, opens: opens, closes: closes,
+                        requiresApproval: requiresApproval ? true : nil)
+                }
+                try await sendAndPrint(.registerRoom, room, global: global, send: send)
+            }
+        }
+    }
+}
+
+// MARK: booking commands
+
+/// `bookingctl book`.
+struct BookCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "book",
+        abstract: "Book a room (booking.create).",
+        discussion: """
+            Each --attendee is NAME,EMAIL,PHONE; a phone without country code is German.
+
+            Example:
+              bookingctl book --room Berlin --date 2026-11-23 --start 09:00 --end 10:30 \\
+                --title "Sprint review" --attendee "Ada Lovelace,ada@example.com,0170 1234567"
+            """)
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var send: SendOptions
+    @Option(help: "Room name.") var room: String?
+    @Option(help: "Local date: YYYY-MM-DD, 'today' or UNIX seconds.") var date: String?
+    @Option(help: "Local start HH:mm (15-minute grid).") var start: String?
+    @Option(help: "Local end HH:mm (15-minute grid).") var end: String?
+    @Option(help: "Title.") var title: String?
+    @Option(help: "Description.") var description: String?
+    @Option(name: .customLong("attendee"), help: "NAME,EMAIL,PHONE (repeat for each attendee).")
+    var attendees: [String] = []
+    @Option(help: "Read the whole booking.create body from a JSON file ('-' for stdin) instead of the options.")
+    var body: String?
+
+    func validate() throws {
+        guard body == nil else { return }
+        for (flag, value) in [("--room", room), ("--date", date), ("--start", start), ("--end", end), ("--title", title)]
+        where value == nil {
+            throw ValidationError("\(flag) is required (or give --body FILE)")
+        }
+        if attendees.isEmpty { throw ValidationError("at least one --attendee NAME,EMAIL,PHONE is required") }
+        _ = try parsedAttendees()
+    }
+
+    func parsedAttendees() throws -> [AttendeeInput] {
+        try attendees.map { text in
+            let parts = text.split(separator: ",", omittingEmptySubsequences: false)
+                .map { $0.trimmingCharacters(in: .whitespaces) }
+            guard parts.count == 3 else {
+                throw ValidationError("--attendee '\(text)': expected NAME,EMAIL,PHONE")
+            }
+            return AttendeeInput(name: parts[0], email: parts[1], phone: parts[2])
+        }
+    }
+
+    func run() async throws {
+        try await reportingErrors {
+            let create: CreateBooking
+            if let body {
+                create = try readBody(CreateBooking.self, from: body)
+            } else {
+                create = CreateBooking(room: room!, date: try parseDate(date!), start: start!, end: end!,
+                                       title: title!, description: description, attendees: try parsedAttendees())
+            }
+            try await sendAndPrint(.createBooking, create, global: global, send: send)
+        }
+    }
+}
+
+/// `bookingctl confirm`.
+struct ConfirmCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "confirm", abstract: "Confirm a pending booking (booking.confirm).",
+        discussion: "Example:\n  bookingctl confirm 6f1c2a9e-…")
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var send: SendOptions
+    @Argument(help: "The booking id.") var bookingId: String
+
+    func run() async throws {
+        try await reportingErrors {
+            try await sendAndPrint(.confirmBooking, ConfirmBooking(bookingId: bookingId), global: global, send: send)
+        }
+    }
+}
+
+/// `bookingctl cancel`.
+struct CancelCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "cancel", abstract: "Cancel a booking (booking.cancel); pending passes are dropped.",
+        discussion: "Example:\n  bookingctl cancel 6f1c2a9e-… --reason \"moved online\"")
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var send: SendOptions
+    @Argument(help: "The booking id.") var bookingId: String
+    @Option(help: "Why; kept with the booking.") var reason: String?
+
+    func run() async throws {
+        try await reportingErrors {
+            try await sendAndPrint(.cancelBooking, CancelBooking(bookingId: bookingId, reason: reason),
+                                   global: global, send: send)
+        }
+    }
+}
+
+/// `bookingctl reschedule`.
+struct RescheduleCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "reschedule",
+        abstract: "Move a booking (booking.reschedule); passes are sent again.",
+        discussion: "Example:\n  bookingctl reschedule 6f1c2a9e-… --date 2026-11-24 --start 14:00 --end 15:00")
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var send: SendOptions
+    @Argument(help: "The booking id.") var bookingId: String
+    @Option(help: "New local date: YYYY-MM-DD, 'today' or UNIX seconds.") var date: String
+    @Option(help: "New local start HH:mm.") var start: String
+    @Option(help: "New local end HH:mm.") var end: String
+
+    func run() async throws {
+        try await reportingErrors {
+            let command = RescheduleBooking(bookingId: bookingId, date: try parseDate(date), start: start, end: end)
+            try await sendAndPrint(.rescheduleBooking, command, global: global, send: send)
+        }
+    }
+}

@@ -1,0 +1,152 @@
+import AMQPClient
+import BookingContracts
+import Foundation
+import Testing
+import TestSupport
+
+/// bookingctl as users run it: a real process against a real handler and broker.
+@Suite("bookingctl", .serialized)
+struct BookingctlTests {
+    static let ada = "Ada Lovelace,ada@example.com,0170 1234567"
+
+    func reply(_ result: CLIRunner.Result) throws -> CommandReply {
+        try ContractJSON.decode(CommandReply.self, from: Data(result.stdout.utf8))
+    }
+
+    @Test func bookConflictConfirmRescheduleCancel() async throws {
+        let handler = try await Handler()
+        defer { Task { await handler.stop() } }
+        let cli = CLIRunner(url: handler.url)
+        let date = localDate(daysFromNow: 2)
+
+        // book → exit 0, the booking in the reply; attendee phone normalised.
+        let booked = try await cli.run(["book", "--room", "Berlin", "--date", date, "--start", "09:00", "--end", "10:00",
+                                        "--title", "Review", "--attendee", Self.ada, "--json"])
+        #expect(booked.status == 0, "\(booked.stderr)")
+        let booking = try #require(try reply(booked).bookingValue)
+        #expect(booking.status == .confirmed && booking.attendees.first?.phone == "+491701234567")
+        #expect(booking.requestedBy == handler.url.user, "user_id is the broker login")
+
+        // A conflicting booking → exit 1 with the code and the conflicting id on stderr.
+        let clash = try await cli.run(["book", "--room", "Berlin", "--date", date, "--start", "09:30", "--end", "10:30",
+                                       "--title", "Clash", "--attendee", Self.ada])
+        #expect(clash.status == 1)
+        #expect(clash.stderr.contains("error 2000") && clash.stderr.contains(booking.id), "\(clash.stderr)")
+        #expect(clash.stdout.isEmpty)
+
+        // confirm of a confirmed booking → 2002 in the JSON reply, exit 1.
+        let confirm = try await cli.run(["confirm", booking.id, "--json"])
+        #expect(confirm.status == 1)
+        #expect(try reply(confirm).errorValue?.code == .statusChangeNotAllowed)
+
+        // reschedule → version 2 at the new time; human output names it.
+        let moved = try await cli.run(["reschedule", booking.id, "--date", date, "--start", "14:00", "--end", "15:00"])
+        #expect(moved.status == 0, "\(moved.stderr)")
+        #expect(moved.stdout.contains("version 2") && moved.stdout.contains("14:00–15:00"), "\(moved.stdout)")
+
+        // cancel with a reason → cancelled, reason kept.
+        let cancelled = try await cli.run(["cancel", booking.id, "--reason", "moved online", "--json"])
+        #expect(cancelled.status == 0, "\(cancelled.stderr)")
+        let after = try #require(try reply(cancelled).bookingValue)
+        #expect(after.status == .cancelled && after.cancelReason == "moved online" && after.version == 3)
+
+        // unknown booking → 2001.
+        let missing = try await cli.run(["cancel", "no-such-booking"])
+        #expect(missing.status == 1 && missing.stderr.contains("error 2001"), "\(missing.stderr)")
+    }
+
+    @Test func sameMessageIDBooksOnce() async throws {
+        let handler = try await Handler()
+        defer { Task { await handler.stop() } }
+        let cli = CLIRunner(url: handler.url)
+        let arguments = ["book", "--room", "Berlin", "--date", localDate(daysFromNow: 3), "--start", "11:00",
+                         "--end", "11:15", "--title", "Once", "--attendee", Self.ada, "--message-id", "ctl-once-1", "--json"]
+        let first = try await cli.run(arguments)
+        let second = try await cli.run(arguments)
+        #expect(first.status == 0 && second.status == 0, "\(first.stderr) \(second.stderr)")
+        let a = try #require(try reply(first).bookingValue), b = try #require(try reply(second).bookingValue)
+        #expect(a.id == b.id, "the repeat gets the stored reply, not a second booking")
+    }
+
+    @Test func roomRegisterFromOptionsAndFromBody() async throws {
+        let handler = try await Handler()
+        defer { Task { await handler.stop() } }
+        let cli = CLIRunner(url: handler.url)
+        let registered = try await cli.run(["room", "register", "--name", "Kiel", "--capacity", "2",
+                                            "--equipment", "tv, whiteboard", "--requires-approval", "--json"])
+        #expect(registered.status == 0, "\(registered.stderr)")
+        guard case .room(let room) = try reply(registered) else { Issue.record("not a room reply"); return }
+        #expect(room.name == "Kiel" && room.capacity == 2 && room.equipment == ["tv", "whiteboard"] && room.requiresApproval)
+
+        // The room is usable, and bookings there start pending.
+        let booked = try await cli.run(["book", "--room", "Kiel", "--date", localDate(daysFromNow: 2), "--start", "08:00",
+                                        "--end", "09:00", "--title", "Small", "--attendee", Self.ada, "--json"])
+        #expect(try reply(booked).bookingValue?.status == .pending)
+
+        // --body - reads the contract body from stdin.
+        let body = #"{"name": "Lübeck", "capacity": 4, "timeZone": "Europe/Berlin", "opens": "08:00", "closes": "18:00"}"#
+        let fromStdin = try await cli.run(["room", "register", "--body", "-"], stdin: body)
+        #expect(fromStdin.status == 0, "\(fromStdin.stderr)")
+        #expect(fromStdin.stdout.contains("room Lübeck") && fromStdin.stdout.contains("08:00–18:00"), "\(fromStdin.stdout)")
+    }
+
+    @Test func invalidRoomIsAnErrorReply() async throws {
+        let handler = try await Handler()
+        defer { Task { await handler.stop() } }
+        let result = try await CLIRunner(url: handler.url).run(["room", "register", "--name", "Zero", "--capacity", "0"])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("error 1100"), "\(result.stderr)")
+    }
+
+    @Test func badUsageIsRefusedBeforeAnythingIsSent() async throws {
+        let cli = CLIRunner(url: try TestBroker.url())
+        let noAttendee = try await cli.run(["book", "--room", "Berlin", "--date", "today", "--start", "09:00",
+                                            "--end", "10:00", "--title", "x"])
+        #expect(noAttendee.status == 64 && noAttendee.stderr.contains("--attendee"), "\(noAttendee.stderr)")
+        let badAttendee = try await cli.run(["book", "--room", "B", "--date", "today", "--start", "09:00", "--end", "10:00",
+                                             "--title", "x", "--attendee", "only-a-name"])
+        #expect(badAttendee.status == 64 && badAttendee.stderr.contains("NAME,EMAIL,PHONE"))
+        let badDate = try await cli.run(["rooms", "--date", "tomorrow-ish"])
+        #expect(badDate.status == 64 && badDate.stderr.contains("--date"))
+    }
+
+    @Test func unreachableBrokerAndMissingTopologyHaveTheirOwnExitStatus() async throws {
+        // Nothing listens on the port → 69, one line, password redacted.
+        var dead = try TestBroker.url()
+        dead.port = try freeTCPPort()
+        let unreachable = try await CLIRunner(url: dead).run(["confirm", "x", "--timeout", "1"])
+        #expect(unreachable.status == 69)
+        #expect(unreachable.stderr.contains("cannot connect") && !unreachable.stderr.contains(":\(dead.password)@"),
+                "\(unreachable.stderr)")
+
+        // A vhost without the contract's topology: the command is unroutable → 68.
+        let empty = try TestBroker.isolatedURL("ctl-empty")
+        defer { TestBroker.deleteVhost(empty.vhost) }
+        let unroutable = try await CLIRunner(url: empty).run(["confirm", "x"])
+        #expect(unroutable.status == 68 && unroutable.stderr.contains("topology declare"), "\(unroutable.stderr)")
+    }
+
+    @Test func topologyDeclareCreatesEveryContractQueue() async throws {
+        let url = try TestBroker.isolatedURL("ctl-topo")
+        defer { TestBroker.deleteVhost(url.vhost) }
+        let result = try await CLIRunner(url: url).run(["topology", "declare", "--json"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let connection = try await AMQPConnection.connect(
+            configuration: AMQPConfiguration(url: url, connectionName: "probe"), logger: testLogger("probe"))
+        for queue in Topology.queues {
+            #expect((try? await connection.queueInfo(queue.name)) != nil, "\(queue.name) declared")
+        }
+        await connection.close()
+        // Idempotent: a second run succeeds too.
+        #expect(try await CLIRunner(url: url).run(["topology", "declare"]).status == 0)
+    }
+
+    @Test(arguments: ["room register", "book", "confirm", "cancel", "reschedule", "rooms", "topology declare"])
+    func helpExplainsWithAnExample(command: String) async throws {
+        let result = try await CLIRunner(url: try TestBroker.url())
+            .run(command.split(separator: " ").map(String.init) + ["--help"], broker: false)
+        #expect(result.status == 0)
+        #expect(result.stdout.contains("bookingctl \(command)"), "an example line for \(command): \(result.stdout)")
+        #expect(result.stdout.contains("--json"))
+    }
+}

@@ -1,0 +1,113 @@
+import BookingContracts
+import AMQPClient
+import BookingHandler
+import Foundation
+import Logging
+import ServiceLifecycle
+import TestSupport
+
+/// Runs the built `bookingctl` binary as users do and collects what it printed.
+struct CLIRunner {
+    struct Result {
+        let status: Int32
+        let stdout: String
+        let stderr: String
+    }
+
+    static var binary: URL {
+        let dir = ProcessInfo.processInfo.environment["SERVICE_BIN_DIR"].map { URL(fileURLWithPath: $0) }
+            ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().appendingPathComponent(".build/debug")
+        return dir.appendingPathComponent("bookingctl")
+    }
+
+    let url: AMQPURL
+
+    /// Runs `bookingctl ARGS --amqp-url URL` (the URL option is only added to
+    /// commands that talk to the broker) with output captured in files —
+    /// never our own stdout, which a stray child would hold open.
+    func run(_ arguments: [String], broker: Bool = true, stdin: String? = nil) async throws -> Result {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("bookingctl"))
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out"), err = dir.appendingPathComponent("err")
+        FileManager.default.createFile(atPath: out.path, contents: nil)
+        FileManager.default.createFile(atPath: err.path, contents: nil)
+        let outHandle = try FileHandle(forWritingTo: out), errHandle = try FileHandle(forWritingTo: err)
+        defer { try? outHandle.close(); try? errHandle.close() }
+
+        let process = Process()
+        process.executableURL = Self.binary
+        process.arguments = arguments + (broker ? ["--amqp-url", url.urlStringWithCredentials] : [])
+        var environment = ProcessInfo.processInfo.environment
+        environment.removeValue(forKey: "AMQP_URL")
+        process.environment = environment
+        process.standardOutput = outHandle
+        process.standardError = errHandle
+        if let stdin {
+            let input = dir.appendingPathComponent("in")
+            FileManager.default.createFile(atPath: input.path, contents: Data(stdin.utf8))
+            process.standardInput = try FileHandle(forReadingFrom: input)
+        } else {
+            process.standardInput = FileHandle.nullDevice
+        }
+        let (exited, signal) = AsyncStream<Int32>.makeStream()
+        process.terminationHandler = { signal.yield($0.terminationStatus); signal.finish() }
+        try process.run()
+        let status = try await withTimeout(60, "bookingctl \(arguments.joined(separator: " "))") {
+            var iterator = exited.makeAsyncIterator()
+            return await iterator.next() ?? -1
+        }
+        return Result(status: status,
+                      stdout: String(decoding: try Data(contentsOf: out), as: UTF8.self),
+                      stderr: String(decoding: try Data(contentsOf: err), as: UTF8.self))
+    }
+}
+
+/// A booking handler in this process, in a vhost of its own, for bookingctl to talk to.
+final class Handler: Sendable {
+    let url: AMQPURL
+    let dataDirectory: String
+    private let group: ServiceGroup
+    private let running: Task<Void, any Error>
+
+    static let roomsFile = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("deploy/rooms.json").path
+
+    init(administrators: Set<String> = []) async throws {
+        url = try TestBroker.isolatedURL("ctl")
+        dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("ctl-data")).path
+        try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+        let logger = testLogger("handler")
+        let connection = try await AMQPConnection.connect(
+            configuration: AMQPConfiguration(url: url, connectionName: "handler"), logger: logger)
+        let app = try await BookingHandlerApp.build(connection: connection, dataDirectory: dataDirectory,
+                                                    roomsFile: Self.roomsFile, administrators: administrators,
+                                                    logger: logger)
+        var configuration = ServiceGroupConfiguration(
+            services: app.services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) }, logger: logger)
+        configuration.gracefulShutdownSignals = []
+        let group = ServiceGroup(configuration: configuration)
+        self.group = group
+        running = Task { try await group.run() }
+    }
+
+    func stop() async {
+        await group.triggerGracefulShutdown()
+        _ = await running.result
+        TestBroker.deleteVhost(url.vhost)
+        try? FileManager.default.removeItem(atPath: dataDirectory)
+    }
+}
+
+extension CommandReply {
+    var bookingValue: Booking? {
+        if case .booking(let b) = self { return b }
+        return nil
+    }
+
+    var errorValue: ReplyError? {
+        if case .error(let e) = self { return e }
+        return nil
+    }
+}
