@@ -42,6 +42,15 @@ struct BookingBenchmark: AsyncParsableCommand {
         let rawPipelined = Raw.rpc(url: broker.url, queue: rpcQueue, count: pipelined, inFlight: inFlight, body: body)
         let rawSingle = Raw.rpc(url: broker.url, queue: rpcQueue, count: single, inFlight: 1, body: body)
         server.stop()
+        // The same echo through a durable quorum queue, as booking-handler.commands
+        // is: what the broker alone costs on the handler's path.
+        let quorumQueue = "bench.rpc.quorum"
+        try await client.declare([.queue(QueueDeclaration(quorumQueue, type: .quorum))])
+        let quorumServer = Raw.EchoServer(url: broker.url, queue: quorumQueue)
+        let rawQuorumPipelined = Raw.rpc(url: broker.url, queue: quorumQueue, count: pipelined, inFlight: inFlight, body: body)
+        let rawQuorumSingle = Raw.rpc(url: broker.url, queue: quorumQueue, count: single, inFlight: 1, body: body)
+        quorumServer.stop()
+        _ = try? await client.deleteQueue(quorumQueue)
 
         // The handler, as users run it.
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("bench-handler-\(getpid())")
@@ -85,6 +94,10 @@ struct BookingBenchmark: AsyncParsableCommand {
                 swiftP99: swiftSingle.latencies.percentile(99), rawP99: rawSingle.1.percentile(99)),
         ])
         print("(raw = RPC round trip to a raw rabbitmq-c echo server, no work: the transport's ceiling)")
+        print(String(format: "raw echo through a durable quorum queue (the handler's queue type): %d in flight %.0f calls/s "
+                     + "(p50 %.2f ms, p99 %.2f ms); one at a time %.0f calls/s (p50 %.2f ms, p99 %.2f ms)",
+                     inFlight, rawQuorumPipelined.0, rawQuorumPipelined.1.percentile(50), rawQuorumPipelined.1.percentile(99),
+                     rawQuorumSingle.0, rawQuorumSingle.1.percentile(50), rawQuorumSingle.1.percentile(99)))
         print("failed replies: pipelined \(swiftPipelined.failures), single \(swiftSingle.failures)")
         print(String(format: "fill to %d bookings: %.0f cmd/s; handler RSS after: %.1f MiB (peak %.1f MiB); handler exit status %d",
                      total, fillRate, rss, peak, handler.terminationStatus))
