@@ -36,17 +36,37 @@ actor KeyedLock {
 /// ack. Poison (undecodable, unknown type, unusable retry) is rejected
 /// without requeue, which dead-letters it to `<queue>.dead`.
 public struct PassConsumer: Sendable {
+    /// How one delivery was settled (for the optional observer: tests, tracing).
+    public struct Settled: Sendable {
+        public enum Outcome: Sendable, Equatable {
+            case acked
+            case deadLettered(String)
+            case requeued
+        }
+        /// `pass-sender.events` or `pass-sender.retry`.
+        public var queue: String
+        /// The event type, or `pass-sender.retry`.
+        public var type: String
+        public var bookingId: String?
+        public var outcome: Outcome
+        /// What the dispatcher did (nil for cancellations and poison).
+        public var summary: PassDispatcher.Summary?
+    }
+
     let connection: AMQPConnection
     let dispatcher: PassDispatcher
     let ledger: PassLedger
     let logger: Logger
+    let observer: (@Sendable (Settled) -> Void)?
     private let locks = KeyedLock()
 
-    public init(connection: AMQPConnection, dispatcher: PassDispatcher, ledger: PassLedger, logger: Logger) {
+    public init(connection: AMQPConnection, dispatcher: PassDispatcher, ledger: PassLedger, logger: Logger,
+                observer: (@Sendable (Settled) -> Void)? = nil) {
         self.connection = connection
         self.dispatcher = dispatcher
         self.ledger = ledger
         self.logger = logger
+        self.observer = observer
     }
 
     /// Handles one `pass-sender.events` delivery.
@@ -57,6 +77,8 @@ public struct PassConsumer: Sendable {
         guard let type = EventType(rawValue: typeText),
               [.bookingConfirmed, .bookingRescheduled, .bookingCancelled].contains(type) else {
             await poison(delivery, reason: "unexpected event type '\(typeText.prefix(100))'", logger: logger, label: "unknown")
+            observer?(Settled(queue: Topology.passSenderEventsQueue, type: typeText, bookingId: nil,
+                              outcome: .deadLettered("unexpected event type"), summary: nil))
             return
         }
         let event: BookingEvent
@@ -64,25 +86,32 @@ public struct PassConsumer: Sendable {
             event = try ContractJSON.decode(BookingEvent.self, from: delivery.body)
         } catch {
             await poison(delivery, reason: "body is not a booking event: \(error)", logger: logger, label: type.rawValue)
+            observer?(Settled(queue: Topology.passSenderEventsQueue, type: type.rawValue, bookingId: nil,
+                              outcome: .deadLettered("body is not a booking event"), summary: nil))
             return
         }
         let booking = event.booking
         guard !booking.id.isEmpty, booking.version >= 1, type == .bookingCancelled || !booking.attendees.isEmpty else {
             await poison(delivery, reason: "booking event without id, version or attendees", logger: logger, label: type.rawValue)
+            observer?(Settled(queue: Topology.passSenderEventsQueue, type: type.rawValue, bookingId: booking.id,
+                              outcome: .deadLettered("booking event without id, version or attendees"), summary: nil))
             return
         }
         logger[metadataKey: "booking.id"] = .string(booking.id)
         logger[metadataKey: "booking.version"] = "\(booking.version)"
         let eventLogger = logger
-        await settle(delivery, bookingId: booking.id, logger: logger, label: type.rawValue) {
+        await settle(delivery, queue: Topology.passSenderEventsQueue, bookingId: booking.id, logger: logger,
+                     label: type.rawValue) { () async throws -> PassDispatcher.Summary? in
             let logger = eventLogger
             switch type {
             case .bookingCancelled:
                 let dropped = try await dispatcher.handle(cancelled: booking)
                 logger.info("booking cancelled; pending passes dropped", metadata: ["passes.dropped": "\(dropped)"])
+                return nil
             default:
                 let summary = try await dispatcher.handle(event: booking)
                 log(summary, logger: logger)
+                return summary
             }
         }
     }
@@ -96,21 +125,27 @@ public struct PassConsumer: Sendable {
             message = try ContractJSON.decode(PassRetryMessage.self, from: delivery.body)
         } catch {
             await poison(delivery, reason: "body is not a retry message: \(error)", logger: logger, label: "retry")
+            observer?(Settled(queue: PassQueues.retry, type: PassQueues.retryMessageType, bookingId: nil,
+                              outcome: .deadLettered("body is not a retry message"), summary: nil))
             return
         }
         guard message.schemaVersion == PassRetryMessage.currentSchemaVersion else {
             await poison(delivery, reason: "retry message schema version \(message.schemaVersion) is not supported",
                          logger: logger, label: "retry")
+            observer?(Settled(queue: PassQueues.retry, type: PassQueues.retryMessageType, bookingId: message.bookingId,
+                              outcome: .deadLettered("unsupported schema version"), summary: nil))
             return
         }
         logger[metadataKey: "booking.id"] = .string(message.bookingId)
         logger[metadataKey: "booking.version"] = "\(message.version)"
         logger[metadataKey: "retry.kind"] = .string(message.kind.rawValue)
         let retryLogger = logger
-        await settle(delivery, bookingId: message.bookingId, logger: logger, label: "retry") {
+        await settle(delivery, queue: PassQueues.retry, bookingId: message.bookingId, logger: logger,
+                     label: PassQueues.retryMessageType) { () async throws -> PassDispatcher.Summary? in
             let logger = retryLogger
             let summary = try await dispatcher.handle(retry: message)
             log(summary, logger: logger)
+            return summary
         }
     }
 
@@ -127,17 +162,20 @@ public struct PassConsumer: Sendable {
 
     /// Runs `work` under the booking's lock between two outbox flushes, then
     /// acks; on failure waits a moment and requeues.
-    private func settle(_ delivery: AMQPDelivery, bookingId: String, logger: Logger, label: String,
-                        _ work: @Sendable () async throws -> Void) async {
+    private func settle(_ delivery: AMQPDelivery, queue: String, bookingId: String, logger: Logger, label: String,
+                        _ work: @Sendable () async throws -> PassDispatcher.Summary?) async {
         await locks.lock(bookingId)
+        let summary: PassDispatcher.Summary?
         do {
             try await flush(bookingId: bookingId)
-            try await work()
+            summary = try await work()
             try await flush(bookingId: bookingId)
             await locks.unlock(bookingId)
         } catch let error as PassLedger.UnusableMessage {
             await locks.unlock(bookingId)
             await poison(delivery, reason: error.description, logger: logger, label: label)
+            observer?(Settled(queue: queue, type: label, bookingId: bookingId, outcome: .deadLettered(error.description),
+                              summary: nil))
             return
         } catch {
             await locks.unlock(bookingId)
@@ -145,6 +183,7 @@ public struct PassConsumer: Sendable {
             Counter(label: "pass_messages_total", dimensions: [("type", label), ("outcome", "requeued")]).increment()
             try? await Task.sleep(for: .seconds(1))
             try? await delivery.nack(requeue: true)
+            observer?(Settled(queue: queue, type: label, bookingId: bookingId, outcome: .requeued, summary: nil))
             return
         }
         do {
@@ -153,6 +192,7 @@ public struct PassConsumer: Sendable {
         } catch {
             logger.warning("ack failed; the message will come again and find its work done", metadata: ["error": "\(error)"])
         }
+        observer?(Settled(queue: queue, type: label, bookingId: bookingId, outcome: .acked, summary: summary))
     }
 
     private func poison(_ delivery: AMQPDelivery, reason: String, logger: Logger, label: String) async {

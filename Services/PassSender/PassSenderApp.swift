@@ -22,6 +22,7 @@ public struct PassSenderApp: Sendable {
     /// consumers. `gateway` overrides the one chosen from `settings`.
     public static func build(connection: AMQPConnection, settings: PassSenderSettings, dataDirectory: String,
                              httpPort: Int? = nil, gateway: (any PassGateway)? = nil, logger: Logger,
+                             observer: (@Sendable (PassConsumer.Settled) -> Void)? = nil,
                              now: @escaping @Sendable () -> Date = { Date() }) async throws -> PassSenderApp {
         let ledger = try PassLedger(path: dataDirectory + "/pass-sender.sqlite")
         let chosen: any PassGateway
@@ -35,7 +36,8 @@ public struct PassSenderApp: Sendable {
         }
         try await connection.declare(PassQueues.declarations(delays: settings.retryDelays))
         let dispatcher = PassDispatcher(ledger: ledger, gateway: chosen, settings: settings, logger: logger, now: now)
-        let consumer = PassConsumer(connection: connection, dispatcher: dispatcher, ledger: ledger, logger: logger)
+        let consumer = PassConsumer(connection: connection, dispatcher: dispatcher, ledger: ledger, logger: logger,
+                                    observer: observer)
         try await consumer.flush(bookingId: nil)
         let prefetch = UInt16(min(1000, settings.concurrency * 4))
         let events = AMQPConsumerService(connection: connection, queue: Topology.passSenderEventsQueue, prefetch: prefetch,
