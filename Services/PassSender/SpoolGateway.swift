@@ -177,17 +177,21 @@ public enum PassMail {
     /// Header text: as is when ASCII, else RFC 2047 `=?utf-8?B?…?=` words.
     public static func encodeHeaderText(_ text: String, prefixLength: Int = 0) -> String {
         let clean = text.replacingOccurrences(of: "\r", with: " ").replacingOccurrences(of: "\n", with: " ")
-        return clean.allSatisfy({ $0.isASCII }) ? clean : encodedWords(clean)
+        return clean.allSatisfy({ $0.isASCII }) ? clean : encodedWords(clean, firstLineUsed: prefixLength)
     }
 
     /// RFC 2047 B-encoded words of at most 75 characters each, split on
     /// character boundaries, folded with CRLF + space.
-    public static func encodedWords(_ text: String) -> String {
+    /// `firstLineUsed`: characters already on the first line (`Subject: `),
+    /// so that line stays within 78 characters too.
+    public static func encodedWords(_ text: String, firstLineUsed: Int = 0) -> String {
         var words: [String] = []
         var chunk: [UInt8] = []
         for character in text {
             let bytes = Array(String(character).utf8)
-            if chunk.count + bytes.count > 45 {  // 45 bytes → 60 base64 chars; 12 for =?utf-8?B??=
+            // 45 bytes → 60 base64 characters + 12 for "=?utf-8?B?" "?=" = 72 ≤ 75
+            let limit = words.isEmpty ? max(3, min(45, (78 - firstLineUsed - 12) / 4 * 3)) : 45
+            if !chunk.isEmpty && chunk.count + bytes.count > limit {
                 words.append("=?utf-8?B?" + Data(chunk).base64EncodedString() + "?=")
                 chunk = []
             }
