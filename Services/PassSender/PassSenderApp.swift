@@ -39,6 +39,8 @@ public struct PassSenderApp: Sendable {
         let consumer = PassConsumer(connection: connection, dispatcher: dispatcher, ledger: ledger, logger: logger,
                                     observer: observer)
         try await consumer.flush(bookingId: nil)
+        // Published outbox rows are only kept a while for inspection.
+        try await ledger.prunePublished(olderThan: 7 * 86_400)
         let prefetch = UInt16(min(1000, settings.concurrency * 4))
         let events = AMQPConsumerService(connection: connection, queue: Topology.passSenderEventsQueue, prefetch: prefetch,
                                          concurrency: settings.concurrency, logger: logger) { await consumer.handleEvent($0) }
