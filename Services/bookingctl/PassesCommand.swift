@@ -1,4 +1,8 @@
+import AMQPClient
 import ArgumentParser
+import BookingContracts
+import Foundation
+import PassSender
 
 /// `bookingctl passes …`: what operators do with passes that could not be
 /// delivered (the `passes.failed` queue).
@@ -6,5 +10,218 @@ struct PassesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "passes",
         abstract: "Inspect and act on passes that could not be delivered.",
-        subcommands: [])
+        subcommands: [FailedPassesCommand.self])
+}
+
+/// `bookingctl passes failed list|show|retry|discard`.
+struct FailedPassesCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "failed",
+        abstract: "The passes.failed queue: list, show, retry, discard.",
+        discussion: """
+            Reading never loses or reorders passes.failed: messages are fetched
+            without ack and returned in queue order. retry and discard remove a
+            message only after its replacement (a retry message for the pass
+            sender, or the audit copy in pass-sender.discarded) was confirmed.
+            """,
+        subcommands: [List.self, Show.self, Retry.self, Discard.self],
+        defaultSubcommand: List.self)
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Count, oldest, and passes grouped by error code and by room.",
+            discussion: """
+                Example:
+                  bookingctl passes failed list
+                  bookingctl passes failed list --json | jq '.passes[].key'
+                """)
+        @OptionGroup var global: GlobalOptions
+
+        func run() async throws {
+            let entries = try await withQueue(global) { try await $0.list() }
+            if global.json {
+                printJSON(listJSON(entries))
+                return
+            }
+            print("passes.failed: \(entries.count) pass(es)")
+            guard let oldest = entries.first else { return }
+            print("oldest: \(oldest.key) (last failure \(oldest.pass?.lastFailureAt ?? "?"))")
+            print("by error code: " + grouped(entries) { $0.pass.map { $0.lastErrorCode.map(String.init) ?? "none" } ?? "unreadable" })
+            print("by room:       " + grouped(entries) { $0.pass?.room ?? "unreadable" })
+            print("")
+            for e in entries { print(line(e)) }
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Everything about one failed pass.",
+            discussion: """
+                KEY is <bookingId>:<version>:<attendeeIndex> as list prints it.
+                Example:
+                  bookingctl passes failed show 5b1c…:2:1
+                """)
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The pass key <bookingId>:<version>:<attendeeIndex>.") var key: String
+
+        func run() async throws {
+            let entries = try await withQueue(global) { try await $0.list() }
+            guard let entry = entries.first(where: { $0.key == key }) else {
+                throw CleanExit.message("no pass \(key) in passes.failed")
+            }
+            if global.json {
+                printJSON(entryJSON(entry))
+                return
+            }
+            if let p = entry.pass {
+                print("""
+                    pass        \(entry.key)   (position \(entry.position) in passes.failed)
+                    attendee    #\(p.attendeeIndex) \(p.name) <\(p.email)> \(p.phone)
+                    booking     \(p.bookingId) v\(p.version): \(p.title), \(p.room) \(p.date) \(p.start)-\(p.end)
+                    attempts    \(p.attempts), first failure \(p.firstFailureAt), last failure \(p.lastFailureAt)
+                    last error  \(p.lastErrorCode.map { "\($0) " } ?? "")\(p.lastErrorText)
+                    """)
+            } else {
+                print("message \(entry.key) is not a passes.failed body:\n\(String(decoding: entry.body, as: UTF8.self))")
+            }
+        }
+    }
+
+    struct Retry: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Send failed passes again (attempts reset).",
+            discussion: """
+                Moves the chosen passes back into the pass sender (queue
+                pass-sender.retry, publisher-confirmed) and only then removes
+                them from passes.failed. A pass that was delivered meanwhile is
+                not sent again (the pass sender's ledger knows it).
+                Examples:
+                  bookingctl passes failed retry 5b1c…:2:1
+                  bookingctl passes failed retry --booking 5b1c…
+                  bookingctl passes failed retry --all
+                """)
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var selection: Selection
+
+        func run() async throws {
+            let predicate = try selection.predicate()
+            let moved = try await withQueue(global) { try await $0.retry(where: predicate) }
+            report(moved, verb: "retried", json: global.json)
+            if moved.isEmpty && !selection.all { throw ExitCode(3) }
+        }
+    }
+
+    struct Discard: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Remove failed passes for good, with a reason.",
+            discussion: """
+                The passes leave passes.failed; a copy with the reason (headers
+                discard-reason, discarded-by, discarded-at) goes to the queue
+                pass-sender.discarded first.
+                Example:
+                  bookingctl passes failed discard 5b1c…:2:1 --reason "attendee left"
+                """)
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var selection: Selection
+        @Option(help: "Why (kept with the audit copy).") var reason: String
+
+        func validate() throws {
+            if reason.trimmingCharacters(in: .whitespaces).isEmpty { throw ValidationError("--reason must not be empty") }
+        }
+
+        func run() async throws {
+            let predicate = try selection.predicate()
+            let who = ProcessInfo.processInfo.environment["USER"] ?? "bookingctl"
+            let gone = try await withQueue(global) { try await $0.discard(reason: reason, by: who, where: predicate) }
+            report(gone, verb: "discarded", json: global.json)
+            if gone.isEmpty && !selection.all { throw ExitCode(3) }
+        }
+    }
+
+    /// Which passes retry/discard act on.
+    struct Selection: ParsableArguments {
+        @Argument(help: "A pass key <bookingId>:<version>:<attendeeIndex>.") var key: String?
+        @Option(help: "Every failed pass of this booking id.") var booking: String?
+        @Flag(help: "Every failed pass.") var all = false
+
+        func validate() throws {
+            let chosen = [key != nil, booking != nil, all].filter { $0 }.count
+            if chosen != 1 { throw ValidationError("give exactly one of KEY, --booking ID, --all") }
+        }
+
+        func predicate() throws -> @Sendable (FailedPassEntry) -> Bool {
+            let key = self.key, booking = self.booking, all = self.all
+            return { entry in
+                guard entry.pass != nil else { return false }
+                if all { return true }
+                if let key { return entry.key == key }
+                return entry.pass?.bookingId == booking
+            }
+        }
+    }
+}
+
+private func withQueue<T: Sendable>(_ global: GlobalOptions, _ body: (FailedPassQueue) async throws -> T) async throws -> T {
+    let connection = try await global.connect()
+    let queue = FailedPassQueue(connection: connection)
+    do {
+        try await queue.declare()
+        let result = try await body(queue)
+        await connection.close()
+        return result
+    } catch {
+        await connection.close()
+        throw error
+    }
+}
+
+private func grouped(_ entries: [FailedPassEntry], by key: (FailedPassEntry) -> String) -> String {
+    var counts: [String: Int] = [:]
+    for e in entries { counts[key(e), default: 0] += 1 }
+    return counts.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
+        .map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+}
+
+private func line(_ e: FailedPassEntry) -> String {
+    guard let p = e.pass else { return "\(e.key)  (unreadable body)" }
+    return "\(e.key)  \(p.name) <\(p.email)>  \(p.room) \(p.date) \(p.start)  attempts=\(p.attempts)  "
+        + "error=\(p.lastErrorCode.map(String.init) ?? "none") \(p.lastErrorText)  last=\(p.lastFailureAt)"
+}
+
+private func entryJSON(_ e: FailedPassEntry) -> [String: Any] {
+    var object: [String: Any] = ["key": e.key, "position": e.position]
+    if let id = e.messageID { object["messageId"] = id }
+    if let p = e.pass, let data = try? ContractJSON.encode(p), let body = try? JSONSerialization.jsonObject(with: data) {
+        object["pass"] = body
+    } else {
+        object["body"] = String(decoding: e.body, as: UTF8.self)
+    }
+    return object
+}
+
+private func listJSON(_ entries: [FailedPassEntry]) -> [String: Any] {
+    var byCode: [String: Int] = [:], byRoom: [String: Int] = [:]
+    for e in entries {
+        byCode[e.pass.map { $0.lastErrorCode.map(String.init) ?? "none" } ?? "unreadable", default: 0] += 1
+        byRoom[e.pass?.room ?? "unreadable", default: 0] += 1
+    }
+    var object: [String: Any] = ["count": entries.count, "byErrorCode": byCode, "byRoom": byRoom,
+                                 "passes": entries.map(entryJSON)]
+    if let oldest = entries.first { object["oldest"] = entryJSON(oldest) }
+    return object
+}
+
+private func report(_ entries: [FailedPassEntry], verb: String, json: Bool) {
+    if json {
+        printJSON(["count": entries.count, verb: entries.map(\.key)])
+    } else {
+        print("\(verb) \(entries.count) pass(es)")
+        for e in entries { print("  \(e.key)") }
+    }
+}
+
+private func printJSON(_ object: Any) {
+    if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]) {
+        print(String(decoding: data, as: UTF8.self))
+    }
 }

@@ -1,11 +1,148 @@
+import AMQPClient
 import ArgumentParser
+import BookingContracts
+import Foundation
+import Hummingbird
+import Logging
+import PassSender
+import ServiceLifecycle
+import Synchronization
+import TestSupport
 
+/// Passes/s through the pass sender (in this process, as `main` builds it)
+/// with the spool gateway and a local HTTP gateway, for bookings of 1, 10
+/// and 100 attendees, beside the raw broker rate (publish + confirm +
+/// consume of messages of the same size) from the same run.
 struct PassBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "passes",
         abstract: "Passes/s through the spool and a local HTTP gateway beside the raw broker rate.")
 
+    @Option(help: "Passes per measurement.")
+    var passes = 2000
+
     func run() async throws {
-        throw ValidationError("not implemented yet")
+        let broker = try BenchmarkBroker.start()
+        defer { broker.stop() }
+        print("broker: \(broker.url)")
+        var logger = Logger(label: "benchmarks")
+        logger.logLevel = .warning
+
+        // A local HTTP gateway that always succeeds.
+        let router = Router()
+        router.post("sendpass") { request, _ -> Response in
+            _ = try await request.body.collect(upTo: 1 << 24)
+            return Response(status: .ok, headers: [.contentType: "application/json"],
+                            body: .init(byteBuffer: ByteBuffer(string: #"{"success":true}"#)))
+        }
+        let port = try freeTCPPort()
+        let httpApp = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)),
+                                  logger: logger)
+        let server = Task { try await httpApp.runService(gracefulShutdownSignals: []) }
+        defer { server.cancel() }
+        try await Task.sleep(for: .milliseconds(300))  // let the listener bind (benchmark only)
+
+        print("")
+        print("attendees  gateway  bookings  passes   passes/s   broker msg/s (same body size)   RSS MiB")
+        for attendees in [1, 10, 100] {
+            let bookings = max(1, passes / attendees)
+            let sample = makeBenchBooking(attendees: attendees)
+            let eventBody = [UInt8](try ContractJSON.encode(BookingEvent(eventId: "x", occurredAt: "2026-11-22T10:00:00Z",
+                                                                         booking: sample)))
+            let raw = try await rawRate(url: broker.url, body: eventBody, count: bookings, logger: logger)
+            for (label, gatewayURL) in [("spool", nil as String?), ("http", "http://127.0.0.1:\(port)")] {
+                let rate = try await measure(url: broker.url, gatewayURL: gatewayURL, attendees: attendees,
+                                             bookings: bookings, logger: logger)
+                let name = label.padding(toLength: 7, withPad: " ", startingAt: 0)
+                print(String(format: "%9d  ", attendees) + name
+                      + String(format: "  %8d  %6d  %9.0f   %9.0f                        %7.1f",
+                               bookings, bookings * attendees, rate, raw, currentRSSMiB() ?? 0))
+            }
+        }
+        print(String(format: "peak RSS of the benchmark process (pass sender + HTTP gateway + clients): %.1f MiB", peakRSSMiB()))
+    }
+
+    func makeBenchBooking(attendees: Int) -> Booking {
+        let date = localDate(daysFromNow: 3)
+        return Booking(id: "bench-\(UUID().uuidString)", room: "Berlin", date: date, start: "09:00", end: "10:30",
+                       timeZone: "Europe/Berlin", startsAt: "2030-01-01T08:00:00Z", endsAt: "2030-01-01T09:30:00Z",
+                       title: "Benchmark", description: "load", status: .confirmed,
+                       attendees: (0..<attendees).map { Attendee(name: "Person \($0)", email: "p\($0)@example.com",
+                                                                   phone: "+4917012\(String(format: "%05d", $0))") },
+                       version: 1)
+    }
+
+    /// Publish with confirms + consume with acks of `count` messages of `body`'s size.
+    func rawRate(url: AMQPURL, body: [UInt8], count: Int, logger: Logger) async throws -> Double {
+        let connection = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: "bench-raw"),
+                                                          logger: logger)
+        let queue = "bench.passes.raw"
+        try await connection.declare([.queue(QueueDeclaration(queue, type: .quorum))])
+        try await connection.purgeQueue(queue)
+        let start = monotonicNow()
+        let consumer = try await connection.consume(queue: queue, prefetch: 256)
+        let consuming = Task { _ = try await consumer.take(count) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            let window = 64
+            for worker in 0..<window {
+                group.addTask {
+                    for _ in stride(from: worker, to: count, by: window) {
+                        try await connection.publish(body, routingKey: queue,
+                                                     properties: AMQPProperties(contentType: "application/json", deliveryMode: .persistent))
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        try await consuming.value
+        let rate = Double(count) / (Double(monotonicNow() - start) / 1e9)
+        consumer.stop()
+        try await connection.deleteQueue(queue)
+        await connection.close()
+        return rate
+    }
+
+    /// Publishes `bookings` confirmed events, starts a pass sender and times
+    /// until every pass is delivered.
+    func measure(url: AMQPURL, gatewayURL: String?, attendees: Int, bookings: Int, logger: Logger) async throws -> Double {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("bench-pass-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let client = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: "bench-client"),
+                                                      logger: logger)
+        let settings = PassSenderSettings(gatewayURL: gatewayURL, maxAttempts: 5, retryDelays: [RetryDelay(milliseconds: 1000)],
+                                          gatewayTimeout: .seconds(10), concurrency: 8)
+        try await client.declare(PassQueues.declarations(delays: settings.retryDelays))
+        try await client.purgeQueue(Topology.passSenderEventsQueue)
+        for _ in 0..<bookings {
+            let b = makeBenchBooking(attendees: attendees)
+            let e = BookingEvent(eventId: UUID().uuidString, occurredAt: ContractFormat.timestamp(Date()), booking: b)
+            try await client.publish([UInt8](try ContractJSON.encode(e)), exchange: Topology.eventsExchange,
+                                     routingKey: EventType.bookingConfirmed.rawValue,
+                                     properties: .persistentJSON(type: EventType.bookingConfirmed.rawValue, messageID: e.eventId))
+        }
+        let total = bookings * attendees
+        let delivered = Atomic<Int>(0)
+        let (done, signal) = AsyncStream<Void>.makeStream()
+        let connection = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: "bench-pass"),
+                                                          logger: logger)
+        let start = monotonicNow()
+        let app = try await PassSenderApp.build(connection: connection, settings: settings, dataDirectory: dir, logger: logger,
+                                                observer: { s in
+            let n = delivered.add(s.summary?.delivered.count ?? 0, ordering: .relaxed).newValue
+            if n >= total { signal.yield() }
+        })
+        var configuration = ServiceGroupConfiguration(
+            services: app.services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) }, logger: logger)
+        configuration.gracefulShutdownSignals = []
+        let group = ServiceGroup(configuration: configuration)
+        let running = Task { try await group.run() }
+        _ = try await withTimeout(600, "all passes delivered") { await done.first { _ in true } }
+        let seconds = Double(monotonicNow() - start) / 1e9
+        await group.triggerGracefulShutdown()
+        _ = await running.result
+        // pass.* events pile up nowhere (no queue bound in the benchmark broker unless the projector's is).
+        await client.close()
+        return Double(total) / seconds
     }
 }

@@ -300,6 +300,7 @@ final class IOLoop: @unchecked Sendable {
         try c.confirmSelect(Self.publishChannel)
         bumpGeneration(Self.publishChannel)
         try c.openChannel(Self.controlChannel)
+        bumpGeneration(Self.controlChannel)  // so basic.get deliveries can be settled
         controlChannelOpen = true
         for item in topology {
             do {
@@ -310,6 +311,7 @@ final class IOLoop: @unchecked Sendable {
                 // start-up reports the same error to its caller.
                 logger.error("re-declaring topology failed", metadata: ["error": "\(error)"])
                 try c.openChannel(Self.controlChannel)
+                bumpGeneration(Self.controlChannel)
             }
         }
         for id in consumers.keys.sorted() {

@@ -1,0 +1,132 @@
+import BookingContracts
+import Foundation
+
+/// Which booking version and attendees a gateway request is for (the spool
+/// gateway names its files after it; the HTTP gateway does not send it).
+public struct PassBatch: Sendable, Equatable {
+    public var bookingId: String
+    public var version: Int
+    /// Attendee indexes, one per pass of the request, in the same order.
+    public var attendeeIndexes: [Int]
+
+    public init(bookingId: String, version: Int, attendeeIndexes: [Int]) {
+        self.bookingId = bookingId
+        self.version = version
+        self.attendeeIndexes = attendeeIndexes
+    }
+}
+
+/// What a gateway call came to, classified per the contract
+/// (docs/contract/README.md, "Pass gateway").
+public enum GatewayOutcome: Sendable, Equatable {
+    /// Every pass of the request was sent.
+    case success
+    /// Code > 4000 with a valid `index`: passes before it were sent, the
+    /// one at it failed, the ones after it were not tried.
+    case passFailed(index: Int, code: ErrorCode, text: String)
+    /// Any other gateway error code: nothing was sent and the input is
+    /// wrong; not retried. `index` names the offending pass when the
+    /// gateway said so.
+    case rejected(code: ErrorCode, text: String, index: Int?)
+    /// Timeout, connection error, 5xx, 429, garbage: nothing known to be
+    /// sent; everything is retried with back-off. `code` is the gateway's
+    /// code when its answer carried one.
+    case transient(code: ErrorCode?, text: String)
+
+    /// A bounded label for metrics.
+    public var label: String {
+        switch self {
+        case .success: "success"
+        case .passFailed: "pass_failed"
+        case .rejected: "rejected"
+        case .transient: "transient"
+        }
+    }
+
+    /// Classifies an HTTP answer: status and body.
+    ///
+    /// - 429 and 5xx are transient whatever the body says.
+    /// - Otherwise a body `{"error":{…}}` wins (the contract: `error` wins over
+    ///   `success`): code > 4000 with an index inside the request → ``passFailed``;
+    ///   code > 4000 without a usable index → transient (nobody can tell which
+    ///   passes went out); any other code → ``rejected``.
+    /// - `{"success":true}` with a 2xx status → ``success``.
+    /// - Anything else (other non-2xx, malformed JSON, neither form) → transient.
+    public static func classify(status: Int, body: [UInt8], passCount: Int) -> GatewayOutcome {
+        if status == 429 || (500...599).contains(status) {
+            let code = (try? ContractJSON.decode(SendPassResponse.self, from: body)).flatMap { r -> ErrorCode? in
+                if case .failure(let e) = r { return e.code }
+                return nil
+            }
+            return .transient(code: code, text: "gateway answered HTTP \(status)")
+        }
+        let decoded: SendPassResponse
+        do {
+            decoded = try ContractJSON.decode(SendPassResponse.self, from: body)
+        } catch {
+            let snippet = String(decoding: body.prefix(80), as: UTF8.self)
+            return .transient(code: nil, text: "gateway answered HTTP \(status) with an unusable body: \(snippet.isEmpty ? "(empty)" : snippet)")
+        }
+        switch decoded {
+        case .success:
+            guard (200...299).contains(status) else {
+                return .transient(code: nil, text: "gateway answered HTTP \(status)")
+            }
+            return .success
+        case .failure(let error):
+            return classify(error: error, passCount: passCount)
+        }
+    }
+
+    /// Classifies a gateway `error` object.
+    public static func classify(error: SendPassError, passCount: Int) -> GatewayOutcome {
+        let text = error.text.isEmpty ? "gateway error \(error.code)" : error.text
+        if error.code.isPassDeliveryFailure {
+            if let index = error.index, index >= 0, index < passCount {
+                return .passFailed(index: index, code: error.code, text: text)
+            }
+            return .transient(code: error.code, text: text + " (no usable index in the answer)")
+        }
+        let index = error.index.flatMap { $0 >= 0 && $0 < passCount ? $0 : nil }
+        return .rejected(code: error.code, text: text, index: index)
+    }
+}
+
+/// A way to deliver passes, following the sendpass contract: passes in
+/// order, halting at the first failure. Implementations never throw; every
+/// failure is an outcome.
+public protocol PassGateway: Sendable {
+    /// Recorded on `pass.delivered` / `pass.failed`.
+    var channel: PassChannel { get }
+    /// Sends the passes of `request` (their identities are in `batch`).
+    func send(_ request: SendPassRequest, batch: PassBatch) async -> GatewayOutcome
+    /// Releases resources (the HTTP client); called once at shutdown.
+    func shutdown() async
+}
+
+extension PassGateway {
+    public func shutdown() async {}
+}
+
+/// Builds the legacy sendpass request for some attendees of a booking.
+public enum SendPassRequestBuilder {
+    /// `date` = UNIX seconds of local midnight of the booking date in the
+    /// room's zone; start/end from the booking's instants; `description`
+    /// `""` when none; passes in the given attendee order.
+    public static func request(for booking: Booking, attendeeIndexes: [Int]) -> SendPassRequest {
+        let midnight = ContractFormat.instant(date: booking.date, time: "00:00", timeZone: booking.timeZone)
+        let start = ContractFormat.parseTimestamp(booking.startsAt)
+            ?? ContractFormat.instant(date: booking.date, time: booking.start, timeZone: booking.timeZone)
+        let end = ContractFormat.parseTimestamp(booking.endsAt)
+            ?? ContractFormat.instant(date: booking.date, time: booking.end, timeZone: booking.timeZone)
+        let info = SendPassRequest.BookingInfo(
+            date: Int64(midnight?.timeIntervalSince1970 ?? 0), timeStart: Int64(start?.timeIntervalSince1970 ?? 0),
+            timeEnd: Int64(end?.timeIntervalSince1970 ?? 0), title: booking.title,
+            description: booking.description ?? "", room: booking.room)
+        let passes = attendeeIndexes.map { i in
+            let a = booking.attendees[i]
+            return SendPassRequest.Pass(name: a.name, email: a.email, number: a.phone)
+        }
+        return SendPassRequest(booking: info, passes: passes)
+    }
+}

@@ -1,0 +1,220 @@
+import AMQPClient
+import BookingContracts
+import Foundation
+import Logging
+import Metrics
+
+/// Serialises work per key (booking id) inside the process: two messages of
+/// the same booking are never handled at once, so the ledger's
+/// `attempting` status always means "a previous process died here".
+actor KeyedLock {
+    private var held: Set<String> = []
+    private var waiters: [String: [CheckedContinuation<Void, Never>]] = [:]
+
+    func lock(_ key: String) async {
+        if held.insert(key).inserted { return }
+        await withCheckedContinuation { waiters[key, default: []].append($0) }
+    }
+
+    func unlock(_ key: String) {
+        if var queue = waiters[key], !queue.isEmpty {
+            let next = queue.removeFirst()
+            waiters[key] = queue.isEmpty ? nil : queue
+            next.resume()  // ownership passes to the waiter
+        } else {
+            held.remove(key)
+        }
+    }
+}
+
+/// Handles deliveries of `pass-sender.events` and `pass-sender.retry`.
+///
+/// Per delivery: publish what the ledger's outbox still holds for that
+/// booking; admit the message to the ledger; run the gateway calls (each
+/// committed to the ledger with its follow-up messages); publish those
+/// follow-ups with publisher confirms and mark them published; only then
+/// ack. Poison (undecodable, unknown type, unusable retry) is rejected
+/// without requeue, which dead-letters it to `<queue>.dead`.
+public struct PassConsumer: Sendable {
+    /// How one delivery was settled (for the optional observer: tests, tracing).
+    public struct Settled: Sendable {
+        public enum Outcome: Sendable, Equatable {
+            case acked
+            case deadLettered(String)
+            case requeued
+        }
+        /// `pass-sender.events` or `pass-sender.retry`.
+        public var queue: String
+        /// The event type, or `pass-sender.retry`.
+        public var type: String
+        public var bookingId: String?
+        public var outcome: Outcome
+        /// What the dispatcher did (nil for cancellations and poison).
+        public var summary: PassDispatcher.Summary?
+    }
+
+    let connection: AMQPConnection
+    let dispatcher: PassDispatcher
+    let ledger: PassLedger
+    let logger: Logger
+    let observer: (@Sendable (Settled) -> Void)?
+    private let locks = KeyedLock()
+
+    public init(connection: AMQPConnection, dispatcher: PassDispatcher, ledger: PassLedger, logger: Logger,
+                observer: (@Sendable (Settled) -> Void)? = nil) {
+        self.connection = connection
+        self.dispatcher = dispatcher
+        self.ledger = ledger
+        self.logger = logger
+        self.observer = observer
+    }
+
+    /// Handles one `pass-sender.events` delivery.
+    public func handleEvent(_ delivery: AMQPDelivery) async {
+        var logger = self.logger
+        logger[metadataKey: "amqp.message_id"] = delivery.properties.messageID.map { .string($0) }
+        let typeText = delivery.properties.type.flatMap { $0.isEmpty ? nil : $0 } ?? delivery.routingKey
+        guard let type = EventType(rawValue: typeText),
+              [.bookingConfirmed, .bookingRescheduled, .bookingCancelled].contains(type) else {
+            await poison(delivery, reason: "unexpected event type '\(typeText.prefix(100))'", logger: logger, label: "unknown")
+            observer?(Settled(queue: Topology.passSenderEventsQueue, type: typeText, bookingId: nil,
+                              outcome: .deadLettered("unexpected event type"), summary: nil))
+            return
+        }
+        let event: BookingEvent
+        do {
+            event = try ContractJSON.decode(BookingEvent.self, from: delivery.body)
+        } catch {
+            await poison(delivery, reason: "body is not a booking event: \(error)", logger: logger, label: type.rawValue)
+            observer?(Settled(queue: Topology.passSenderEventsQueue, type: type.rawValue, bookingId: nil,
+                              outcome: .deadLettered("body is not a booking event"), summary: nil))
+            return
+        }
+        let booking = event.booking
+        guard !booking.id.isEmpty, booking.version >= 1, type == .bookingCancelled || !booking.attendees.isEmpty else {
+            await poison(delivery, reason: "booking event without id, version or attendees", logger: logger, label: type.rawValue)
+            observer?(Settled(queue: Topology.passSenderEventsQueue, type: type.rawValue, bookingId: booking.id,
+                              outcome: .deadLettered("booking event without id, version or attendees"), summary: nil))
+            return
+        }
+        logger[metadataKey: "booking.id"] = .string(booking.id)
+        logger[metadataKey: "booking.version"] = "\(booking.version)"
+        let eventLogger = logger
+        await settle(delivery, queue: Topology.passSenderEventsQueue, bookingId: booking.id, logger: logger,
+                     label: type.rawValue) { () async throws -> PassDispatcher.Summary? in
+            let logger = eventLogger
+            switch type {
+            case .bookingCancelled:
+                let dropped = try await dispatcher.handle(cancelled: booking)
+                logger.info("booking cancelled; pending passes dropped", metadata: ["passes.dropped": "\(dropped)"])
+                return nil
+            default:
+                let summary = try await dispatcher.handle(event: booking)
+                log(summary, logger: logger)
+                return summary
+            }
+        }
+    }
+
+    /// Handles one `pass-sender.retry` delivery.
+    public func handleRetry(_ delivery: AMQPDelivery) async {
+        var logger = self.logger
+        logger[metadataKey: "amqp.message_id"] = delivery.properties.messageID.map { .string($0) }
+        let message: PassRetryMessage
+        do {
+            message = try ContractJSON.decode(PassRetryMessage.self, from: delivery.body)
+        } catch {
+            await poison(delivery, reason: "body is not a retry message: \(error)", logger: logger, label: "retry")
+            observer?(Settled(queue: PassQueues.retry, type: PassQueues.retryMessageType, bookingId: nil,
+                              outcome: .deadLettered("body is not a retry message"), summary: nil))
+            return
+        }
+        guard message.schemaVersion == PassRetryMessage.currentSchemaVersion else {
+            await poison(delivery, reason: "retry message schema version \(message.schemaVersion) is not supported",
+                         logger: logger, label: "retry")
+            observer?(Settled(queue: PassQueues.retry, type: PassQueues.retryMessageType, bookingId: message.bookingId,
+                              outcome: .deadLettered("unsupported schema version"), summary: nil))
+            return
+        }
+        logger[metadataKey: "booking.id"] = .string(message.bookingId)
+        logger[metadataKey: "booking.version"] = "\(message.version)"
+        logger[metadataKey: "retry.kind"] = .string(message.kind.rawValue)
+        let retryLogger = logger
+        await settle(delivery, queue: PassQueues.retry, bookingId: message.bookingId, logger: logger,
+                     label: PassQueues.retryMessageType) { () async throws -> PassDispatcher.Summary? in
+            let logger = retryLogger
+            let summary = try await dispatcher.handle(retry: message)
+            log(summary, logger: logger)
+            return summary
+        }
+    }
+
+    private func log(_ summary: PassDispatcher.Summary, logger: Logger) {
+        if let reason = summary.dropped {
+            logger.info("message dropped", metadata: ["reason": .string(reason.rawValue)])
+        } else {
+            logger.debug("passes handled", metadata: [
+                "passes.delivered": "\(summary.delivered)", "passes.scheduled": "\(summary.scheduled)",
+                "passes.failed": "\(summary.failed)", "gateway.calls": "\(summary.gatewayCalls)",
+            ])
+        }
+    }
+
+    /// Runs `work` under the booking's lock between two outbox flushes, then
+    /// acks; on failure waits a moment and requeues.
+    private func settle(_ delivery: AMQPDelivery, queue: String, bookingId: String, logger: Logger, label: String,
+                        _ work: @Sendable () async throws -> PassDispatcher.Summary?) async {
+        await locks.lock(bookingId)
+        let summary: PassDispatcher.Summary?
+        do {
+            try await flush(bookingId: bookingId)
+            summary = try await work()
+            try await flush(bookingId: bookingId)
+            await locks.unlock(bookingId)
+        } catch let error as PassLedger.UnusableMessage {
+            await locks.unlock(bookingId)
+            await poison(delivery, reason: error.description, logger: logger, label: label)
+            observer?(Settled(queue: queue, type: label, bookingId: bookingId, outcome: .deadLettered(error.description),
+                              summary: nil))
+            return
+        } catch {
+            await locks.unlock(bookingId)
+            logger.error("message could not be finished; requeueing", metadata: ["error": "\(error)"])
+            Counter(label: "pass_messages_total", dimensions: [("type", label), ("outcome", "requeued")]).increment()
+            try? await Task.sleep(for: .seconds(1))
+            try? await delivery.nack(requeue: true)
+            observer?(Settled(queue: queue, type: label, bookingId: bookingId, outcome: .requeued, summary: nil))
+            return
+        }
+        do {
+            try await delivery.ack()
+            Counter(label: "pass_messages_total", dimensions: [("type", label), ("outcome", "ok")]).increment()
+        } catch {
+            logger.warning("ack failed; the message will come again and find its work done", metadata: ["error": "\(error)"])
+        }
+        observer?(Settled(queue: queue, type: label, bookingId: bookingId, outcome: .acked, summary: summary))
+    }
+
+    private func poison(_ delivery: AMQPDelivery, reason: String, logger: Logger, label: String) async {
+        logger.warning("poison message dead-lettered", metadata: ["reason": .string(reason)])
+        Counter(label: "pass_messages_total", dimensions: [("type", label), ("outcome", "dead-lettered")]).increment()
+        try? await delivery.reject(requeue: false)
+    }
+
+    /// Publishes (with confirms, in order) the outbox messages not yet
+    /// published for `bookingId` (nil: all), and marks them published.
+    public func flush(bookingId: String?) async throws {
+        while true {
+            let rows = try await ledger.unpublished(bookingId: bookingId, limit: 500)
+            guard !rows.isEmpty else { return }
+            let results = await connection.publish(batch: rows.map {
+                (body: $0.message.body, exchange: $0.message.exchange, routingKey: $0.message.routingKey,
+                 properties: $0.message.properties)
+            })
+            let confirmed = zip(rows, results).compactMap { $1 == nil ? $0.id : nil }
+            try await ledger.markPublished(confirmed)
+            if let failure = results.compactMap({ $0 }).first { throw failure }
+            if rows.count < 500 { return }
+        }
+    }
+}

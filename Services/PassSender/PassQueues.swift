@@ -1,0 +1,164 @@
+import AMQPClient
+import BookingContracts
+import ServiceSupport
+
+/// The pass sender's private broker objects (all names start with
+/// `pass-sender.`, as the contract requires), see docs/pass-sender.md.
+public enum PassQueues {
+    /// Work queue of retry messages: the delay queues dead-letter into it
+    /// when a message's TTL is over, and `bookingctl passes failed retry`
+    /// publishes into it directly. Quorum, dead-letters poison to
+    /// `booking.dead-letter` → `pass-sender.retry.dead` like a contract
+    /// service queue.
+    public static let retry = "pass-sender.retry"
+    /// `pass-sender.retry.delay.<label>`: one quorum queue per configured
+    /// delay, `x-message-ttl` = the delay, dead-lettering (at-least-once)
+    /// through the default exchange into ``retry``. Nothing consumes them.
+    public static func delay(_ delay: RetryDelay) -> String { "pass-sender.retry.delay.\(delay.label)" }
+    /// Audit trail of passes an operator discarded (`bookingctl passes failed
+    /// discard`): the `passes.failed` message with the reason in headers.
+    public static let discarded = "pass-sender.discarded"
+    /// The AMQP `type` of a retry message.
+    public static let retryMessageType = "pass-sender.retry"
+
+    /// Everything the pass sender declares: the contract's exchanges,
+    /// `pass-sender.events` (+ `.dead`), `passes.failed`, and its own queues
+    /// for the given delays.
+    public static func declarations(delays: [RetryDelay]) -> [TopologyItem] {
+        var items = ContractTopology.declarations(queues: [Topology.passSenderEventsQueue, Topology.passesFailedQueue])
+        items += ownQueues(delays: delays)
+        return items
+    }
+
+    /// The `pass-sender.*` queues alone (bookingctl declares these without
+    /// delay queues, which it never touches).
+    public static func ownQueues(delays: [RetryDelay]) -> [TopologyItem] {
+        var items: [TopologyItem] = [
+            .queue(QueueDeclaration(retry, type: .quorum, deadLetterExchange: Topology.deadLetterExchange,
+                                    deadLetterRoutingKey: Topology.deadLetterRoutingKey(for: retry),
+                                    deliveryLimit: Topology.serviceQueueDeliveryLimit)),
+            .queue(QueueDeclaration(Topology.deadLetterQueue(for: retry), type: .quorum)),
+            .binding(QueueBinding(queue: Topology.deadLetterQueue(for: retry), exchange: Topology.deadLetterExchange,
+                                  routingKey: Topology.deadLetterRoutingKey(for: retry))),
+            .queue(QueueDeclaration(discarded, type: .quorum)),
+        ]
+        var seen = Set<RetryDelay>()
+        for d in delays where seen.insert(d).inserted {
+            items.append(.queue(QueueDeclaration(
+                delay(d), type: .quorum, deadLetterExchange: Topology.defaultExchange, deadLetterRoutingKey: retry,
+                messageTTLMilliseconds: d.milliseconds,
+                arguments: ["x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish"])))
+        }
+        return items
+    }
+}
+
+/// A retry message (`pass-sender.retry`, schema version 1): one or more
+/// passes of one booking version to try again. See docs/pass-sender.md.
+public struct PassRetryMessage: Codable, Sendable, Equatable {
+    /// Why the passes are retried.
+    public enum Kind: String, Codable, Sendable {
+        /// Scheduled by the pass sender after a failed attempt (through a delay queue).
+        case backoff
+        /// Requested by an operator from `passes.failed`; attempts start again at 0.
+        case `operator`
+    }
+
+    /// One pass to retry and its history.
+    public struct Pass: Codable, Sendable, Equatable {
+        /// 0-based index into the booking's attendees.
+        public var attendeeIndex: Int
+        /// Attempts already made (0 for an operator retry).
+        public var attempts: Int
+        /// First failed attempt, UTC instant; absent when none yet.
+        public var firstFailureAt: String?
+        /// Last failed attempt.
+        public var lastFailureAt: String?
+        /// Last gateway code; absent when the last failure had none.
+        public var lastErrorCode: Int?
+        /// Last error text.
+        public var lastErrorText: String?
+
+        public init(attendeeIndex: Int, attempts: Int, firstFailureAt: String? = nil, lastFailureAt: String? = nil,
+                    lastErrorCode: Int? = nil, lastErrorText: String? = nil) {
+            self.attendeeIndex = attendeeIndex
+            self.attempts = attempts
+            self.firstFailureAt = firstFailureAt
+            self.lastFailureAt = lastFailureAt
+            self.lastErrorCode = lastErrorCode
+            self.lastErrorText = lastErrorText
+        }
+    }
+
+    /// The schema version this code writes and reads.
+    public static let currentSchemaVersion = 1
+
+    /// Always ``currentSchemaVersion`` (messages of another version are dead-lettered).
+    public var schemaVersion: Int
+    /// Why.
+    public var kind: Kind
+    /// Booking id.
+    public var bookingId: String
+    /// Booking version the passes are for.
+    public var version: Int
+    /// The booking snapshot (always on ``Kind/backoff``; an operator retry
+    /// omits it and the pass sender uses the snapshot in its ledger).
+    public var booking: Booking?
+    /// The passes, in attendee order.
+    public var passes: [Pass]
+    /// Operator retries: a unique token, so a second delivery of the same
+    /// request sends nothing.
+    public var retryToken: String?
+
+    public init(kind: Kind, bookingId: String, version: Int, booking: Booking?, passes: [Pass],
+                retryToken: String? = nil) {
+        self.schemaVersion = Self.currentSchemaVersion
+        self.kind = kind
+        self.bookingId = bookingId
+        self.version = version
+        self.booking = booking
+        self.passes = passes
+        self.retryToken = retryToken
+    }
+
+    /// Headers that make a retry message readable in the management UI.
+    public var headers: AMQPTable {
+        [
+            "booking-id": .string(bookingId),
+            "booking-version": .int64(Int64(version)),
+            "attendee-indexes": .string(passes.map { String($0.attendeeIndex) }.joined(separator: ",")),
+            "attempts": .int64(Int64(passes.map(\.attempts).max() ?? 0)),
+            "retry-kind": .string(kind.rawValue),
+        ]
+    }
+
+    /// An operator retry of one `passes.failed` message (attempts reset).
+    public static func operatorRetry(of failed: FailedPass, token: String) -> PassRetryMessage {
+        PassRetryMessage(kind: .operator, bookingId: failed.bookingId, version: failed.version, booking: nil,
+                         passes: [Pass(attendeeIndex: failed.attendeeIndex, attempts: 0)], retryToken: token)
+    }
+}
+
+/// Headers of a `passes.failed` message (shown in RabbitMQ's management UI).
+public enum FailedPassHeaders {
+    /// The headers for `failed`: every field of the body except room details
+    /// other than the room name and date.
+    public static func headers(for failed: FailedPass) -> AMQPTable {
+        var h: AMQPTable = [
+            "booking-id": .string(failed.bookingId),
+            "booking-version": .int64(Int64(failed.version)),
+            "attendee-index": .int64(Int64(failed.attendeeIndex)),
+            "attendee-name": .string(failed.name),
+            "attendee-email": .string(failed.email),
+            "attendee-phone": .string(failed.phone),
+            "attempts": .int64(Int64(failed.attempts)),
+            "first-failure-at": .string(failed.firstFailureAt),
+            "last-failure-at": .string(failed.lastFailureAt),
+            "last-error-text": .string(failed.lastErrorText),
+            "room": .string(failed.room),
+            "date": .string(failed.date),
+        ]
+        if let code = failed.lastErrorCode { h["last-error-code"] = .int64(Int64(code.rawValue)) }
+        return h
+    }
+}

@@ -1,0 +1,76 @@
+import AMQPClient
+import BookingContracts
+import Foundation
+import Logging
+import ServiceLifecycle
+import ServiceSupport
+
+/// Assembles the pass sender; `main` and the integration tests both call
+/// ``build(connection:settings:dataDirectory:httpPort:gateway:logger:)``.
+public struct PassSenderApp: Sendable {
+    public let ledger: PassLedger
+    public let dispatcher: PassDispatcher
+    public let consumer: PassConsumer
+    public let gateway: any PassGateway
+    /// In start order; shutdown runs in reverse: consumers stop and finish
+    /// their deliveries, the gateway's HTTP client shuts down, then the
+    /// connection closes (and the ops server last).
+    public let services: [any Service]
+
+    /// Opens the ledger in `dataDirectory`, declares the topology, publishes
+    /// what the outbox still holds from a previous run, and wires the two
+    /// consumers. `gateway` overrides the one chosen from `settings`.
+    public static func build(connection: AMQPConnection, settings: PassSenderSettings, dataDirectory: String,
+                             httpPort: Int? = nil, gateway: (any PassGateway)? = nil, logger: Logger,
+                             observer: (@Sendable (PassConsumer.Settled) -> Void)? = nil,
+                             now: @escaping @Sendable () -> Date = { Date() }) async throws -> PassSenderApp {
+        let ledger = try PassLedger(path: dataDirectory + "/pass-sender.sqlite")
+        let chosen: any PassGateway
+        if let gateway {
+            chosen = gateway
+        } else if let url = settings.gatewayURL {
+            chosen = HTTPPassGateway(baseURL: url, timeout: settings.gatewayTimeout, logger: logger)
+        } else {
+            chosen = try SpoolPassGateway(directory: URL(fileURLWithPath: dataDirectory).appendingPathComponent("outbox"),
+                                          now: now)
+        }
+        try await connection.declare(PassQueues.declarations(delays: settings.retryDelays))
+        let dispatcher = PassDispatcher(ledger: ledger, gateway: chosen, settings: settings, logger: logger, now: now)
+        let consumer = PassConsumer(connection: connection, dispatcher: dispatcher, ledger: ledger, logger: logger,
+                                    observer: observer)
+        try await consumer.flush(bookingId: nil)
+        // Published outbox rows are only kept a while for inspection.
+        try await ledger.prunePublished(olderThan: 7 * 86_400)
+        let prefetch = UInt16(min(1000, settings.concurrency * 4))
+        let events = AMQPConsumerService(connection: connection, queue: Topology.passSenderEventsQueue, prefetch: prefetch,
+                                         concurrency: settings.concurrency, logger: logger) { await consumer.handleEvent($0) }
+        let retries = AMQPConsumerService(connection: connection, queue: PassQueues.retry, prefetch: prefetch,
+                                          concurrency: settings.concurrency, logger: logger) { await consumer.handleRetry($0) }
+        var services: [any Service] = [connection, GatewayService(gateway: chosen), events, retries]
+        if let httpPort {
+            services.insert(OpsServer(port: httpPort, checks: [
+                ReadinessCheck("amqp") { connection.isConnected },
+                ReadinessCheck("events-consumer") { events.status.isConsuming },
+                ReadinessCheck("retry-consumer") { retries.status.isConsuming },
+                ReadinessCheck("database") { (try? await ledger.statusCounts()) != nil },
+            ], logger: logger), at: 0)
+        }
+        logger.info("pass sender assembled", metadata: [
+            "gateway": .string(chosen.channel == .gateway ? (settings.gatewayURL ?? "custom") : "spool"),
+            "retry.delays": .string(settings.retryDelays.map(\.label).joined(separator: ",")),
+            "max.attempts": "\(settings.maxAttempts)",
+        ])
+        return PassSenderApp(ledger: ledger, dispatcher: dispatcher, consumer: consumer, gateway: chosen, services: services)
+    }
+}
+
+/// Shuts the gateway (its HTTP client) down gracefully after the consumers
+/// have stopped.
+struct GatewayService: Service {
+    let gateway: any PassGateway
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        await gateway.shutdown()
+    }
+}

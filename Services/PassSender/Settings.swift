@@ -1,0 +1,125 @@
+import Foundation
+import ServiceSupport
+
+/// The pass sender's own settings (docs/pass-sender.md), read from the
+/// environment next to the common ones (``CommonSettings``).
+public struct PassSenderSettings: Sendable, Equatable {
+    /// `PASS_GATEWAY_URL`: base URL of the sendpass gateway; nil = spool to `$DATA_DIR/outbox/`.
+    public var gatewayURL: String?
+    /// `PASS_MAX_ATTEMPTS`: attempts per pass before it goes to `passes.failed` (default 5).
+    public var maxAttempts: Int
+    /// `PASS_RETRY_DELAYS`: back-off before attempt 2, 3, …; the last one repeats (default `1s,5s,30s,2m,10m`).
+    public var retryDelays: [RetryDelay]
+    /// `PASS_GATEWAY_TIMEOUT`: whole-request timeout of the HTTP gateway (default 10 s).
+    public var gatewayTimeout: Duration
+    /// `PASS_CONCURRENCY`: messages handled at once per consumer (default 8; passes
+    /// of one booking are always handled one batch at a time).
+    public var concurrency: Int
+
+    /// The defaults of the operations contract.
+    public static let defaultRetryDelays = "1s,5s,30s,2m,10m"
+
+    /// Settings with explicit values (tests, benchmarks).
+    public init(gatewayURL: String? = nil, maxAttempts: Int = 5,
+                retryDelays: [RetryDelay] = try! RetryDelay.parseList(PassSenderSettings.defaultRetryDelays),
+                gatewayTimeout: Duration = .seconds(10), concurrency: Int = 8) {
+        self.gatewayURL = gatewayURL
+        self.maxAttempts = maxAttempts
+        self.retryDelays = retryDelays
+        self.gatewayTimeout = gatewayTimeout
+        self.concurrency = concurrency
+    }
+
+    /// Reads the settings from `environment`; a bad value throws a
+    /// ``SettingsError`` naming the variable.
+    public init(environment: [String: String]) throws {
+        func value(_ name: String) -> String? {
+            guard let v = environment[name]?.trimmingCharacters(in: .whitespaces), !v.isEmpty else { return nil }
+            return v
+        }
+        self.init()
+        if let url = value("PASS_GATEWAY_URL") {
+            guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(),
+                  scheme == "http" || scheme == "https", parsed.host != nil else {
+                throw SettingsError("PASS_GATEWAY_URL: '\(url)' is not an http:// or https:// URL")
+            }
+            gatewayURL = url
+        }
+        if let text = value("PASS_MAX_ATTEMPTS") {
+            guard let n = Int(text), (1...100).contains(n) else {
+                throw SettingsError("PASS_MAX_ATTEMPTS: '\(text)' is not a whole number in 1...100")
+            }
+            maxAttempts = n
+        }
+        if let text = value("PASS_RETRY_DELAYS") {
+            do {
+                retryDelays = try RetryDelay.parseList(text)
+            } catch {
+                throw SettingsError("PASS_RETRY_DELAYS: \(error)")
+            }
+        }
+        if let text = value("PASS_GATEWAY_TIMEOUT") {
+            guard let delay = RetryDelay(text), delay.milliseconds >= 100, delay.milliseconds <= 600_000 else {
+                throw SettingsError("PASS_GATEWAY_TIMEOUT: '\(text)' is not a duration between 100ms and 10m (e.g. 10s)")
+            }
+            gatewayTimeout = .milliseconds(delay.milliseconds)
+        }
+        if let text = value("PASS_CONCURRENCY") {
+            guard let n = Int(text), (1...256).contains(n) else {
+                throw SettingsError("PASS_CONCURRENCY: '\(text)' is not a whole number in 1...256")
+            }
+            concurrency = n
+        }
+    }
+
+    /// The delay to wait after the `attempts`-th failed attempt (1-based):
+    /// the `attempts`-th configured delay, the last one repeating.
+    public func delay(afterAttempt attempts: Int) -> RetryDelay {
+        retryDelays[min(max(attempts, 1), retryDelays.count) - 1]
+    }
+}
+
+/// One back-off delay, with the text it was configured as (which names its
+/// delay queue: `pass-sender.retry.delay.<label>`).
+public struct RetryDelay: Sendable, Hashable, CustomStringConvertible {
+    /// Milliseconds.
+    public let milliseconds: Int
+    /// Canonical text: `100ms`, `5s`, `2m`, `1h`.
+    public var label: String {
+        if milliseconds % 3_600_000 == 0 { return "\(milliseconds / 3_600_000)h" }
+        if milliseconds % 60_000 == 0 { return "\(milliseconds / 60_000)m" }
+        if milliseconds % 1000 == 0 { return "\(milliseconds / 1000)s" }
+        return "\(milliseconds)ms"
+    }
+    public var description: String { label }
+
+    /// Creates a delay of `milliseconds`.
+    public init(milliseconds: Int) { self.milliseconds = milliseconds }
+
+    /// Parses `250ms`, `5s`, `2m`, `1h` (a bare number means seconds).
+    public init?(_ text: String) {
+        let t = text.trimmingCharacters(in: .whitespaces).lowercased()
+        let units: [(String, Int)] = [("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000)]
+        for (suffix, factor) in units where t.hasSuffix(suffix) {
+            guard let n = Int(t.dropLast(suffix.count)), n >= 0 else { return nil }
+            let (product, overflow) = n.multipliedReportingOverflow(by: factor)
+            guard !overflow else { return nil }
+            self.milliseconds = product
+            return
+        }
+        guard let n = Int(t), n >= 0 else { return nil }
+        self.milliseconds = n * 1000
+    }
+
+    /// Parses a comma-separated list; each delay must be 1ms…24h.
+    public static func parseList(_ text: String) throws -> [RetryDelay] {
+        let parts = text.split(separator: ",").map { String($0) }
+        guard !parts.isEmpty else { throw SettingsError("empty list (expected e.g. 1s,5s,30s,2m,10m)") }
+        return try parts.map { part in
+            guard let delay = RetryDelay(part), delay.milliseconds >= 1, delay.milliseconds <= 86_400_000 else {
+                throw SettingsError("'\(part.trimmingCharacters(in: .whitespaces))' is not a delay between 1ms and 24h (units ms, s, m, h)")
+            }
+            return delay
+        }
+    }
+}

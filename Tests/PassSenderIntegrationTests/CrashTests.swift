@@ -1,0 +1,107 @@
+import AMQPClient
+import BookingContracts
+import Foundation
+import PassSender
+import ServiceSupport
+import Testing
+import TestSupport
+
+/// `kill -9` of the real `pass-sender` binary while gateway calls are in
+/// flight, then a restart: no attendee gets a second pass, none is forgotten.
+@Suite("Pass sender crash recovery", .serialized)
+struct CrashTests {
+    static var repositoryRoot: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    }
+
+    static var binary: URL {
+        if let dir = ProcessInfo.processInfo.environment["SERVICE_BIN_DIR"] {
+            return URL(fileURLWithPath: dir).appendingPathComponent("pass-sender")
+        }
+        return repositoryRoot.appendingPathComponent(".build/debug/pass-sender")
+    }
+
+    static func launch(url: AMQPURL, dataDirectory: String, gateway: String, log: URL) throws -> Process {
+        let process = Process()
+        process.executableURL = binary
+        var environment = ProcessInfo.processInfo.environment
+        environment["AMQP_URL"] = url.urlStringWithCredentials
+        environment["DATA_DIR"] = dataDirectory
+        environment["PASS_GATEWAY_URL"] = gateway
+        environment["PASS_CONCURRENCY"] = "4"
+        environment["PASS_RETRY_DELAYS"] = "100ms"
+        environment["HTTP_PORT"] = "0"
+        environment["LOG_LEVEL"] = "warning"
+        process.environment = environment
+        if !FileManager.default.fileExists(atPath: log.path) { FileManager.default.createFile(atPath: log.path, contents: nil) }
+        let handle = try FileHandle(forWritingTo: log)
+        handle.seekToEndOfFile()
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        return process
+    }
+
+    @Test func killDashNineMidBatchSendsNoPassTwiceAndForgetsNone() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.binary.path), "build pass-sender first")
+        let url = try TestBroker.isolatedURL("pass-crash")
+        let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("pass-crash")).path
+        try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+        let log = URL(fileURLWithPath: dataDirectory).appendingPathComponent("pass-sender.log")
+
+        // The gateway sends normally until 60 passes went out, then holds every
+        // further request (never sending it) until released.
+        let blocking = LockedBox(true)
+        let holder = LockedBox<FaultGateway?>(nil)
+        let gateway = try await FaultGateway.start(requestRule: { _, _ in
+            let sent = holder.withLock { $0 }?.state.current.sent.count ?? 0
+            return blocking.withLock { $0 } && sent >= 60 ? .block : .proceed
+        })
+        holder.withLock { $0 = gateway }
+
+        let client = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: "crash-client"),
+                                                      logger: testLogger("pass-crash"))
+        try await client.declare(PassQueues.declarations(delays: [RetryDelay(milliseconds: 100)]))
+        // 40 bookings × 5 attendees, published before the pass sender starts.
+        let bookings = (0..<40).map { _ in makeBooking(attendees: 5) }
+        for b in bookings { try await publishEvent(.bookingConfirmed, b, on: client) }
+        let expected = Set(bookings.flatMap { b in b.attendees.indices.map { PassKey(bookingId: b.id, version: 1, index: $0) } })
+
+        var process = try Self.launch(url: url, dataDirectory: dataDirectory, gateway: gateway.url, log: log)
+        defer { if process.isRunning { process.terminate() } }
+        // All four workers are inside a gateway call the gateway holds: every
+        // answer they got before has been recorded in the ledger.
+        try await gateway.state.wait("four gateway calls held") { $0.blocked >= 4 }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        #expect(process.terminationReason == .uncaughtSignal)
+        let sentAtKill = gateway.state.current.sent.count
+        #expect(sentAtKill >= 60 && sentAtKill < expected.count, "the kill must land mid-stream")
+        blocking.withLock { $0 = false }
+        gateway.release()
+
+        process = try Self.launch(url: url, dataDirectory: dataDirectory, gateway: gateway.url, log: log)
+        try await gateway.state.wait("every pass sent", timeout: 120) { Set($0.sent).isSuperset(of: expected) }
+        process.terminate()  // SIGTERM: graceful
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+
+        let counts = gateway.sentCounts
+        let twice = counts.filter { $0.value > 1 }.map(\.key.description).sorted()
+        #expect(twice.isEmpty, "sent twice: \(twice)")
+        #expect(Set(counts.keys) == expected, "none forgotten, nothing extra")
+        // Everything was acknowledged: the events queue is empty.
+        let left = try await client.get(queue: Topology.passSenderEventsQueue)
+        #expect(left == nil)
+        try? await left?.nack(requeue: true)
+        let ledger = try PassLedger(path: dataDirectory + "/pass-sender.sqlite")
+        #expect(try await ledger.statusCounts() == [.delivered: expected.count])
+        #expect(try await ledger.unpublished().isEmpty)
+        print("pass crash test: killed after \(sentAtKill) of \(expected.count) passes; \(gateway.state.current.calls) gateway calls in all")
+
+        await client.close()
+        await gateway.stop()
+        TestBroker.deleteVhost(url.vhost)
+        try? FileManager.default.removeItem(atPath: dataDirectory)
+    }
+}

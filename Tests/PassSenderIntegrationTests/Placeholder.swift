@@ -1,1 +1,0 @@
-// PassSenderIntegrationTests: tests arrive with their issue; this file keeps the target buildable.

@@ -1,1 +1,0 @@
-// PassSenderTests: tests arrive with their issue; this file keeps the target buildable.
