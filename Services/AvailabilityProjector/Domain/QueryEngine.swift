@@ -123,6 +123,8 @@ public struct QueryEngine: Sendable {
         var date: String
         var fromSlot: Int?
         var minute: Int
+        /// Wall-clock slots of `date` that do not exist in the zone.
+        var missing: SlotMask = .empty
     }
 
     /// The rooms matching `query`, ordered by name.
@@ -142,12 +144,14 @@ public struct QueryEngine: Sendable {
             if let cached = zoneDays[zoneKey] {
                 zoneDay = cached
             } else {
-                zoneDay = resolve(query, zone: info.zone, at: instant)
+                var resolved = resolve(query, zone: info.zone, at: instant)
+                if let date = resolved?.date { resolved?.missing = index.missingSlots(date: date, zone: info.zone) }
+                zoneDay = resolved
                 zoneDays[zoneKey] = zoneDay
             }
             guard let day = zoneDay else { continue }
             let occupancy = state.occupancy(RoomDay(room: room.name, date: day.date))
-            let missing = index.missingSlots(date: day.date, zone: info.zone)
+            let missing = day.missing
             var free = info.free(on: day.date, occupancy: occupancy, missing: missing)
             if let from = day.fromSlot { free = free.intersection(.from(slot: from)) }
             if query.freeFrom != nil || query.freeTo != nil {

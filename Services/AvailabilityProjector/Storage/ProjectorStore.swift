@@ -125,8 +125,9 @@ public final class ProjectorStore: Sendable {
         // Index names must be unique in the file: a rebuilt table keeps its
         // index's name when renamed, so every generation gets its own.
         let suffix = ifNotExists ? "0" : UUID().uuidString.prefix(8).lowercased()
-        let existing = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?",
-                                           arguments: [p + "booking"])
+        let existing = try String.fetchAll(db, sql: """
+            SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND name LIKE 'booking_room_date_%'
+            """, arguments: [p + "booking"])
         if existing.isEmpty {
             try db.execute(sql: "CREATE INDEX booking_room_date_\(suffix) ON \(p)booking (room, date)")
         }
