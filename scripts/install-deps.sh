@@ -4,7 +4,7 @@
 # Usage: scripts/install-deps.sh
 #
 #   Debian packages (apt): rabbitmq-server librabbitmq-dev libphonenumber-dev
-#     libprotobuf-dev amqp-tools iproute2
+#     libprotobuf-dev amqp-tools iproute2 libsqlite3-dev tzdata openssl chromium
 #   Python packages (pip): jsonschema, pyyaml
 #
 # Safe to run any number of times: when everything is present it only queries
@@ -27,6 +27,7 @@ APT_PACKAGES=(
   libsqlite3-dev     # SQLite for GRDB (the services' storage)
   tzdata             # IANA time zones for the rooms
   openssl            # test CA and TLS certificates for the broker's amqps listener
+  chromium           # headless browser for the projector page test (Tests/ProjectorIntegrationTests)
 )
 PIP_PACKAGES=(jsonschema pyyaml)   # pip names
 PIP_MODULES=(jsonschema yaml)      # matching import names

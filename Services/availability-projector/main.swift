@@ -1,18 +1,23 @@
 import AMQPClient
-import BookingContracts
+import AvailabilityProjector
 import Foundation
 import ServiceSupport
 
-// availability-projector: connects, declares its part of the contract's topology and runs
-// until SIGTERM/SIGINT. Its domain logic arrives with its own issue.
+// availability-projector: keeps a read model of free slots from the booking
+// events, answers availability queries over AMQP (availability.queries) and
+// HTTP (GET /rooms), serves the time-bar page at /, publishes
+// availability.changed. Settings and design: docs/projector.md.
 let (settings, logger) = await ServiceRunner.start(service: "availability-projector", defaultHTTPPort: 8080)
 do {
+    let dataDirectory = try settings.ensureDataDirectory()
     let connection = try await AMQPConnection.connect(
         configuration: settings.amqpConfiguration(connectionName: "availability-projector"), logger: logger)
-    try await connection.declare(ContractTopology.declarations(queues: [Topology.projectorEventsQueue, Topology.availabilityQueriesQueue]))
-    logger.info("topology declared; running until SIGTERM/SIGINT")
-    let ops = OpsServer(port: settings.httpPort, checks: [ReadinessCheck("amqp") { connection.isConnected }], logger: logger)
-    try await ServiceRunner.run([ops, connection], logger: logger)
+    let app = try await ProjectorApp.build(connection: connection, dataDirectory: dataDirectory,
+                                           httpPort: settings.httpPort, logger: logger)
+    let counts = try await app.store.counts()
+    logger.info("ready", metadata: ["data_dir": .string(dataDirectory), "http_port": "\(settings.httpPort)",
+                                    "rooms": "\(counts.rooms)", "bookings": "\(counts.bookings)"])
+    try await ServiceRunner.run(app.services, logger: logger)
     logger.info("stopped")
 } catch {
     logger.critical("availability-projector failed", metadata: ["error": "\(error)"])

@@ -153,6 +153,8 @@ public enum Command: Sendable, Equatable {
     case cancelBooking(CancelBooking)
     /// `booking.reschedule`.
     case rescheduleBooking(RescheduleBooking)
+    /// `booking.replay`.
+    case replayBookings(ReplayBookings)
 
     /// The command's type.
     public var type: CommandType {
@@ -162,6 +164,7 @@ public enum Command: Sendable, Equatable {
         case .confirmBooking: .confirmBooking
         case .cancelBooking: .cancelBooking
         case .rescheduleBooking: .rescheduleBooking
+        case .replayBookings: .replayBookings
         }
     }
 
@@ -175,6 +178,7 @@ public enum Command: Sendable, Equatable {
         case .cancelBooking: return .cancelBooking(try ContractJSON.decode(CancelBooking.self, from: body))
         case .rescheduleBooking:
             return .rescheduleBooking(try ContractJSON.decode(RescheduleBooking.self, from: body))
+        case .replayBookings: return .replayBookings(try ContractJSON.decode(ReplayBookings.self, from: body))
         }
     }
 
@@ -186,6 +190,7 @@ public enum Command: Sendable, Equatable {
         case .confirmBooking(let c): [UInt8](try ContractJSON.encode(c))
         case .cancelBooking(let c): [UInt8](try ContractJSON.encode(c))
         case .rescheduleBooking(let c): [UInt8](try ContractJSON.encode(c))
+        case .replayBookings(let c): [UInt8](try ContractJSON.encode(c))
         }
     }
 }

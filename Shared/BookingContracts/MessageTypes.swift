@@ -11,6 +11,9 @@ public enum CommandType: String, CaseIterable, Codable, Sendable, Hashable {
     case cancelBooking = "booking.cancel"
     /// Move a booking. Body: ``RescheduleBooking``.
     case rescheduleBooking = "booking.reschedule"
+    /// Publish the current state of every room and booking to a named
+    /// `availability-projector.*` queue. Body: ``ReplayBookings``.
+    case replayBookings = "booking.replay"
 
     /// The command type of a delivery: the `type` property when present and
     /// not empty, else the routing key. Returns nil when the chosen value is

@@ -20,13 +20,16 @@ public struct ReplyError: Codable, Sendable, Equatable, Error {
 
 /// The one reply to a command that had `reply_to`:
 /// `{"ok":true,"booking":{…}}` (booking commands),
-/// `{"ok":true,"room":{…}}` (`room.register`) or
+/// `{"ok":true,"room":{…}}` (`room.register`),
+/// `{"ok":true,"replay":{…}}` (`booking.replay`) or
 /// `{"ok":false,"error":{…}}`.
 public enum CommandReply: Codable, Sendable, Equatable {
     /// Success of a booking command: the booking after the change.
     case booking(Booking)
     /// Success of `room.register`: the room with defaults applied.
     case room(Room)
+    /// Success of `booking.replay`: what was published.
+    case replay(ReplaySummary)
     /// Failure.
     case error(ReplyError)
 
@@ -43,7 +46,7 @@ public enum CommandReply: Codable, Sendable, Equatable {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case ok, booking, room, error
+        case ok, booking, room, replay, error
     }
 
     /// Decodes by `ok`, then `booking` or `room`.
@@ -54,6 +57,8 @@ public enum CommandReply: Codable, Sendable, Equatable {
                 self = .booking(try c.decode(Booking.self, forKey: .booking))
             } else if c.contains(.room) {
                 self = .room(try c.decode(Room.self, forKey: .room))
+            } else if c.contains(.replay) {
+                self = .replay(try c.decode(ReplaySummary.self, forKey: .replay))
             } else {
                 throw DecodingError.keyNotFound(
                     CodingKeys.booking,
@@ -74,6 +79,9 @@ public enum CommandReply: Codable, Sendable, Equatable {
         case .room(let room):
             try c.encode(true, forKey: .ok)
             try c.encode(room, forKey: .room)
+        case .replay(let summary):
+            try c.encode(true, forKey: .ok)
+            try c.encode(summary, forKey: .replay)
         case .error(let error):
             try c.encode(false, forKey: .ok)
             try c.encode(error, forKey: .error)

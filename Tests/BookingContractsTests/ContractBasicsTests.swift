@@ -20,7 +20,8 @@ struct ContractBasicsTests {
 
     @Test func topologyBindings() {
         #expect(Topology.handlerCommandsBindingKeys
-                    == ["room.register", "booking.create", "booking.confirm", "booking.cancel", "booking.reschedule"])
+                    == ["room.register", "booking.create", "booking.confirm", "booking.cancel", "booking.reschedule",
+                        "booking.replay"])
         #expect(Set(Topology.passSenderEventsBindingKeys)
                     == ["booking.confirmed", "booking.rescheduled", "booking.cancelled"])
         #expect(Topology.projectorEventsBindingKeys == ["room.#", "booking.#"])
@@ -55,7 +56,8 @@ struct ContractBasicsTests {
 
     @Test func messageTypes() {
         #expect(CommandType.allCases.map(\.rawValue)
-                    == ["room.register", "booking.create", "booking.confirm", "booking.cancel", "booking.reschedule"])
+                    == ["room.register", "booking.create", "booking.confirm", "booking.cancel", "booking.reschedule",
+                        "booking.replay"])
         #expect(EventType.allCases.map(\.rawValue)
                     == ["room.registered", "booking.created", "booking.confirmed", "booking.cancelled",
                         "booking.rescheduled", "pass.delivered", "pass.failed", "availability.changed"])

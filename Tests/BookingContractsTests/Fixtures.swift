@@ -99,6 +99,9 @@ enum Fixtures {
         lastFailureAt: "2026-11-22T10:13:40Z", lastErrorCode: 4002, lastErrorText: "number not reachable",
         room: "Berlin", date: "2026-11-23", start: "09:00", end: "10:30", title: "Sprint review")
 
+    static let replaySummary = ReplaySummary(replayId: "rebuild-1", queue: "availability-projector.replay",
+                                             rooms: 6, bookings: 1520)
+
     /// Every message type as `<schema-name>[--variant]` → encoded body.
     static func samples() throws -> [(name: String, body: Data)] {
         func e<T: Encodable>(_ name: String, _ value: T) throws -> (name: String, body: Data) {
@@ -125,6 +128,10 @@ enum Fixtures {
             try e("booking.cancel--no-reason", CancelBooking(bookingId: bookingId)),
             try e("booking.reschedule", RescheduleBooking(bookingId: bookingId, date: .calendarDate("2026-11-24"),
                                                           start: "13:00", end: "14:30")),
+            try e("booking.replay", ReplayBookings(queue: "availability-projector.replay", replayId: "rebuild-1")),
+            try e("booking.replay--no-id", ReplayBookings(queue: "availability-projector.replay")),
+            try e("booking.replay.done", replaySummary),
+            try e("reply--replay", CommandReply.replay(replaySummary)),
             try e("reply--booking", CommandReply.booking(booking)),
             try e("reply--pending", CommandReply.booking(pendingBooking)),
             try e("reply--room", CommandReply.room(minimalRegisterRoom.resolved())),

@@ -78,6 +78,7 @@ struct RoundTripTests {
             .registerRoom(Fixtures.registerRoom), .createBooking(Fixtures.createBooking),
             .confirmBooking(ConfirmBooking(bookingId: "b")), .cancelBooking(CancelBooking(bookingId: "b", reason: "r")),
             .rescheduleBooking(RescheduleBooking(bookingId: "b", date: .today, start: "09:00", end: "10:00")),
+            .replayBookings(ReplayBookings(queue: "availability-projector.replay", replayId: "r-1")),
         ]
         #expect(Set(commands.map(\.type)) == Set(CommandType.allCases))
         for command in commands {

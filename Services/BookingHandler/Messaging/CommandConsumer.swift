@@ -88,6 +88,18 @@ public struct CommandConsumer: Sendable {
                 try await delivery.ack()
                 Counter(label: "booking_commands_total", dimensions: [("type", typeLabel), ("outcome", "dead-lettered")]).increment()
                 logger.warning("poison command dead-lettered", metadata: ["reason": .string(reason)])
+            case .replay(let request):
+                let reply: CommandReply
+                do {
+                    reply = .replay(try await replay(request, logger: logger))
+                } catch let error as ReplyError {
+                    reply = .error(error)
+                }
+                try await sendReply(reply, to: delivery, logger: logger)
+                try await delivery.ack()
+                let outcome = reply.isOK ? "ok" : "rejected"
+                Counter(label: "booking_commands_total", dimensions: [("type", typeLabel), ("outcome", outcome)]).increment()
+                logger.info("replay handled", metadata: ["outcome": .string(outcome)])
             }
         } catch {
             // The reply or dead-letter could not be confirmed (connection
@@ -97,6 +109,59 @@ public struct CommandConsumer: Sendable {
             try? await delivery.nack(requeue: true)
         }
         latency.recordInterval(since: started)
+    }
+
+    /// How many messages one ordered, confirmed batch of a replay holds.
+    static let replayPage = 500
+
+    /// Publishes the current state to `request.queue` through the default
+    /// exchange: every room, every booking (pages of ``replayPage``, each
+    /// confirmed before the next is read), then the end marker. Throws a
+    /// `ReplyError` when the queue does not exist, an `AMQPError` when the
+    /// broker did not confirm (the command is then redelivered and replays
+    /// again — consumers drop versions they already have).
+    func replay(_ request: ReplayBookings, logger: Logger) async throws -> ReplaySummary {
+        let queue = request.queue
+        let replayId = request.replayId ?? UUID().uuidString.lowercased()
+        do {
+            _ = try await connection.queueInfo(queue)
+        } catch {
+            throw ReplyError(code: .invalidField, text: "queue '\(queue.prefix(255))' does not exist", field: "queue")
+        }
+        let headers: AMQPTable = [ReplayStream.replayIdHeader: .string(replayId)]
+        func message(_ type: String, _ body: Data) -> (body: [UInt8], exchange: String, routingKey: String, properties: AMQPProperties) {
+            var properties = AMQPProperties.persistentJSON(type: type, messageID: UUID().uuidString.lowercased(), headers: headers)
+            properties.appID = "booking-handler"
+            return ([UInt8](body), "", queue, properties)
+        }
+        func publish(_ batch: [(body: [UInt8], exchange: String, routingKey: String, properties: AMQPProperties)]) async throws {
+            guard !batch.isEmpty else { return }
+            if let error = await connection.publish(batch: batch).compactMap({ $0 }).first { throw error }
+        }
+        let now = ContractFormat.timestamp(Date())
+        let rooms = try await processor.store.replayRooms()
+        try await publish(try rooms.map { entry in
+            message(EventType.roomRegistered.rawValue, try ContractJSON.encode(
+                RoomRegistered(eventId: UUID().uuidString.lowercased(), occurredAt: ContractFormat.timestamp(entry.updatedAt),
+                               room: entry.room)))
+        })
+        var bookings = 0
+        var after: String?
+        while true {
+            let page = try await processor.store.replayBookings(after: after, limit: Self.replayPage)
+            if page.isEmpty { break }
+            try await publish(try page.map { booking in
+                message(ReplayStream.eventType(for: booking.status).rawValue, try ContractJSON.encode(
+                    BookingEvent(eventId: UUID().uuidString.lowercased(), occurredAt: now, booking: booking)))
+            })
+            bookings += page.count
+            after = page.last?.id
+        }
+        let summary = ReplaySummary(replayId: replayId, queue: queue, rooms: rooms.count, bookings: bookings)
+        try await publish([message(ReplayStream.endType, try ContractJSON.encode(summary))])
+        logger.info("replayed state", metadata: ["replay.id": .string(replayId), "amqp.queue": .string(queue),
+                                                 "rooms": "\(rooms.count)", "bookings": "\(bookings)"])
+        return summary
     }
 
     private func replyCode(_ reply: CommandReply) -> Int {

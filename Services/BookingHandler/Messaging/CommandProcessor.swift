@@ -36,6 +36,10 @@ public enum ProcessingResult: Sendable, Equatable {
     /// Not a command we can run (no usable type, not JSON, wrong shape):
     /// reply with `reply` and dead-letter it with `reason`.
     case poison(CommandReply, reason: String)
+    /// A permitted `booking.replay` (``ReplayBookings/replayId`` filled in):
+    /// the consumer publishes the state to the queue, then replies. Not
+    /// recorded in the inbox: repeating a replay is harmless.
+    case replay(ReplayBookings)
 }
 
 /// Turns commands into effects, events and replies, one database
@@ -73,6 +77,9 @@ public struct CommandProcessor: Sendable {
             let replyError = ContractJSON.replyError(for: error)
             return .poison(.error(replyError), reason: "\(replyError.code.rawValue) \(replyError.text)")
         }
+        if case .replayBookings(let request) = decoded {
+            return authorizeReplay(request, requester: command.userID)
+        }
         let now = self.now()
         let requester = command.userID
         let outcome = try await store.execute(key: command.idempotencyKey, commandType: type.rawValue) { [self] tx in
@@ -103,6 +110,33 @@ public struct CommandProcessor: Sendable {
             }
         }
         return rooms
+    }
+
+    // MARK: Replay
+
+    /// Who may ask for a replay and where it may go (docs/contract/README.md,
+    /// "Replay (booking.replay)"): a command without `user_id` (a service
+    /// inside the broker's permission boundary) or from one of
+    /// `administrators`; the queue must start with `availability-projector.`,
+    /// so the state (attendees included) only reaches queues of the service
+    /// that already receives every event. Otherwise 2003.
+    func authorizeReplay(_ request: ReplayBookings, requester: String?) -> ProcessingResult {
+        let type = CommandType.replayBookings
+        if let requester, !requester.isEmpty, !administrators.contains(requester) {
+            return .handled(.failure(.notPermitted, "booking.replay is only permitted for ADMIN_USERS"),
+                            type: type, duplicate: false)
+        }
+        guard request.queue.hasPrefix(ReplayStream.queuePrefix), request.queue.utf8.count <= 255 else {
+            return .handled(.failure(.notPermitted, "booking.replay may only publish to queues starting with '\(ReplayStream.queuePrefix)'",
+                                     field: "queue"), type: type, duplicate: false)
+        }
+        if let id = request.replayId, id.isEmpty || id.utf8.count > 200 {
+            return .handled(.failure(.invalidField, "replayId must be 1 to 200 bytes", field: "replayId"),
+                            type: type, duplicate: false)
+        }
+        var filled = request
+        filled.replayId = request.replayId ?? newID()
+        return .replay(filled)
     }
 
     // MARK: Commands
@@ -168,6 +202,10 @@ public struct CommandProcessor: Sendable {
                 b.endsAt = ContractFormat.timestamp(slot.endsAt)
                 return (b, .bookingRescheduled)
             }
+
+        case .replayBookings:
+            // Handled by process(_:) before any transaction; never stored.
+            return .failure(.unknownCommand, "booking.replay is not a transactional command")
         }
     }
 

@@ -188,6 +188,27 @@ public final class BookingStore: Sendable {
         try await pool.read { db in try StoreTransaction(db: db).booking(id: id) }
     }
 
+    /// Every room with the instant it was last registered (for `booking.replay`).
+    public func replayRooms() async throws -> [(room: Room, updatedAt: Date)] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT json, updatedAt FROM room ORDER BY name").map { row in
+                (try ContractJSON.decode(Room.self, from: row["json"] as Data),
+                 Date(timeIntervalSince1970: row["updatedAt"]))
+            }
+        }
+    }
+
+    /// Up to `limit` bookings (every status) with ids after `id`, in id
+    /// order: one page of a `booking.replay`. Pages are separate reads, so a
+    /// booking changed meanwhile may appear in a newer version than its
+    /// neighbours; its live event carries the same or a newer version.
+    public func replayBookings(after id: String?, limit: Int) async throws -> [Booking] {
+        try await pool.read { db in
+            try Data.fetchAll(db, sql: "SELECT json FROM booking WHERE id > ? ORDER BY id LIMIT ?",
+                              arguments: [id ?? "", limit]).map { try ContractJSON.decode(Booking.self, from: $0) }
+        }
+    }
+
     /// Counts, for tests and metrics.
     public func counts() async throws -> (rooms: Int, bookings: Int, inbox: Int, outboxPending: Int) {
         try await pool.read { db in

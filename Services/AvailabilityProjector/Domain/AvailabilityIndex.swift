@@ -1,0 +1,94 @@
+import BookingContracts
+import Foundation
+import Synchronization
+
+/// Where a booking occupies a room: room and local date.
+public struct RoomDay: Hashable, Sendable, Comparable {
+    public var room: String
+    public var date: String
+    public init(room: String, date: String) {
+        self.room = room
+        self.date = date
+    }
+    public static func < (a: RoomDay, b: RoomDay) -> Bool { (a.date, a.room) < (b.date, b.room) }
+}
+
+/// The in-memory read model queries are answered from: every room and the
+/// occupancy of every room-day that has pending or confirmed bookings.
+/// Loaded from SQLite at start and after a rebuild, then kept in step by
+/// the store's writer (which updates it right after each commit, in
+/// commit order). Readers take copy-on-write snapshots under a short lock.
+public final class AvailabilityIndex: Sendable {
+    public struct State: Sendable {
+        public var rooms: [String: RoomInfo] = [:]
+        /// Rooms ordered by name.
+        public var sortedRooms: [RoomInfo] = []
+        /// date → room → occupancy (only non-empty days).
+        public var days: [String: [String: DayOccupancy]] = [:]
+        /// Grows with every change (the page polls it).
+        public var revision: Int = 0
+
+        public init() {}
+
+        public func occupancy(_ day: RoomDay) -> DayOccupancy {
+            days[day.date]?[day.room] ?? .free
+        }
+
+        mutating func set(_ day: RoomDay, _ occupancy: DayOccupancy) {
+            if occupancy.isEmpty {
+                days[day.date]?[day.room] = nil
+                if days[day.date]?.isEmpty == true { days[day.date] = nil }
+            } else {
+                days[day.date, default: [:]][day.room] = occupancy
+            }
+        }
+
+        mutating func upsert(_ room: Room) {
+            rooms[room.name] = RoomInfo(room: room)
+            sortedRooms = rooms.values.sorted { $0.room.name < $1.room.name }
+        }
+    }
+
+    private let state = Mutex(State())
+    private let gaps = Mutex([String: SlotMask]())
+
+    public init() {}
+
+    /// A consistent copy of the whole model (cheap: copy-on-write).
+    public var snapshot: State { state.withLock { $0 } }
+    public var revision: Int { state.withLock { $0.revision } }
+
+    func replace(with new: State) {
+        state.withLock { s in
+            let revision = s.revision + 1
+            s = new
+            s.revision = revision
+        }
+    }
+
+    func update(_ body: (inout State) -> Void) {
+        state.withLock { s in
+            body(&s)
+            s.revision += 1
+        }
+    }
+
+    /// Slots of `date` that do not exist in `zone` (cached).
+    func missingSlots(date: String, zone: TimeZone) -> SlotMask {
+        let key = zone.identifier + "|" + date
+        if let cached = gaps.withLock({ $0[key] }) { return cached }
+        let mask = LocalClock.missingSlots(date: date, zone: zone)
+        gaps.withLock { cache in
+            if cache.count > 50_000 { cache.removeAll() }
+            cache[key] = mask
+        }
+        return mask
+    }
+
+    /// The free slots of a room-day under `state` (nil for an unknown room).
+    func free(_ day: RoomDay, in state: State) -> SlotMask? {
+        guard let info = state.rooms[day.room] else { return nil }
+        return info.free(on: day.date, occupancy: state.occupancy(day),
+                         missing: missingSlots(date: day.date, zone: info.zone))
+    }
+}

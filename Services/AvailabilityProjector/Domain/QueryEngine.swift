@@ -1,0 +1,225 @@
+import BookingContracts
+import Foundation
+
+/// A checked availability query, ready to run against the index.
+public struct CheckedQuery: Sendable, Equatable {
+    public var date: AvailabilityDate
+    public var name: String?
+    public var equipment: [String]
+    public var minCapacity: Int?
+    /// Required free slots from `freeFrom`/`freeTo` (`freeTo` alone starts at opening: `from` is nil).
+    public var freeFrom: Int?
+    public var freeTo: Int?
+    public var availableNextHour: Bool
+}
+
+/// Turns availability queries (RPC bodies, HTTP query strings) into
+/// answers from an ``AvailabilityIndex``. See docs/projector.md for the
+/// semantics of `now`, the filters and the errors.
+public struct QueryEngine: Sendable {
+    public let index: AvailabilityIndex
+    let now: @Sendable () -> Date
+
+    public init(index: AvailabilityIndex, now: @escaping @Sendable () -> Date = { Date() }) {
+        self.index = index
+        self.now = now
+    }
+
+    // MARK: Parsing
+
+    /// Checks a decoded query: dates in the calendar, times `HH:mm`,
+    /// `freeTo` after `freeFrom`.
+    public static func check(_ q: AvailabilityQuery) -> Result<CheckedQuery, ReplyError> {
+        let date = q.date ?? .date(.today)
+        if case .date(let spec) = date, !spec.isValid {
+            return .failure(ReplyError(code: .invalidField, text: "date '\(spec)' is not a calendar date", field: "date"))
+        }
+        var from: Int?, to: Int?
+        if let text = q.freeFrom {
+            guard let m = ContractFormat.minutes(ofTime: text) else {
+                return .failure(ReplyError(code: .invalidField, text: "freeFrom must be HH:mm", field: "freeFrom"))
+            }
+            from = m
+        }
+        if let text = q.freeTo {
+            guard let m = ContractFormat.minutes(ofTime: text) else {
+                return .failure(ReplyError(code: .invalidField, text: "freeTo must be HH:mm", field: "freeTo"))
+            }
+            to = m
+        }
+        if let from, let to, to <= from {
+            return .failure(ReplyError(code: .endNotAfterStart, text: "freeTo must be after freeFrom", field: "freeTo"))
+        }
+        if let min = q.minCapacity, min < 0 {
+            return .failure(ReplyError(code: .invalidField, text: "minCapacity must not be negative", field: "minCapacity"))
+        }
+        let name = q.name.flatMap { $0.isEmpty ? nil : $0.lowercased() }
+        let equipment = (q.equipment ?? []).map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
+        return .success(CheckedQuery(date: date, name: name, equipment: equipment, minCapacity: q.minCapacity,
+                                     freeFrom: from, freeTo: to, availableNextHour: q.availableNextHour ?? false))
+    }
+
+    /// Parses an RPC body (a JSON object, every field optional).
+    public static func parse(body: [UInt8]) -> Result<CheckedQuery, ReplyError> {
+        let query: AvailabilityQuery
+        do {
+            query = try ContractJSON.decode(AvailabilityQuery.self, from: body)
+        } catch {
+            return .failure(ContractJSON.replyError(for: error))
+        }
+        return check(query)
+    }
+
+    /// Parses HTTP query parameters (`name → values`, repeated keys kept).
+    /// `equipment` may repeat or be comma-separated; unknown keys are ignored.
+    public static func parse(parameters: [(String, String)]) -> Result<CheckedQuery, ReplyError> {
+        func first(_ key: String) -> String? { parameters.first { $0.0 == key }?.1 }
+        var q = AvailabilityQuery()
+        if let text = first("date") {
+            guard let date = AvailabilityDate(queryValue: text) else {
+                return .failure(ReplyError(code: .invalidField, text: "date must be YYYY-MM-DD, today, now or UNIX seconds",
+                                           field: "date"))
+            }
+            q.date = date
+        }
+        q.name = first("name")
+        let equipment = parameters.filter { $0.0 == "equipment" }.flatMap { $0.1.split(separator: ",").map(String.init) }
+        q.equipment = equipment.isEmpty ? nil : equipment
+        if let text = first("minCapacity"), !text.isEmpty {
+            guard let n = Int(text) else {
+                return .failure(ReplyError(code: .invalidField, text: "minCapacity must be a whole number", field: "minCapacity"))
+            }
+            q.minCapacity = n
+        }
+        q.freeFrom = first("freeFrom").flatMap { $0.isEmpty ? nil : $0 }
+        q.freeTo = first("freeTo").flatMap { $0.isEmpty ? nil : $0 }
+        if let text = first("availableNextHour") {
+            switch text.lowercased() {
+            case "", "true", "1", "yes": q.availableNextHour = true
+            case "false", "0", "no": q.availableNextHour = false
+            default:
+                return .failure(ReplyError(code: .invalidField, text: "availableNextHour must be true or false",
+                                           field: "availableNextHour"))
+            }
+        }
+        return check(q)
+    }
+
+    // MARK: Answering
+
+    /// One room's answer on a resolved local date.
+    public struct Answer: Sendable {
+        public var info: RoomInfo
+        public var date: String
+        public var occupancy: DayOccupancy
+        public var free: SlotMask
+        /// Not bookable: outside opening hours or skipped by a DST change.
+        public var closed: SlotMask
+    }
+
+    /// Per zone: the local date the query names and, for `now`, the first
+    /// slot still reported.
+    private struct ZoneDay {
+        var date: String
+        var fromSlot: Int?
+        var minute: Int
+        /// Wall-clock slots of `date` that do not exist in the zone.
+        var missing: SlotMask = .empty
+    }
+
+    /// The rooms matching `query`, ordered by name.
+    public func answers(_ query: CheckedQuery, state: AvailabilityIndex.State? = nil) -> [Answer] {
+        let state = state ?? index.snapshot
+        let instant = now()
+        var zoneDays: [String: ZoneDay?] = [:]
+        var result: [Answer] = []
+        result.reserveCapacity(state.sortedRooms.count)
+        for info in state.sortedRooms {
+            let room = info.room
+            if let name = query.name, !info.lowerName.contains(name) { continue }
+            if let min = query.minCapacity, room.capacity < min { continue }
+            if !query.equipment.allSatisfy(info.lowerEquipment.contains) { continue }
+            let zoneKey = info.zone.identifier
+            let zoneDay: ZoneDay?
+            if let cached = zoneDays[zoneKey] {
+                zoneDay = cached
+            } else {
+                var resolved = resolve(query, zone: info.zone, at: instant)
+                if let date = resolved?.date { resolved?.missing = index.missingSlots(date: date, zone: info.zone) }
+                zoneDay = resolved
+                zoneDays[zoneKey] = zoneDay
+            }
+            guard let day = zoneDay else { continue }
+            let occupancy = state.occupancy(RoomDay(room: room.name, date: day.date))
+            let missing = day.missing
+            var free = info.free(on: day.date, occupancy: occupancy, missing: missing)
+            if let from = day.fromSlot { free = free.intersection(.from(slot: from)) }
+            if query.freeFrom != nil || query.freeTo != nil {
+                let start = query.freeFrom ?? info.open.runs.first?.start ?? 0
+                let end = query.freeTo ?? (start + SlotMask.minutes)
+                guard end > start, SlotMask(fromMinute: start, toMinute: end).isSubset(of: free) else { continue }
+            }
+            if query.availableNextHour {
+                guard day.minute + 60 <= 24 * 60,
+                      SlotMask(fromMinute: day.minute, toMinute: day.minute + 60).isSubset(of: free) else { continue }
+            }
+            result.append(Answer(info: info, date: day.date, occupancy: occupancy, free: free,
+                                 closed: SlotMask.all.subtracting(info.open.subtracting(missing))))
+        }
+        return result
+    }
+
+    private func resolve(_ query: CheckedQuery, zone: TimeZone, at instant: Date) -> ZoneDay? {
+        let local = LocalClock.local(instant, zone: zone)
+        switch query.date {
+        case .now:
+            return ZoneDay(date: local.date, fromSlot: local.minute / SlotMask.minutes, minute: local.minute)
+        case .date(let spec):
+            if query.availableNextHour { return ZoneDay(date: local.date, fromSlot: nil, minute: local.minute) }
+            switch spec {
+            case .today: return ZoneDay(date: local.date, fromSlot: nil, minute: local.minute)
+            case .calendarDate(let text): return ZoneDay(date: text, fromSlot: nil, minute: local.minute)
+            case .unixSeconds(let seconds):
+                let d = LocalClock.local(Date(timeIntervalSince1970: TimeInterval(seconds)), zone: zone)
+                return ZoneDay(date: d.date, fromSlot: nil, minute: local.minute)
+            }
+        }
+    }
+
+    /// The reply in the legacy `getrooms` shape.
+    public func reply(_ query: CheckedQuery) -> AvailabilityReply {
+        answers(query).map { RoomAvailability(room: $0.info.room, avail: $0.free.availStrings) }
+    }
+
+    /// The reply as JSON bytes, written directly (same bytes as encoding
+    /// ``reply(_:)`` with `ContractJSON`: sorted keys, no escaped slashes).
+    public func replyJSON(_ query: CheckedQuery) -> [UInt8] {
+        Self.encode(answers(query))
+    }
+
+    static func encode(_ answers: [Answer]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(answers.count * 256 + 2)
+        out.append(UInt8(ascii: "["))
+        for (i, answer) in answers.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            appendEntry(answer, to: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        return out
+    }
+
+    static func appendEntry(_ answer: Answer, to out: inout [UInt8]) {
+        out.append(contentsOf: #"{"avail":["#.utf8)
+        for (j, run) in answer.free.runs.enumerated() {
+            if j > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(UInt8(ascii: "\""))
+            out.append(contentsOf: SlotMask.clock(run.start).utf8)
+            out.append(contentsOf: " - ".utf8)
+            out.append(contentsOf: SlotMask.clock(run.end).utf8)
+            out.append(UInt8(ascii: "\""))
+        }
+        out.append(contentsOf: "],".utf8)
+        out.append(contentsOf: answer.info.jsonTail)
+    }
+}

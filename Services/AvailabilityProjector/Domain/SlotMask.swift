@@ -1,0 +1,195 @@
+import BookingContracts
+import Foundation
+
+/// The 96 quarter-hours of a local day as a bit set: bit `i` is the slot
+/// starting at `i * 15` minutes after local midnight (wall-clock time).
+public struct SlotMask: Hashable, Sendable, CustomStringConvertible {
+    /// Slots 0…63.
+    public var lo: UInt64
+    /// Slots 64…95.
+    public var hi: UInt64
+
+    /// Slots in a day.
+    public static let count = 96
+    /// Minutes per slot.
+    public static let minutes = ContractFormat.gridMinutes
+
+    public init(lo: UInt64 = 0, hi: UInt64 = 0) {
+        self.lo = lo
+        self.hi = hi & 0xFFFF_FFFF
+    }
+
+    public static let empty = SlotMask()
+    public static let all = SlotMask(lo: .max, hi: 0xFFFF_FFFF)
+
+    /// Every slot that overlaps `[from, to)` (minutes since midnight,
+    /// clamped to the day): a start off the grid rounds down, an end rounds up.
+    public init(fromMinute from: Int, toMinute to: Int) {
+        self.init()
+        let first = max(0, from) / Self.minutes
+        let last = (min(24 * 60, to) + Self.minutes - 1) / Self.minutes  // exclusive
+        guard first < last else { return }
+        for i in first..<last { insert(i) }
+    }
+
+    /// The slots fully inside `[from, to)`: a start off the grid rounds up,
+    /// an end rounds down (opening hours).
+    public static func within(fromMinute from: Int, toMinute to: Int) -> SlotMask {
+        let first = (max(0, from) + minutes - 1) / minutes
+        let last = min(24 * 60, to) / minutes
+        var mask = SlotMask()
+        if first < last { for i in first..<last { mask.insert(i) } }
+        return mask
+    }
+
+    public func contains(_ slot: Int) -> Bool {
+        slot < 64 ? lo & (1 << UInt64(slot)) != 0 : hi & (1 << UInt64(slot - 64)) != 0
+    }
+
+    public mutating func insert(_ slot: Int) {
+        if slot < 64 { lo |= 1 << UInt64(slot) } else if slot < 96 { hi |= 1 << UInt64(slot - 64) }
+    }
+
+    public var isEmpty: Bool { lo == 0 && hi == 0 }
+    public var slotCount: Int { lo.nonzeroBitCount + hi.nonzeroBitCount }
+
+    public func union(_ other: SlotMask) -> SlotMask { SlotMask(lo: lo | other.lo, hi: hi | other.hi) }
+    public func intersection(_ other: SlotMask) -> SlotMask { SlotMask(lo: lo & other.lo, hi: hi & other.hi) }
+    public func subtracting(_ other: SlotMask) -> SlotMask { SlotMask(lo: lo & ~other.lo, hi: hi & ~other.hi) }
+    public func isSubset(of other: SlotMask) -> Bool { subtracting(other).isEmpty }
+
+    /// The slots from `slot` on.
+    public static func from(slot: Int) -> SlotMask {
+        SlotMask(fromMinute: slot * minutes, toMinute: 24 * 60)
+    }
+
+    /// Maximal runs of set slots as `[start, end)` minutes, in order.
+    public var runs: [(start: Int, end: Int)] {
+        var result: [(Int, Int)] = []
+        var start: Int?
+        for i in 0...Self.count {
+            let set = i < Self.count && contains(i)
+            if set, start == nil { start = i }
+            if !set, let s = start {
+                result.append((s * Self.minutes, i * Self.minutes))
+                start = nil
+            }
+        }
+        return result
+    }
+
+    /// The contract's `avail` strings: `"07:00 - 09:00"`, merged, in order.
+    /// A run to the end of the day ends at `24:00`, which v1 rooms never
+    /// reach (closing is at most 23:59, so at most 23:45).
+    public var availStrings: [String] {
+        runs.map { SlotMask.clock($0.start) + " - " + SlotMask.clock($0.end) }
+    }
+
+    private static let clockTable: [String] = (0...96).map { i in
+        let m = i * 15
+        return (m / 60 < 10 ? "0" : "") + String(m / 60) + ":" + (m % 60 < 10 ? "0" : "") + String(m % 60)
+    }
+
+    /// `HH:mm` of a grid minute (0…1440).
+    static func clock(_ minute: Int) -> String {
+        minute % 15 == 0 && minute >= 0 && minute <= 1440 ? clockTable[minute / 15] : ContractFormat.time(fromMinutes: minute)
+    }
+
+    public var description: String { availStrings.joined(separator: ", ") }
+}
+
+/// What occupies one room on one local date: confirmed and pending bookings.
+public struct DayOccupancy: Hashable, Sendable {
+    /// Slots of confirmed bookings.
+    public var confirmed: SlotMask
+    /// Slots of pending bookings (not confirmed ones).
+    public var pending: SlotMask
+
+    public init(confirmed: SlotMask = .empty, pending: SlotMask = .empty) {
+        self.confirmed = confirmed
+        self.pending = pending
+    }
+
+    public static let free = DayOccupancy()
+    /// Slots not bookable because a pending or confirmed booking holds them.
+    public var busy: SlotMask { confirmed.union(pending) }
+    public var isEmpty: Bool { confirmed.isEmpty && pending.isEmpty }
+
+    /// Occupancy of a set of bookings (pending/confirmed ones count;
+    /// overlaps, which replay or out-of-order events may bring, merge).
+    public init(bookings: [(start: Int, end: Int, status: BookingStatus)]) {
+        self.init()
+        for b in bookings {
+            let mask = SlotMask(fromMinute: b.start, toMinute: b.end)
+            switch b.status {
+            case .confirmed: confirmed = confirmed.union(mask)
+            case .pending: pending = pending.union(mask)
+            case .cancelled: break
+            }
+        }
+        pending = pending.subtracting(confirmed)
+    }
+}
+
+/// Local-time facts of a zone: which wall-clock slots of a date do not
+/// exist (spring-forward gap), the local date and minute of an instant.
+public enum LocalClock {
+    /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant).
+    static func days(year: Int, month: Int, day: Int) -> Int64 {
+        let y = Int64(month <= 2 ? year - 1 : year)
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let m = Int64(month)
+        let doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + Int64(day) - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
+    }
+
+    /// The slots of `date` (`YYYY-MM-DD`) whose wall-clock start does not
+    /// occur in `zone` (skipped by a daylight-saving change); empty on
+    /// ordinary days and for unparseable input.
+    public static func missingSlots(date: String, zone: TimeZone) -> SlotMask {
+        guard let d = ContractFormat.calendarDate(date) else { return .empty }
+        let midnight = days(year: d.year, month: d.month, day: d.day) * 86_400
+        let before = zone.secondsFromGMT(for: Date(timeIntervalSince1970: TimeInterval(midnight - 86_400)))
+        let after = zone.secondsFromGMT(for: Date(timeIntervalSince1970: TimeInterval(midnight + 2 * 86_400)))
+        // A gap only when the offset grows during the day.
+        guard after > before else { return .empty }
+        var missing = SlotMask()
+        for slot in 0..<SlotMask.count {
+            let wall = midnight + Int64(slot * SlotMask.minutes * 60)
+            let exists = [before, after].contains { offset in
+                zone.secondsFromGMT(for: Date(timeIntervalSince1970: TimeInterval(wall - Int64(offset)))) == offset
+            }
+            if !exists { missing.insert(slot) }
+        }
+        return missing
+    }
+
+    /// Local date and minute after midnight of `instant` in `zone`.
+    public static func local(_ instant: Date, zone: TimeZone) -> (date: String, minute: Int) {
+        let seconds = Int64(instant.timeIntervalSince1970.rounded(.down)) + Int64(zone.secondsFromGMT(for: instant))
+        let day = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        let minute = Int((seconds - day * 86_400) / 60)
+        return (civilString(days: day), minute)
+    }
+
+    static func civilString(days: Int64) -> String {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
+        return ContractFormat.calendarDateString(year: Int(year), month: Int(month), day: Int(day))
+    }
+
+    /// The date `offset` days after `date` (`YYYY-MM-DD`), or nil.
+    public static func adding(days offset: Int, to date: String) -> String? {
+        guard let d = ContractFormat.calendarDate(date) else { return nil }
+        return civilString(days: days(year: d.year, month: d.month, day: d.day) + Int64(offset))
+    }
+}

@@ -1,0 +1,141 @@
+import BookingContracts
+import Foundation
+import Hummingbird
+import Metrics
+
+/// The projector's HTTP API and page, added to its ``OpsServer`` router:
+/// - `GET /rooms?date=…&name=…&equipment=…&minCapacity=…&freeFrom=…&freeTo=…&availableNextHour=true`
+///   — the contract's query; 200 with the legacy `getrooms` array, 400 with
+///   `{"ok":false,"error":…}` for bad parameters;
+/// - `GET /rooms/{name}?date=…` — one room's entry; 404 (1101) when unknown;
+/// - `GET /api/day?date=YYYY-MM-DD&name=…&equipment=…` — what the page
+///   draws: per room the segments of 07:00–19:00 (free, booked, pending,
+///   closed);
+/// - `GET /api/revision` — `{"revision":N}`, grows with every change (the
+///   page polls it);
+/// - `GET /` — the page.
+public enum ProjectorRoutes {
+    static let json: HTTPFields = [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"]
+
+    public static func add(to router: Router<BasicRequestContext>, engine: QueryEngine) {
+        let latency = Timer(label: "projector_query_seconds", dimensions: [("via", "http")])
+        router.get("rooms") { request, _ -> Response in
+            let started = DispatchTime.now()
+            defer { latency.recordInterval(since: started) }
+            switch QueryEngine.parse(parameters: parameters(request)) {
+            case .success(let query):
+                return respond(.ok, engine.replyJSON(query))
+            case .failure(let error):
+                return failure(.badRequest, error)
+            }
+        }
+        router.get("rooms/:name") { request, context -> Response in
+            let name = context.parameters.get("name") ?? ""
+            var params = parameters(request).filter { $0.0 == "date" }
+            params.append(("name", name))
+            switch QueryEngine.parse(parameters: params) {
+            case .success(let query):
+                guard let answer = engine.answers(query).first(where: { $0.info.room.name == name }) else {
+                    return failure(.notFound, ReplyError(code: .unknownRoom, text: "unknown room '\(name.prefix(100))'", field: "name"))
+                }
+                var out: [UInt8] = []
+                QueryEngine.appendEntry(answer, to: &out)
+                return respond(.ok, out)
+            case .failure(let error):
+                return failure(.badRequest, error)
+            }
+        }
+        router.get("api/revision") { _, _ -> Response in
+            respond(.ok, Array(#"{"revision":\#(engine.index.revision)}"#.utf8))
+        }
+        router.get("api/day") { request, _ -> Response in
+            let params = parameters(request)
+            var q = params.filter { ["date", "name", "equipment"].contains($0.0) }
+            if !q.contains(where: { $0.0 == "date" }) { q.append(("date", "today")) }
+            switch QueryEngine.parse(parameters: q) {
+            case .success(let query):
+                let revision = engine.index.revision
+                let day = DayView(answers: engine.answers(query), revision: revision,
+                                  date: params.first { $0.0 == "date" }?.1 ?? "today")
+                return respond(.ok, [UInt8]((try? ContractJSON.encode(day)) ?? Data()))
+            case .failure(let error):
+                return failure(.badRequest, error)
+            }
+        }
+        router.get("/") { _, _ -> Response in
+            Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-cache"],
+                     body: .init(byteBuffer: ByteBuffer(string: ProjectorPage.html)))
+        }
+    }
+
+    static func parameters(_ request: Request) -> [(String, String)] {
+        request.uri.queryParameters.map { (String($0.key), String($0.value)) }
+    }
+
+    static func respond(_ status: HTTPResponse.Status, _ body: [UInt8]) -> Response {
+        Response(status: status, headers: json, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+
+    static func failure(_ status: HTTPResponse.Status, _ error: ReplyError) -> Response {
+        Counter(label: "projector_queries_total", dimensions: [("via", "http"), ("outcome", "rejected")]).increment()
+        return respond(status, [UInt8]((try? ContractJSON.encode(CommandReply.error(error))) ?? Data()))
+    }
+}
+
+/// `GET /api/day`: the page's data.
+public struct DayView: Codable, Sendable, Equatable {
+    public struct Segment: Codable, Sendable, Equatable {
+        public var from: String
+        public var to: String
+        /// `free`, `booked`, `pending` or `closed`.
+        public var state: String
+    }
+
+    public struct RoomRow: Codable, Sendable, Equatable {
+        public var name: String
+        public var location: String
+        public var capacity: Int
+        public var equipment: [String]
+        public var timeZone: String
+        public var date: String
+        public var avail: [String]
+        /// 07:00–19:00 in order, adjacent segments of equal state merged.
+        public var segments: [Segment]
+    }
+
+    public var date: String
+    public var revision: Int
+    public var rooms: [RoomRow]
+
+    /// The window the page draws.
+    public static let window = (from: 7 * 60, to: 19 * 60)
+
+    init(answers: [QueryEngine.Answer], revision: Int, date: String) {
+        self.revision = revision
+        self.date = answers.first?.date ?? date
+        rooms = answers.map { a in
+            RoomRow(name: a.info.room.name, location: a.info.room.location ?? "", capacity: a.info.room.capacity,
+                    equipment: a.info.room.equipment, timeZone: a.info.room.timeZone, date: a.date,
+                    avail: a.free.availStrings, segments: Self.segments(a))
+        }
+    }
+
+    static func segments(_ a: QueryEngine.Answer) -> [Segment] {
+        var result: [Segment] = []
+        let first = window.from / SlotMask.minutes, last = window.to / SlotMask.minutes
+        for slot in first..<last {
+            let state: String
+            if a.occupancy.confirmed.contains(slot) { state = "booked" }
+            else if a.occupancy.pending.contains(slot) { state = "pending" }
+            else if a.closed.contains(slot) { state = "closed" }
+            else { state = "free" }
+            let to = SlotMask.clock((slot + 1) * SlotMask.minutes)
+            if let lastSegment = result.last, lastSegment.state == state {
+                result[result.count - 1].to = to
+            } else {
+                result.append(Segment(from: SlotMask.clock(slot * SlotMask.minutes), to: to, state: state))
+            }
+        }
+        return result
+    }
+}

@@ -1,0 +1,123 @@
+import AMQPClient
+import BookingContracts
+import Foundation
+import Logging
+import Metrics
+import ServiceLifecycle
+import Synchronization
+
+/// Publishes `availability.changed` to `booking.events` in the order the
+/// read model committed the changes (``enqueue(_:)`` is called on the
+/// store's writer), in ordered, confirmed batches. Whoever enqueued waits
+/// on the returned ``Ticket`` before acking the event that caused it.
+public final class ChangePublisher: Service, Sendable {
+    /// Completes when the broker confirmed (or refused) a group of events.
+    public final class Ticket: Sendable {
+        private let state = Mutex<(result: Result<Void, AMQPError>?, waiters: [CheckedContinuation<Void, any Error>])>((nil, []))
+
+        init() {}
+
+        static let done: Ticket = {
+            let t = Ticket()
+            t.complete(.success(()))
+            return t
+        }()
+
+        func complete(_ result: Result<Void, AMQPError>) {
+            let waiters = state.withLock { s -> [CheckedContinuation<Void, any Error>] in
+                if s.result == nil { s.result = result }
+                defer { s.waiters = [] }
+                return s.waiters
+            }
+            for w in waiters { w.resume(with: result.mapError { $0 as any Error }) }
+        }
+
+        /// Waits until the events were confirmed; throws when they were not.
+        public func wait() async throws {
+            try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
+                let ready = state.withLock { s -> Result<Void, AMQPError>? in
+                    if let r = s.result { return r }
+                    s.waiters.append(c)
+                    return nil
+                }
+                if let ready { c.resume(with: ready.mapError { $0 as any Error }) }
+            }
+        }
+    }
+
+    private struct Pending {
+        var events: [AvailabilityChanged]
+        var ticket: Ticket
+    }
+
+    private let connection: AMQPConnection
+    private let logger: Logger
+    private let now: @Sendable () -> Date
+    private let queue = Mutex<[Pending]>([])
+    private let wakeups: AsyncStream<Void>
+    private let wake: AsyncStream<Void>.Continuation
+    private let published = Counter(label: "projector_availability_changed_total")
+
+    public init(connection: AMQPConnection, logger: Logger, now: @escaping @Sendable () -> Date = { Date() }) {
+        self.connection = connection
+        self.logger = logger
+        self.now = now
+        (wakeups, wake) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+    }
+
+    /// Queues the events of `changes` (call on the store's writer, so the
+    /// order is commit order).
+    public func enqueue(_ changes: [DayChange]) -> Ticket {
+        guard !changes.isEmpty else { return .done }
+        let occurredAt = ContractFormat.timestamp(now())
+        let events = changes.map { change in
+            AvailabilityChanged(eventId: UUID().uuidString.lowercased(), occurredAt: occurredAt, room: change.day.room,
+                                date: change.day.date, timeZone: change.timeZone, avail: change.avail)
+        }
+        let ticket = Ticket()
+        queue.withLock { $0.append(Pending(events: events, ticket: ticket)) }
+        wake.yield()
+        return ticket
+    }
+
+    public func run() async throws {
+        await withGracefulShutdownHandler {
+            for await _ in wakeups { await drain() }
+        } onGracefulShutdown: { [wake] in
+            wake.finish()
+        }
+        await drain()
+    }
+
+    private func drain() async {
+        while true {
+            let batch = queue.withLock { q -> [Pending] in
+                defer { q.removeAll() }
+                return q
+            }
+            if batch.isEmpty { return }
+            var messages: [(body: [UInt8], exchange: String, routingKey: String, properties: AMQPProperties)] = []
+            var owners: [Int] = []
+            for (i, pending) in batch.enumerated() {
+                for event in pending.events {
+                    guard let body = try? ContractJSON.encode(event) else { continue }
+                    var properties = AMQPProperties.persistentJSON(type: EventType.availabilityChanged.rawValue,
+                                                                   messageID: event.eventId)
+                    properties.appID = "availability-projector"
+                    messages.append(([UInt8](body), Topology.eventsExchange, EventType.availabilityChanged.rawValue, properties))
+                    owners.append(i)
+                }
+            }
+            let results = await connection.publish(batch: messages)
+            var failures = [AMQPError?](repeating: nil, count: batch.count)
+            for (owner, result) in zip(owners, results) where result != nil { failures[owner] = failures[owner] ?? result }
+            for (i, pending) in batch.enumerated() {
+                pending.ticket.complete(failures[i].map { .failure($0) } ?? .success(()))
+            }
+            published.increment(by: results.filter { $0 == nil }.count)
+            if let error = failures.compactMap({ $0 }).first {
+                logger.warning("availability.changed not confirmed; the events will be redelivered", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+}

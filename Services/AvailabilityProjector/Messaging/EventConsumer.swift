@@ -1,0 +1,119 @@
+import AMQPClient
+import BookingContracts
+import Foundation
+import Logging
+import Metrics
+
+/// Reads a `room.registered` or booking event into a ``ModelChange``.
+enum EventReader {
+    enum Outcome {
+        case change(ModelChange)
+        /// Not an event the read model uses (`pass.*`, …): ack and skip.
+        case ignored
+        /// Unreadable: dead-letter.
+        case poison(String)
+    }
+
+    static func read(type: String, body: [UInt8]) -> Outcome {
+        guard let eventType = EventType(rawValue: type) else { return .ignored }
+        switch eventType {
+        case .roomRegistered:
+            guard let event = try? ContractJSON.decode(RoomRegistered.self, from: body) else {
+                return .poison("room.registered body does not decode")
+            }
+            return .change(.room(event.room, occurredAt: event.occurredAt))
+        case .bookingCreated, .bookingConfirmed, .bookingCancelled, .bookingRescheduled:
+            guard let event = try? ContractJSON.decode(BookingEvent.self, from: body) else {
+                return .poison("\(type) body does not decode")
+            }
+            guard let state = BookingState(event.booking) else { return .poison("\(type) has an unreadable date or time") }
+            return .change(.booking(state))
+        default:
+            return .ignored
+        }
+    }
+}
+
+/// Consumes `availability-projector.events` (`room.#`, `booking.#`) into
+/// the read model.
+///
+/// Per delivery: apply in one SQLite transaction (a repeated or older
+/// version is a no-op; cancelled bookings stay as tombstones), update the
+/// index, publish `availability.changed` for room-days whose free slots
+/// changed and wait for the broker's confirm, then ack. A redelivered
+/// event that turns out to be a no-op publishes the current `avail` of its
+/// room-days again, because its first delivery may have committed without
+/// its `availability.changed` being confirmed. Unreadable events are
+/// dead-lettered (`availability-projector.events.dead`); database errors
+/// requeue after a pause.
+public struct EventConsumer: Sendable {
+    let connection: AMQPConnection
+    let store: ProjectorStore
+    let publisher: ChangePublisher
+    let logger: Logger
+    private let lag = Timer(label: "projector_event_apply_seconds")
+
+    public init(connection: AMQPConnection, store: ProjectorStore, publisher: ChangePublisher, logger: Logger) {
+        self.connection = connection
+        self.store = store
+        self.publisher = publisher
+        self.logger = logger
+    }
+
+    public func service(prefetch: UInt16 = 256, concurrency: Int = 32) -> AMQPConsumerService {
+        AMQPConsumerService(connection: connection, queue: Topology.projectorEventsQueue, prefetch: prefetch,
+                            concurrency: concurrency, logger: logger) { delivery in
+            await handle(delivery)
+        }
+    }
+
+    func handle(_ delivery: AMQPDelivery) async {
+        let started = DispatchTime.now()
+        let type = delivery.properties.type.flatMap { $0.isEmpty ? nil : $0 } ?? delivery.routingKey
+        switch EventReader.read(type: type, body: delivery.body) {
+        case .ignored:
+            try? await delivery.ack()
+            Counter(label: "projector_events_total", dimensions: [("outcome", "ignored")]).increment()
+        case .poison(let reason):
+            logger.warning("unreadable event dead-lettered", metadata: ["reason": .string(reason),
+                                                                        "amqp.message_id": .string(delivery.properties.messageID ?? "")])
+            try? await delivery.reject(requeue: false)
+            Counter(label: "projector_events_total", dimensions: [("outcome", "dead-lettered")]).increment()
+        case .change(let change):
+            do {
+                let publisher = self.publisher
+                let box = TicketBox()
+                let outcome = try await store.apply(change) { changes in box.ticket = publisher.enqueue(changes) }
+                try await box.ticket.wait()
+                if !outcome.applied, delivery.redelivered, !outcome.touched.isEmpty {
+                    try await republish(outcome.touched)
+                }
+                try await delivery.ack()
+                Counter(label: "projector_events_total",
+                        dimensions: [("outcome", outcome.applied ? "applied" : "stale")]).increment()
+            } catch let error as AMQPError {
+                logger.warning("could not confirm availability.changed; requeueing", metadata: ["error": "\(error)"])
+                try? await delivery.nack(requeue: true)
+            } catch {
+                logger.error("read model update failed; requeueing", metadata: ["error": "\(error)"])
+                try? await Task.sleep(for: .seconds(1))
+                try? await delivery.nack(requeue: true)
+            }
+        }
+        lag.recordInterval(since: started)
+    }
+
+    private func republish(_ days: [RoomDay]) async throws {
+        let state = store.index.snapshot
+        let changes = days.compactMap { day -> DayChange? in
+            guard let info = state.rooms[day.room], let free = store.index.free(day, in: state) else { return nil }
+            return DayChange(day: day, timeZone: info.room.timeZone, avail: free.availStrings)
+        }
+        try await publisher.enqueue(changes).wait()
+    }
+}
+
+/// Carries the ticket out of the store's writer closure.
+final class TicketBox: @unchecked Sendable {  // written once on the writer before the await that reads it
+    var ticket: ChangePublisher.Ticket = .done
+}

@@ -1,0 +1,66 @@
+import AMQPClient
+import BookingContracts
+import Foundation
+import Logging
+import Metrics
+
+/// Answers availability queries on `availability.queries` (RPC): replies
+/// to `reply_to` through the default exchange with the request's
+/// `correlation_id` (else its `message_id`), `type` = `availability.reply`.
+/// A query that cannot be parsed gets `{"ok":false,"error":…}` and is
+/// acked, not dead-lettered: a query changes nothing, so there is nothing
+/// to retry or inspect later, and the error reply tells the client.
+public struct QueryResponder: Sendable {
+    let connection: AMQPConnection
+    let engine: QueryEngine
+    let logger: Logger
+    private let latency = Timer(label: "projector_query_seconds", dimensions: [("via", "amqp")])
+
+    public init(connection: AMQPConnection, engine: QueryEngine, logger: Logger) {
+        self.connection = connection
+        self.engine = engine
+        self.logger = logger
+    }
+
+    public func service(prefetch: UInt16 = 64, concurrency: Int = 8) -> AMQPConsumerService {
+        AMQPConsumerService(connection: connection, queue: Topology.availabilityQueriesQueue, prefetch: prefetch,
+                            concurrency: concurrency, logger: logger) { delivery in
+            await handle(delivery)
+        }
+    }
+
+    /// The reply body for a query body.
+    public func answer(body: [UInt8]) -> (body: [UInt8], ok: Bool) {
+        switch QueryEngine.parse(body: body) {
+        case .success(let query): return (engine.replyJSON(query), true)
+        case .failure(let error):
+            return ((try? ContractJSON.encode(CommandReply.error(error))).map { [UInt8]($0) } ?? [], false)
+        }
+    }
+
+    func handle(_ delivery: AMQPDelivery) async {
+        let started = DispatchTime.now()
+        let (body, ok) = answer(body: delivery.body)
+        Counter(label: "projector_queries_total", dimensions: [("via", "amqp"), ("outcome", ok ? "ok" : "rejected")]).increment()
+        if let replyTo = delivery.properties.replyTo, !replyTo.isEmpty {
+            let properties = AMQPProperties(
+                contentType: MessageProperties.contentType, deliveryMode: .persistent,
+                correlationID: MessageProperties.replyCorrelationID(correlationID: delivery.properties.correlationID,
+                                                                    messageID: delivery.properties.messageID),
+                timestamp: UInt64(Date().timeIntervalSince1970), type: MessageProperties.availabilityReplyType,
+                appID: "availability-projector")
+            do {
+                try await connection.publish(body, exchange: "", routingKey: replyTo, properties: properties,
+                                             mandatory: !replyTo.hasPrefix(MessageProperties.directReplyTo))
+            } catch let error where error.code == .unroutable || error.code == .invalidArgument {
+                logger.warning("availability reply could not be delivered", metadata: ["error": "\(error)"])
+            } catch {
+                // Connection trouble: leave the query for redelivery.
+                try? await delivery.nack(requeue: true)
+                return
+            }
+        }
+        try? await delivery.ack()
+        latency.recordInterval(since: started)
+    }
+}

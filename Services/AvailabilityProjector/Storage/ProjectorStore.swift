@@ -1,0 +1,393 @@
+import BookingContracts
+import Foundation
+import GRDB
+import Synchronization
+
+/// A booking as the read model keeps it: where, when (local wall-clock
+/// minutes), status and the highest version seen.
+public struct BookingState: Sendable, Equatable {
+    public var id: String
+    public var room: String
+    public var date: String
+    public var startMinute: Int
+    public var endMinute: Int
+    public var status: BookingStatus
+    public var version: Int
+
+    public init(id: String, room: String, date: String, startMinute: Int, endMinute: Int, status: BookingStatus,
+                version: Int) {
+        self.id = id
+        self.room = room
+        self.date = date
+        self.startMinute = startMinute
+        self.endMinute = endMinute
+        self.status = status
+        self.version = version
+    }
+
+    /// From an event's booking; nil when its date or times are unreadable.
+    public init?(_ booking: Booking) {
+        guard ContractFormat.calendarDate(booking.date) != nil,
+              let start = ContractFormat.minutes(ofTime: booking.start),
+              let end = ContractFormat.minutes(ofTime: booking.end), !booking.id.isEmpty else { return nil }
+        self.init(id: booking.id, room: booking.room, date: booking.date, startMinute: start, endMinute: end,
+                  status: booking.status, version: booking.version)
+    }
+}
+
+/// A change to feed the read model.
+public enum ModelChange: Sendable {
+    /// `room.registered`: the room and the event's `occurredAt`.
+    case room(Room, occurredAt: String)
+    /// Any booking event: the booking's state after the change.
+    case booking(BookingState)
+}
+
+/// A room-day whose free slots changed, with its new `avail`.
+public struct DayChange: Sendable, Equatable {
+    public var day: RoomDay
+    public var timeZone: String
+    public var avail: [String]
+
+    public init(day: RoomDay, timeZone: String, avail: [String]) {
+        self.day = day
+        self.timeZone = timeZone
+        self.avail = avail
+    }
+}
+
+/// What applying a change did.
+public struct ApplyOutcome: Sendable {
+    /// False when the change was a repeat or older than what the model has.
+    public var applied: Bool
+    /// Room-days (live model) whose `avail` changed: publish them.
+    public var changes: [DayChange]
+    /// For a booking change that was not applied: the room-days its stored
+    /// row names (current and previous date), so a redelivered event can
+    /// publish their `avail` again (see docs/projector.md).
+    public var touched: [RoomDay]
+}
+
+/// The projector's SQLite read model (GRDB, WAL) in `$DATA_DIR`, and the
+/// in-memory ``AvailabilityIndex`` it keeps in step.
+///
+/// Tables: `room` (name, json, occurredAt), `booking` (id, room, date,
+/// startMin, endMin, status, version, prevDate — cancelled bookings stay
+/// as tombstones with their version), `roomday` (occupancy bitmaps of every
+/// room-day with pending/confirmed bookings). A rebuild fills `rebuild_*`
+/// copies of the three tables, which replace the live ones in one
+/// transaction. Every write runs on GRDB's single writer, and the index
+/// is updated there right after the commit, so it follows commit order.
+public final class ProjectorStore: Sendable {
+    let pool: DatabasePool
+    public let index: AvailabilityIndex
+    private let rebuild = Mutex<RebuildProgress?>(nil)
+
+    /// A rebuild in progress.
+    public struct RebuildProgress: Sendable, Equatable {
+        public var replayId: String
+        public var rooms = 0
+        public var bookings = 0
+        public var liveEvents = 0
+    }
+
+    static let live = ""
+    static let staging = "rebuild_"
+
+    /// Opens (creating as needed) the read model at `path` and loads the index.
+    public init(path: String, index: AvailabilityIndex = AvailabilityIndex()) throws {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(15)
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+        }
+        pool = try DatabasePool(path: path, configuration: configuration)
+        self.index = index
+        try pool.write { db in
+            try Self.createTables(db, prefix: Self.live, ifNotExists: true)
+            try db.execute(sql: "DROP TABLE IF EXISTS rebuild_room; DROP TABLE IF EXISTS rebuild_booking; DROP TABLE IF EXISTS rebuild_roomday")
+        }
+        let state = try pool.read { db in try Self.loadState(db) }
+        index.replace(with: state)
+    }
+
+    static func createTables(_ db: Database, prefix p: String, ifNotExists: Bool) throws {
+        let ine = ifNotExists ? "IF NOT EXISTS " : ""
+        try db.execute(sql: """
+            CREATE TABLE \(ine)\(p)room (name TEXT PRIMARY KEY, json BLOB NOT NULL, occurredAt TEXT NOT NULL);
+            CREATE TABLE \(ine)\(p)booking (id TEXT PRIMARY KEY, room TEXT NOT NULL, date TEXT NOT NULL,
+              startMin INTEGER NOT NULL, endMin INTEGER NOT NULL, status TEXT NOT NULL, version INTEGER NOT NULL,
+              prevDate TEXT);
+            CREATE TABLE \(ine)\(p)roomday (room TEXT NOT NULL, date TEXT NOT NULL, confirmedLo INTEGER NOT NULL,
+              confirmedHi INTEGER NOT NULL, pendingLo INTEGER NOT NULL, pendingHi INTEGER NOT NULL,
+              PRIMARY KEY (room, date)) WITHOUT ROWID;
+            """)
+        // Index names must be unique in the file: a rebuilt table keeps its
+        // index's name when renamed, so every generation gets its own.
+        let suffix = ifNotExists ? "0" : UUID().uuidString.prefix(8).lowercased()
+        let existing = try String.fetchAll(db, sql: """
+            SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND name LIKE 'booking_room_date_%'
+            """, arguments: [p + "booking"])
+        if existing.isEmpty {
+            try db.execute(sql: "CREATE INDEX booking_room_date_\(suffix) ON \(p)booking (room, date)")
+        }
+    }
+
+    static func loadState(_ db: Database) throws -> AvailabilityIndex.State {
+        var state = AvailabilityIndex.State()
+        for data in try Data.fetchAll(db, sql: "SELECT json FROM room") {
+            let room = try ContractJSON.decode(Room.self, from: data)
+            state.rooms[room.name] = RoomInfo(room: room)
+        }
+        state.sortedRooms = state.rooms.values.sorted { $0.room.name < $1.room.name }
+        let rows = try Row.fetchCursor(db, sql: "SELECT room, date, confirmedLo, confirmedHi, pendingLo, pendingHi FROM roomday")
+        while let row = try rows.next() {
+            let occupancy = DayOccupancy(
+                confirmed: SlotMask(lo: UInt64(bitPattern: row[2] as Int64), hi: UInt64(bitPattern: row[3] as Int64)),
+                pending: SlotMask(lo: UInt64(bitPattern: row[4] as Int64), hi: UInt64(bitPattern: row[5] as Int64)))
+            state.set(RoomDay(room: row[0], date: row[1]), occupancy)
+        }
+        return state
+    }
+
+    // MARK: Applying changes
+
+    /// Applies one change to the live model (and to the rebuild in
+    /// progress, if any), commits, updates the index, and returns what to
+    /// publish. `onCommit` runs on the writer right after the index update,
+    /// in commit order (the change publisher queues there).
+    public func apply(_ change: ModelChange, onCommit: @Sendable ([DayChange]) -> Void = { _ in }) async throws -> ApplyOutcome {
+        try await pool.writeWithoutTransaction { db in
+            var result: (applied: Bool, days: Set<RoomDay>, touched: [RoomDay], room: Room?) = (false, [], [], nil)
+            let staging = self.rebuild.withLock { $0 != nil }
+            try db.inTransaction(.immediate) {
+                result = try Self.apply(change, db, prefix: Self.live)
+                if staging {
+                    _ = try Self.apply(change, db, prefix: Self.staging)
+                    self.rebuild.withLock { $0?.liveEvents += 1 }
+                }
+                return .commit
+            }
+            let changes = try self.updateIndex(db, days: result.days, room: result.room)
+            onCommit(changes)
+            return ApplyOutcome(applied: result.applied, changes: changes, touched: result.touched)
+        }
+    }
+
+    /// Applies many booking states at once, one transaction, each room-day
+    /// recomputed once (bulk loading: benchmarks, tests). Returns the
+    /// room-days whose `avail` changed.
+    @discardableResult
+    public func applyBulk(_ changes: [ModelChange]) async throws -> [DayChange] {
+        try await pool.writeWithoutTransaction { db in
+            var days = Set<RoomDay>()
+            var rooms: [Room] = []
+            try db.inTransaction(.immediate) {
+                for change in changes {
+                    let r = try Self.apply(change, db, prefix: Self.live, recompute: false)
+                    days.formUnion(r.days)
+                    if let room = r.room { rooms.append(room) }
+                }
+                for day in days { try Self.recompute(day, db, prefix: Self.live) }
+                return .commit
+            }
+            var all: [DayChange] = []
+            for room in rooms { all += try self.updateIndex(db, days: [], room: room) }
+            all += try self.updateIndex(db, days: days, room: nil)
+            return all
+        }
+    }
+
+    /// The changes of one room-day set: reads the new occupancy, updates
+    /// the index, compares free slots before and after. Runs on the writer.
+    private func updateIndex(_ db: Database, days: Set<RoomDay>, room: Room?) throws -> [DayChange] {
+        var occupancies: [(RoomDay, DayOccupancy)] = []
+        for day in days { occupancies.append((day, try Self.occupancy(day, db, prefix: Self.live))) }
+        let before = index.snapshot
+        index.update { state in
+            if let room { state.upsert(room) }
+            for (day, occupancy) in occupancies { state.set(day, occupancy) }
+        }
+        let after = index.snapshot
+        var changes: [DayChange] = []
+        for (day, _) in occupancies.sorted(by: { $0.0 < $1.0 }) {
+            guard let info = after.rooms[day.room], let new = index.free(day, in: after) else { continue }
+            if index.free(day, in: before) != new {
+                changes.append(DayChange(day: day, timeZone: info.room.timeZone, avail: new.availStrings))
+            }
+        }
+        return changes
+    }
+
+    /// Applies `change` to the tables with `prefix`; returns whether it was
+    /// newer, the room-days to recompute (already recomputed unless
+    /// `recompute` is false), and the room when it replaced the stored one.
+    static func apply(_ change: ModelChange, _ db: Database, prefix p: String, recompute: Bool = true) throws
+        -> (applied: Bool, days: Set<RoomDay>, touched: [RoomDay], room: Room?) {
+        switch change {
+        case .room(let room, let occurredAt):
+            // Rooms carry no version: the newest occurredAt wins (ties: the later arrival).
+            let stored = try String.fetchOne(db.cachedStatement(sql: "SELECT occurredAt FROM \(p)room WHERE name = ?"),
+                                             arguments: [room.name])
+            if let stored, stored > occurredAt { return (false, [], [], nil) }
+            try db.cachedStatement(sql: """
+                INSERT INTO \(p)room (name, json, occurredAt) VALUES (?, ?, ?)
+                ON CONFLICT(name) DO UPDATE SET json = excluded.json, occurredAt = excluded.occurredAt
+                """).execute(arguments: [room.name, try ContractJSON.encode(room), occurredAt])
+            return (true, [], [], room)
+
+        case .booking(let b):
+            let existing = try Row.fetchOne(db.cachedStatement(sql: "SELECT room, date, version, prevDate FROM \(p)booking WHERE id = ?"),
+                                            arguments: [b.id])
+            if let existing, (existing["version"] as Int) >= b.version {
+                var touched = [RoomDay(room: existing["room"], date: existing["date"])]
+                if let prev = existing["prevDate"] as String? { touched.append(RoomDay(room: existing["room"], date: prev)) }
+                return (false, [], touched, nil)
+            }
+            let oldDay = existing.map { RoomDay(room: $0["room"], date: $0["date"]) }
+            try db.cachedStatement(sql: """
+                INSERT INTO \(p)booking (id, room, date, startMin, endMin, status, version, prevDate)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT(id) DO UPDATE SET room = excluded.room, date = excluded.date, startMin = excluded.startMin,
+                  endMin = excluded.endMin, status = excluded.status, version = excluded.version, prevDate = excluded.prevDate
+                """).execute(arguments: [b.id, b.room, b.date, b.startMinute, b.endMinute, b.status.rawValue, b.version,
+                                         oldDay?.date])
+            var days: Set<RoomDay> = [RoomDay(room: b.room, date: b.date)]
+            if let oldDay { days.insert(oldDay) }
+            if recompute { for day in days { try Self.recompute(day, db, prefix: p) } }
+            return (true, days, [], nil)
+        }
+    }
+
+    /// Recomputes the `roomday` row of `day` from its bookings.
+    static func recompute(_ day: RoomDay, _ db: Database, prefix p: String) throws {
+        let rows = try Row.fetchAll(db.cachedStatement(sql: """
+            SELECT startMin, endMin, status FROM \(p)booking
+            WHERE room = ? AND date = ? AND status IN ('pending', 'confirmed')
+            """), arguments: [day.room, day.date])
+        let occupancy = DayOccupancy(bookings: rows.map { row in
+            (row[0] as Int, row[1] as Int, BookingStatus(rawValue: row[2]) ?? .cancelled)
+        })
+        if occupancy.isEmpty {
+            try db.cachedStatement(sql: "DELETE FROM \(p)roomday WHERE room = ? AND date = ?").execute(arguments: [day.room, day.date])
+        } else {
+            try db.cachedStatement(sql: """
+                INSERT INTO \(p)roomday (room, date, confirmedLo, confirmedHi, pendingLo, pendingHi) VALUES (?, ?, ?, ?, ?, ?)
+                ON CONFLICT(room, date) DO UPDATE SET confirmedLo = excluded.confirmedLo, confirmedHi = excluded.confirmedHi,
+                  pendingLo = excluded.pendingLo, pendingHi = excluded.pendingHi
+                """).execute(arguments: [day.room, day.date,
+                                         Int64(bitPattern: occupancy.confirmed.lo), Int64(bitPattern: occupancy.confirmed.hi),
+                                         Int64(bitPattern: occupancy.pending.lo), Int64(bitPattern: occupancy.pending.hi)])
+        }
+    }
+
+    static func occupancy(_ day: RoomDay, _ db: Database, prefix p: String) throws -> DayOccupancy {
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: """
+            SELECT confirmedLo, confirmedHi, pendingLo, pendingHi FROM \(p)roomday WHERE room = ? AND date = ?
+            """), arguments: [day.room, day.date]) else { return .free }
+        return DayOccupancy(confirmed: SlotMask(lo: UInt64(bitPattern: row[0] as Int64), hi: UInt64(bitPattern: row[1] as Int64)),
+                            pending: SlotMask(lo: UInt64(bitPattern: row[2] as Int64), hi: UInt64(bitPattern: row[3] as Int64)))
+    }
+
+    // MARK: Rebuild
+
+    /// The rebuild in progress, if any.
+    public var rebuildProgress: RebuildProgress? { rebuild.withLock { $0 } }
+
+    /// Starts a rebuild into fresh `rebuild_*` tables; from now on live
+    /// changes go to both models. False when one is already running.
+    public func beginRebuild(replayId: String) async throws -> Bool {
+        try await pool.writeWithoutTransaction { db in
+            guard self.rebuild.withLock({ $0 == nil }) else { return false }
+            try db.inTransaction(.immediate) {
+                try db.execute(sql: "DROP TABLE IF EXISTS rebuild_room; DROP TABLE IF EXISTS rebuild_booking; DROP TABLE IF EXISTS rebuild_roomday")
+                try Self.createTables(db, prefix: Self.staging, ifNotExists: false)
+                return .commit
+            }
+            self.rebuild.withLock { $0 = RebuildProgress(replayId: replayId) }
+            return true
+        }
+    }
+
+    /// Applies a replayed change to the rebuild (only for `replayId`);
+    /// false when no such rebuild is running.
+    public func applyReplayed(_ change: ModelChange, replayId: String) async throws -> Bool {
+        try await pool.writeWithoutTransaction { db in
+            guard self.rebuild.withLock({ $0?.replayId == replayId }) else { return false }
+            try db.inTransaction(.immediate) {
+                _ = try Self.apply(change, db, prefix: Self.staging)
+                return .commit
+            }
+            self.rebuild.withLock { progress in
+                if case .room = change { progress?.rooms += 1 } else { progress?.bookings += 1 }
+            }
+            return true
+        }
+    }
+
+    /// Abandons the rebuild (its tables are dropped).
+    public func abortRebuild(replayId: String) async throws {
+        try await pool.writeWithoutTransaction { db in
+            guard self.rebuild.withLock({ $0?.replayId == replayId }) else { return }
+            self.rebuild.withLock { $0 = nil }
+            try db.execute(sql: "DROP TABLE IF EXISTS rebuild_room; DROP TABLE IF EXISTS rebuild_booking; DROP TABLE IF EXISTS rebuild_roomday")
+        }
+    }
+
+    /// Replaces the live model with the rebuild in one transaction, reloads
+    /// the index and returns the room-days whose `avail` differs (normally
+    /// none: the rebuild reproduces what the events built).
+    public func finishRebuild(replayId: String, onCommit: @Sendable ([DayChange]) -> Void = { _ in }) async throws
+        -> (progress: RebuildProgress, changes: [DayChange])? {
+        try await pool.writeWithoutTransaction { db in
+            guard let progress = self.rebuild.withLock({ $0?.replayId == replayId ? $0 : nil }) else { return nil }
+            try db.inTransaction(.immediate) {
+                try db.execute(sql: """
+                    DROP TABLE room; DROP TABLE booking; DROP TABLE roomday;
+                    ALTER TABLE rebuild_room RENAME TO room;
+                    ALTER TABLE rebuild_booking RENAME TO booking;
+                    ALTER TABLE rebuild_roomday RENAME TO roomday;
+                    """)
+                return .commit
+            }
+            self.rebuild.withLock { $0 = nil }
+            let before = self.index.snapshot
+            let after = try Self.loadState(db)
+            self.index.replace(with: after)
+            var changes: [DayChange] = []
+            var days = Set<RoomDay>()
+            for (date, rooms) in before.days { for room in rooms.keys { days.insert(RoomDay(room: room, date: date)) } }
+            for (date, rooms) in after.days { for room in rooms.keys { days.insert(RoomDay(room: room, date: date)) } }
+            for day in days.sorted() {
+                guard let info = after.rooms[day.room], let new = self.index.free(day, in: after) else { continue }
+                if self.index.free(day, in: before) != new {
+                    changes.append(DayChange(day: day, timeZone: info.room.timeZone, avail: new.availStrings))
+                }
+            }
+            onCommit(changes)
+            return (progress, changes)
+        }
+    }
+
+    // MARK: Reads
+
+    /// Counts of the live model (tests, metrics, readiness).
+    public func counts() async throws -> (rooms: Int, bookings: Int, roomDays: Int) {
+        try await pool.read { db in
+            (try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM room") ?? 0,
+             try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM booking") ?? 0,
+             try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM roomday") ?? 0)
+        }
+    }
+
+    /// A stored booking (tests).
+    public func booking(id: String) async throws -> BookingState? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM booking WHERE id = ?", arguments: [id]).map { row in
+                BookingState(id: row["id"], room: row["room"], date: row["date"], startMinute: row["startMin"],
+                             endMinute: row["endMin"], status: BookingStatus(rawValue: row["status"]) ?? .cancelled,
+                             version: row["version"])
+            }
+        }
+    }
+}

@@ -1,1 +1,0 @@
-// AvailabilityProjectorTests: tests arrive with their issue; this file keeps the target buildable.

@@ -1,0 +1,161 @@
+import AvailabilityProjector
+import BookingContracts
+import Foundation
+import Testing
+
+func makeStore() throws -> (ProjectorStore, URL) {
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("projector-unit-\(UUID().uuidString.prefix(8))")
+    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    return (try ProjectorStore(path: dir.appendingPathComponent("model.sqlite").path), dir)
+}
+
+func state(_ id: String, room: String = "Berlin", date: String = "2026-11-23", _ start: String, _ end: String,
+           _ status: BookingStatus = .confirmed, version: Int = 1) -> ModelChange {
+    .booking(BookingState(id: id, room: room, date: date, startMinute: ContractFormat.minutes(ofTime: start)!,
+                          endMinute: ContractFormat.minutes(ofTime: end)!, status: status, version: version))
+}
+
+let berlinRoom = Room(name: "Berlin", location: "2nd floor", equipment: ["beamer", "tv"], size: "22m2", capacity: 8)
+
+func query(_ engine: QueryEngine, _ q: AvailabilityQuery) throws -> AvailabilityReply {
+    let checked = try QueryEngine.check(q).get()
+    return engine.reply(checked)
+}
+
+@Suite("Read model")
+struct ReadModelTests {
+    @Test func bookingsChangeTheDayAndReportChanges() async throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        _ = try await store.apply(.room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z"))
+        let created = try await store.apply(state("b1", "09:00", "10:30"))
+        #expect(created.applied)
+        #expect(created.changes == [DayChange(day: RoomDay(room: "Berlin", date: "2026-11-23"), timeZone: "Europe/Berlin",
+                                              avail: ["07:00 - 09:00", "10:30 - 19:00"])])
+        let engine = QueryEngine(index: store.index)
+        #expect(try query(engine, AvailabilityQuery(date: .date(.calendarDate("2026-11-23")))).map(\.avail)
+                    == [["07:00 - 09:00", "10:30 - 19:00"]])
+    }
+
+    @Test func repeatedAndOlderVersionsChangeNothing() async throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        _ = try await store.apply(.room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z"))
+        _ = try await store.apply(state("b1", "09:00", "10:00", version: 2))
+        let repeated = try await store.apply(state("b1", "09:00", "10:00", version: 2))
+        #expect(!repeated.applied)
+        #expect(repeated.changes.isEmpty)
+        #expect(repeated.touched == [RoomDay(room: "Berlin", date: "2026-11-23")])
+        let older = try await store.apply(state("b1", "12:00", "13:00", version: 1))
+        #expect(!older.applied)
+        #expect(try await store.booking(id: "b1")?.startMinute == 9 * 60)
+    }
+
+    @Test func cancelBeforeCreateIsNotResurrected() async throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        _ = try await store.apply(.room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z"))
+        let cancel = try await store.apply(state("b1", "09:00", "10:00", .cancelled, version: 2))
+        #expect(cancel.applied)
+        #expect(cancel.changes.isEmpty)  // the day was free and stays free
+        let create = try await store.apply(state("b1", "09:00", "10:00", .confirmed, version: 1))
+        #expect(!create.applied)
+        #expect(try await store.booking(id: "b1")?.status == .cancelled)
+        #expect(store.index.snapshot.days.isEmpty)
+    }
+
+    @Test func rescheduleChangesTwoDays() async throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        _ = try await store.apply(.room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z"))
+        _ = try await store.apply(state("b1", date: "2026-11-23", "09:00", "10:00", version: 1))
+        let moved = try await store.apply(state("b1", date: "2026-11-24", "13:00", "14:00", version: 2))
+        #expect(moved.changes.map(\.day.date) == ["2026-11-23", "2026-11-24"])
+        #expect(moved.changes.map(\.avail) == [["07:00 - 19:00"], ["07:00 - 13:00", "14:00 - 19:00"]])
+    }
+
+    @Test func confirmingAPendingBookingKeepsAvailButColoursTheBar() async throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        _ = try await store.apply(.room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z"))
+        let pending = try await store.apply(state("b1", "09:00", "10:00", .pending, version: 1))
+        #expect(pending.changes.count == 1)
+        let confirmed = try await store.apply(state("b1", "09:00", "10:00", .confirmed, version: 2))
+        #expect(confirmed.applied)
+        #expect(confirmed.changes.isEmpty)  // avail is the same: no availability.changed
+        let day = store.index.snapshot.occupancy(RoomDay(room: "Berlin", date: "2026-11-23"))
+        #expect(day.confirmed.availStrings == ["09:00 - 10:00"])
+        #expect(day.pending.isEmpty)
+    }
+
+    @Test func bookingsBeforeTheirRoomCountOnceTheRoomArrives() async throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let early = try await store.apply(state("b1", "09:00", "10:00"))
+        #expect(early.changes.isEmpty)  // unknown room: nothing to publish yet
+        _ = try await store.apply(.room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z"))
+        let engine = QueryEngine(index: store.index)
+        #expect(try query(engine, AvailabilityQuery(date: .date(.calendarDate("2026-11-23"))))[0].avail
+                    == ["07:00 - 09:00", "10:00 - 19:00"])
+        // An older registration does not replace a newer one.
+        var old = berlinRoom
+        old.capacity = 2
+        _ = try await store.apply(.room(old, occurredAt: "2026-10-01T10:00:00Z"))
+        #expect(store.index.snapshot.rooms["Berlin"]?.room.capacity == 8)
+    }
+
+    @Test func reopeningKeepsTheModel() async throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        _ = try await store.apply(.room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z"))
+        _ = try await store.apply(state("b1", "09:00", "10:00", .pending))
+        let reopened = try ProjectorStore(path: dir.appendingPathComponent("model.sqlite").path)
+        #expect(reopened.index.snapshot.occupancy(RoomDay(room: "Berlin", date: "2026-11-23")).pending.availStrings == ["09:00 - 10:00"])
+        #expect(reopened.index.snapshot.sortedRooms.map(\.room.name) == ["Berlin"])
+    }
+
+    @Test func rebuildEqualsTheLiveModelAndKeepsNewerLiveEvents() async throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let changes: [ModelChange] = [
+            .room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z"),
+            state("b1", "09:00", "10:00", version: 1), state("b2", "11:00", "12:00", .pending, version: 1),
+            state("b3", date: "2026-11-24", "07:00", "19:00", version: 1), state("b4", "15:00", "16:00", .cancelled, version: 2),
+        ]
+        for change in changes { _ = try await store.apply(change) }
+        let engine = QueryEngine(index: store.index)
+        let days = ["2026-11-23", "2026-11-24", "2026-11-25"]
+        let before = try days.map { try query(engine, AvailabilityQuery(date: .date(.calendarDate($0)))) }
+
+        #expect(try await store.beginRebuild(replayId: "r1"))
+        #expect(try await store.beginRebuild(replayId: "r2") == false)
+        // A live event during the rebuild: b2 confirmed (v2) …
+        _ = try await store.apply(state("b2", "11:00", "12:00", .confirmed, version: 2))
+        // … then the replay, read before that change, still has b2 v1.
+        for change in changes { #expect(try await store.applyReplayed(change, replayId: "r1")) }
+        #expect(try await store.applyReplayed(state("b9", "08:00", "09:00"), replayId: "other") == false)
+        let result = try #require(try await store.finishRebuild(replayId: "r1"))
+        #expect(result.changes.isEmpty)
+        #expect(result.progress.rooms == 1 && result.progress.bookings == 4 && result.progress.liveEvents == 1)
+        let after = try days.map { try query(engine, AvailabilityQuery(date: .date(.calendarDate($0)))) }
+        #expect(after == before)
+        #expect(try await store.booking(id: "b2")?.status == .confirmed)
+        #expect(try await store.counts().bookings == 4)
+        // A second rebuild works (index names do not clash).
+        #expect(try await store.beginRebuild(replayId: "r3"))
+        try await store.abortRebuild(replayId: "r3")
+        #expect(store.rebuildProgress == nil)
+    }
+
+    @Test func rebuildReportsDaysThatDiffered() async throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        _ = try await store.apply(.room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z"))
+        _ = try await store.apply(state("stale", "09:00", "10:00"))  // the handler no longer has it
+        #expect(try await store.beginRebuild(replayId: "r1"))
+        _ = try await store.applyReplayed(.room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z"), replayId: "r1")
+        let result = try #require(try await store.finishRebuild(replayId: "r1"))
+        #expect(result.changes == [DayChange(day: RoomDay(room: "Berlin", date: "2026-11-23"), timeZone: "Europe/Berlin",
+                                             avail: ["07:00 - 19:00"])])
+    }
+}

@@ -1,0 +1,94 @@
+import BookingContracts
+import Foundation
+import Testing
+
+@testable import BookingHandler
+
+/// `booking.replay`: who may ask and where it may publish.
+@Suite("Replay permission")
+struct ReplayPermissionTests {
+    static func processor() throws -> (CommandProcessor, URL) {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("replay-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let store = try BookingStore(path: dir.appendingPathComponent("h.sqlite").path)
+        return (CommandProcessor(store: store, administrators: ["ops"], now: { Fixture.now }), dir)
+    }
+
+    static func command(_ body: String, userID: String?) -> IncomingCommand {
+        IncomingCommand(body: Array(body.utf8), typeProperty: "booking.replay", routingKey: "booking.replay",
+                        messageID: UUID().uuidString, idempotencyKeyHeader: nil, userID: userID)
+    }
+
+    @Test(arguments: [nil, "", "ops"] as [String?])
+    func servicesAndAdministratorsMayReplay(_ user: String?) async throws {
+        let (processor, dir) = try Self.processor()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let result = try await processor.process(Self.command(#"{"queue":"availability-projector.replay","replayId":"r1"}"#, userID: user))
+        #expect(result == .replay(ReplayBookings(queue: "availability-projector.replay", replayId: "r1")))
+    }
+
+    @Test func otherUsersMayNot() async throws {
+        let (processor, dir) = try Self.processor()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let result = try await processor.process(Self.command(#"{"queue":"availability-projector.replay"}"#, userID: "calendar-app"))
+        guard case .handled(.error(let error), .replayBookings, false) = result else {
+            Issue.record("expected a 2003 reply, got \(result)")
+            return
+        }
+        #expect(error.code == .notPermitted)
+    }
+
+    @Test(arguments: ["pass-sender.events", "amq.gen-x", "availability-projector", "my.availability-projector.replay"])
+    func onlyProjectorQueues(_ queue: String) async throws {
+        let (processor, dir) = try Self.processor()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let result = try await processor.process(Self.command(#"{"queue":"\#(queue)"}"#, userID: nil))
+        guard case .handled(.error(let error), _, _) = result else {
+            Issue.record("expected a 2003 reply, got \(result)")
+            return
+        }
+        #expect(error.code == .notPermitted)
+        #expect(error.field == "queue")
+    }
+
+    @Test func replayIdIsMadeUpWhenAbsentAndBodyIsChecked() async throws {
+        let (processor, dir) = try Self.processor()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let result = try await processor.process(Self.command(#"{"queue":"availability-projector.x"}"#, userID: nil))
+        guard case .replay(let request) = result else {
+            Issue.record("expected a replay, got \(result)")
+            return
+        }
+        #expect(request.replayId?.isEmpty == false)
+        let missing = try await processor.process(Self.command("{}", userID: nil))
+        guard case .poison(.error(let error), _) = missing else {
+            Issue.record("expected poison, got \(missing)")
+            return
+        }
+        #expect(error.code == .invalidField)
+        #expect(error.field == "queue")
+    }
+
+    @Test func storePagesEveryBooking() async throws {
+        let (processor, dir) = try Self.processor()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await processor.store.transaction { tx in
+            try tx.upsertRoom(Fixture.berlin)
+            for i in 0..<7 {
+                var b = Fixture.booking(id: "b-\(i)", status: i == 3 ? .cancelled : .confirmed)
+                b.version = i + 1
+                try tx.save(b, startsAt: Date(), endsAt: Date())
+            }
+        }
+        var ids: [String] = []
+        var after: String?
+        while true {
+            let page = try await processor.store.replayBookings(after: after, limit: 3)
+            if page.isEmpty { break }
+            ids += page.map(\.id)
+            after = page.last?.id
+        }
+        #expect(ids == (0..<7).map { "b-\($0)" })
+        #expect(try await processor.store.replayRooms().map(\.room.name) == ["Berlin"])
+    }
+}

@@ -1,1 +1,0 @@
-// ProjectorIntegrationTests: tests arrive with their issue; this file keeps the target buildable.

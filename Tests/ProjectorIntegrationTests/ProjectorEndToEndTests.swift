@@ -1,0 +1,163 @@
+import AMQPClient
+import AvailabilityProjector
+import BookingContracts
+import Foundation
+import Testing
+import TestSupport
+
+/// Commands through the booking handler to the projector's answers over
+/// AMQP and HTTP, against the real broker. Each test has its own vhost.
+@Suite("Projector end to end", .serialized)
+struct ProjectorEndToEndTests {
+    @Test func commandsReachBothQueryPathsAndPublishChanges() async throws {
+        let h = try await ProjectorHarness.start()
+        let date = localDate(daysFromNow: 3)
+        // The six rooms of deploy/rooms.json arrive first.
+        try await h.waitForRooms("date=\(date)", "rooms registered") { $0.count == 6 }
+
+        let booking = try await h.create(date: date, start: "09:00", end: "10:30")
+        let reply = try await h.waitForRooms("date=\(date)&name=berlin", "Berlin booked") {
+            room($0, "Berlin")?.avail == ["07:00 - 09:00", "10:30 - 19:00"]
+        }
+        #expect(reply.count == 1)
+        #expect(reply[0].location == "2nd floor, east wing")
+
+        // The same answer over RPC, correlated, typed availability.reply.
+        let message = try await h.rpc(#"{"date":"\#(date)","name":"berlin"}"#)
+        #expect(message.properties.type == "availability.reply")
+        #expect(try ContractJSON.decode(AvailabilityReply.self, from: message.body) == reply)
+
+        // GET /rooms/{name}
+        let (status, body) = try await httpGet(h.base + "/rooms/Berlin?date=\(date)")
+        #expect(status == 200)
+        #expect(try ContractJSON.decode(RoomAvailability.self, from: Data(body.utf8)) == reply[0])
+
+        // availability.changed for the booked day.
+        let changed = try await h.nextChanges(1)
+        #expect(changed.map(\.room) == ["Berlin"])
+        #expect(changed.first?.date == date)
+        #expect(changed.first?.avail == ["07:00 - 09:00", "10:30 - 19:00"])
+
+        // Reschedule to another day: two days change.
+        let other = localDate(daysFromNow: 4)
+        let moved = try await h.send(.rescheduleBooking, RescheduleBooking(
+            bookingId: booking.id, date: .calendarDate(other), start: "13:00", end: "14:00"))
+        #expect(moved.isOK)
+        let two = try await h.nextChanges(2)
+        #expect(Set(two.map(\.date)) == [date, other])
+        #expect(two.first { $0.date == date }?.avail == ["07:00 - 19:00"])
+        #expect(two.first { $0.date == other }?.avail == ["07:00 - 13:00", "14:00 - 19:00"])
+        try await h.waitForRooms("date=\(other)&name=Berlin", "rescheduled") {
+            room($0, "Berlin")?.avail == ["07:00 - 13:00", "14:00 - 19:00"]
+        }
+
+        // Cancel: free again.
+        #expect(try await h.send(.cancelBooking, CancelBooking(bookingId: booking.id)).isOK)
+        try await h.waitForRooms("date=\(other)&name=Berlin", "cancelled") { room($0, "Berlin")?.avail == ["07:00 - 19:00"] }
+        await h.stop()
+    }
+
+    @Test func outOfOrderAndRepeatedEventsChangeNothing() async throws {
+        // One event at a time, in queue order, so the sentinel proves the
+        // events before it were handled.
+        let h = try await ProjectorHarness.start(eventConcurrency: 1)
+        let date = localDate(daysFromNow: 5)
+        try await h.waitForRooms("date=\(date)", "rooms registered") { $0.count == 6 }
+        func event(_ id: String, _ start: String, _ end: String, _ status: BookingStatus, _ version: Int, date: String = date) -> BookingEvent {
+            let zone = "Europe/Berlin"
+            let booking = Booking(
+                id: id, room: "Hamburg", date: date, start: start, end: end, timeZone: zone,
+                startsAt: ContractFormat.timestamp(ContractFormat.instant(date: date, time: start, timeZone: zone)!),
+                endsAt: ContractFormat.timestamp(ContractFormat.instant(date: date, time: end, timeZone: zone)!),
+                title: "t", status: status, attendees: [Attendee(name: "A", email: "a@example.com", phone: "+491701234567")],
+                version: version)
+            return BookingEvent(eventId: UUID().uuidString, occurredAt: ContractFormat.timestamp(Date()), booking: booking)
+        }
+        // The cancel arrives before its create; then the create, twice.
+        try await h.publishEvent(.bookingCancelled, event("x1", "09:00", "10:00", .cancelled, 2))
+        try await h.publishEvent(.bookingCreated, event("x1", "09:00", "10:00", .confirmed, 1))
+        try await h.publishEvent(.bookingConfirmed, event("x1", "09:00", "10:00", .confirmed, 1))
+        // Another booking: confirmed twice (same version), then an older reschedule.
+        let confirmed = event("x2", "12:00", "13:00", .confirmed, 2)
+        try await h.publishEvent(.bookingConfirmed, confirmed)
+        try await h.publishEvent(.bookingConfirmed, confirmed)
+        try await h.publishEvent(.bookingRescheduled, event("x2", "15:00", "16:00", .confirmed, 1))
+        // An unreadable event is dead-lettered, not a crash.
+        try await h.client.publish(Array("{oops".utf8), exchange: Topology.eventsExchange, routingKey: "booking.created",
+                                   properties: .persistentJSON(type: "booking.created"))
+        // Sentinel on another day.
+        let sentinelDate = localDate(daysFromNow: 6)
+        try await h.publishEvent(.bookingConfirmed, event("x3", "07:00", "08:00", .confirmed, 1, date: sentinelDate))
+        try await h.waitForRooms("date=\(sentinelDate)&name=Hamburg", "sentinel") { room($0, "Hamburg")?.avail == ["08:00 - 19:00"] }
+
+        let reply = try await h.rooms("date=\(date)&name=Hamburg")
+        #expect(room(reply, "Hamburg")?.avail == ["07:00 - 12:00", "13:00 - 19:00"])
+        // Exactly two availability.changed: x2 on `date`, x3 on the sentinel date.
+        let changes = try await h.nextChanges(2)
+        #expect(changes.map(\.date) == [date, sentinelDate])
+        // Dead-lettering is asynchronous: wait for the unreadable event to arrive.
+        let client = h.client
+        let dead = try await withTimeout(60, "dead-lettered event") {
+            while true {
+                let info = try await client.queueInfo(Topology.deadLetterQueue(for: Topology.projectorEventsQueue))
+                if info.messageCount > 0 { return info.messageCount }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        #expect(dead == 1)
+        await h.stop()
+    }
+
+    @Test func badQueriesGetContractErrors() async throws {
+        let h = try await ProjectorHarness.start()
+        let (s1, b1) = try await httpGet(h.base + "/rooms?date=2026-02-30")
+        #expect(s1 == 400)
+        let e1 = try ContractJSON.decode(CommandReply.self, from: Data(b1.utf8))
+        #expect(e1 == .failure(.invalidField, "date '2026-02-30' is not a calendar date", field: "date"))
+        let (s2, b2) = try await httpGet(h.base + "/rooms?freeFrom=11:00&freeTo=10:00")
+        #expect(s2 == 400)
+        #expect(b2.contains("1104"))
+        let (s3, b3) = try await httpGet(h.base + "/rooms/Atlantis?date=today")
+        #expect(s3 == 404)
+        #expect(b3.contains("1101"))
+        let (s4, _) = try await httpGet(h.base + "/rooms?minCapacity=lots")
+        #expect(s4 == 400)
+
+        let bad = try await h.rpc("this is not json")
+        #expect(bad.properties.type == "availability.reply")
+        let error = try ContractJSON.decode(CommandReply.self, from: bad.body)
+        #expect(error.isOK == false)
+        if case .error(let e) = error { #expect(e.code == .invalidJSON) }
+        let wrong = try await h.rpc(#"{"equipment":"beamer"}"#)
+        if case .error(let e) = try ContractJSON.decode(CommandReply.self, from: wrong.body) {
+            #expect(e.field == "equipment")
+        } else {
+            Issue.record("expected an error reply")
+        }
+        // The projector still answers, and nothing was dead-lettered.
+        let fine = try await h.rpc("{}")
+        #expect(try ContractJSON.decode(AvailabilityReply.self, from: fine.body).count == 6)
+        #expect(try await h.client.queueInfo(Topology.deadLetterQueue(for: Topology.availabilityQueriesQueue)).messageCount == 0)
+        let (healthy, _) = try await httpGet(h.base + "/healthz")
+        #expect(healthy == 200)
+        await h.stop()
+    }
+
+    @Test func replayIsOnlyForPermittedRequestersAndProjectorQueues() async throws {
+        let h = try await ProjectorHarness.start()
+        let asGuest = try await h.send(.replayBookings, ReplayBookings(queue: ProjectorControl.replayQueue), userID: "guest")
+        #expect(asGuest == .failure(.notPermitted, "booking.replay is only permitted for ADMIN_USERS"))
+        if case .error(let e) = try await h.send(.replayBookings, ReplayBookings(queue: "pass-sender.events")) {
+            #expect(e.code == .notPermitted)
+        } else {
+            Issue.record("replay to a foreign queue was accepted")
+        }
+        if case .error(let e) = try await h.send(.replayBookings, ReplayBookings(queue: "availability-projector.missing")) {
+            #expect(e.code == .invalidField)
+            #expect(e.field == "queue")
+        } else {
+            Issue.record("replay to a missing queue was accepted")
+        }
+        await h.stop()
+    }
+}
