@@ -20,6 +20,8 @@ private func sendAndPrint<Body: Encodable>(_ type: CommandType, _ body: Body, gl
         switch reply {
         case .booking(let booking): print(Output.describe(booking))
         case .room(let room): print(Output.describe(room))
+        case .replay(let summary):
+            print("replayed \(summary.rooms) rooms and \(summary.bookings) bookings to \(summary.queue) (replay \(summary.replayId))")
         case .error(let error): FileHandle.standardError.write(Data((Output.describe(error) + "\n").utf8))
         }
     }
