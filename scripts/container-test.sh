@@ -92,7 +92,7 @@ check() {
 # ---- 1. packages -----------------------------------------------------------
 
 section "installing packages (idempotent)"
-APT_PACKAGES=(docker.io docker-compose debootstrap amqp-tools iproute2 curl)
+APT_PACKAGES=(docker.io docker-compose debootstrap amqp-tools iproute2 curl prometheus)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   [[ $(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true) == "install ok installed" ]] || missing+=("$pkg")
@@ -100,13 +100,23 @@ done
 if ((${#missing[@]} > 0)); then
   say "apt-get install ${missing[*]}"
   apt_log=$(mktemp /tmp/container-test-apt.XXXXXX)
+  # prometheus (for promtool) and docker.io would start their daemons from
+  # the maintainer scripts; a temporary policy-rc.d prevents that.
+  created_policy=""
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\n# temporary, from container-test.sh\nexit 101\n' >/usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    created_policy=1
+  fi
   if ! { DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "${missing[@]}"; } \
     >"$apt_log" 2>&1; then
     tail -n 30 "$apt_log" >&2
+    [[ -z $created_policy ]] || rm -f /usr/sbin/policy-rc.d
     die "apt-get failed"
   fi
+  [[ -z $created_policy ]] || rm -f /usr/sbin/policy-rc.d
   rm -f "$apt_log"
 fi
 pip_missing=()
@@ -172,7 +182,11 @@ cleanup() {
   if [[ $(cat /proc/sys/net/ipv4/ip_forward) != "$ip_forward_before" ]]; then
     echo "$ip_forward_before" >/proc/sys/net/ipv4/ip_forward || true
   fi
-  umount "$WORK"/data/* 2>/dev/null || true
+  # dockerd leaves its default network namespace mounted in the exec root.
+  local m
+  for m in $(awk -v w="$WORK/" 'index($2, w) == 1 {print $2}' /proc/self/mounts | sort -r); do
+    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+  done
   rm -rf "$WORK" 2>/dev/null || { sleep 2; rm -rf "$WORK" || say "could not remove $WORK"; }
   exit "$rc"
 }
@@ -187,6 +201,15 @@ if skipped lint; then skip "lint"; else
   check "hadolint deploy/Dockerfile" hadolint deploy/Dockerfile
   check "hadolint deploy/rabbitmq/Dockerfile" hadolint deploy/rabbitmq/Dockerfile
   check "docker-compose config -q" "$COMPOSE" -f docker-compose.yml config -q
+  check "promtool check rules deploy/prometheus/alerts.yml" promtool check rules deploy/prometheus/alerts.yml
+  check "promtool test rules deploy/prometheus/alerts.test.yml" \
+    bash -c "cd deploy/prometheus && promtool test rules alerts.test.yml"
+  check "promtool check config deploy/prometheus/prometheus.yml" promtool check config deploy/prometheus/prometheus.yml
+  check "definitions.json is valid JSON with no guest user" "$PYTHON" -c '
+import json, sys
+d = json.load(open("deploy/rabbitmq/definitions.json"))
+names = [u["name"] for u in d["users"]]
+sys.exit("guest defined" if "guest" in names else 0)'
 fi
 
 # ---- 3. dockerd ------------------------------------------------------------
@@ -345,8 +368,9 @@ check "external publisher may not declare queues outside external-publisher.*" \
   bash -c "! amqp-declare-queue --url='$EXT_URL' -q booking-handler.sneaky >/dev/null 2>&1"
 check "external publisher may not read passes.failed" \
   bash -c "! amqp-get --url='$EXT_URL' -q passes.failed >/dev/null 2>&1"
-check "user_id of another user is refused" \
-  bash -c "! ${CLIENT[*]@Q} book '$EXT_URL' --user-id booking-handler --room Berlin --date 2030-01-07 --start 07:00 --end 07:15 --timeout 5"
+check "a user_id other than the login is refused (PRECONDITION_FAILED)" \
+  "${CLIENT[@]}" refused "$EXT_URL" --exchange booking.commands --routing-key booking.create \
+  --user-id booking-handler --expect-code 406
 
 # Operator's taps on booking.events, bound before the first booking.
 check "operator (bookingctl user) binds its tap queues to booking.events" bash -c "
@@ -358,6 +382,7 @@ DATE=$(TZ=Europe/Berlin date -d '+3 days' +%F)
 
 book() { # book LABEL START END REPLYMODE -> sets BOOKING_ID; counts a check
   local label=$1 out rc=0
+  skipped pass || OUTBOX_BEFORE=$(outbox_files)
   out=$("${CLIENT[@]}" book "$EXT_URL" --user-id external-publisher --reply "$4" \
     --room Berlin --date "$DATE" --start "$2" --end "$3" --title "container test $label" 2>&1) || rc=$?
   BOOKING_ID=$("$PYTHON" -c 'import json,sys; r=json.loads(sys.stdin.read().splitlines()[-1]); print(r["booking"]["id"])' <<<"$out" 2>/dev/null || true)
@@ -381,10 +406,23 @@ pass_delivered() { # pass_delivered LABEL BOOKING_ID
   check "$1: pass.delivered event for the booking" \
     "${CLIENT[@]}" wait-event "$OPS_URL" --queue bookingctl.container-test.pass --type pass.delivered \
     --booking-id "$2" --timeout 60
-  # The pass sender spools passes to $DATA_DIR/outbox/ (no PASS_GATEWAY_URL).
-  check "$1: pass spooled in the pass-sender volume (outbox/ names the booking)" \
-    bash -c "'$COMPOSE' ${COMPOSE_ARGS[*]} exec -T pass-sender sh -c 'grep -rl -- \"$2\" /data/outbox/'"
+  # The pass sender spools passes to $DATA_DIR/outbox/ (no PASS_GATEWAY_URL):
+  # one more file there than before the booking (one attendee).
+  check "$1: pass spooled in the pass-sender volume (/data/outbox/)" bash -c "
+    for i in \$(seq 1 30); do
+      n=\$(outbox_files); [[ \$n -gt $OUTBOX_BEFORE ]] && exit 0; sleep 1
+    done
+    echo \"outbox/ has \$n files, had $OUTBOX_BEFORE before the booking\"; exit 1"
 }
+outbox_files() { # files in the pass sender's spool directory (0 if none)
+  local n
+  n=$("$COMPOSE" -p "$PROJECT" -f "$ROOT/docker-compose.yml" exec -T pass-sender \
+    sh -c 'find /data/outbox -type f 2>/dev/null | wc -l' 2>/dev/null | tr -dc 0-9)
+  echo "${n:-0}"
+}
+export -f outbox_files
+export COMPOSE PROJECT ROOT
+OUTBOX_BEFORE=0
 
 availability_changed() { # availability_changed LABEL START END
   if skipped availability; then skip "$1: availability changed (CONTAINER_TEST_SKIP=availability)"; return 0; fi
@@ -405,7 +443,7 @@ book "direct reply-to" 11:00 11:30 direct || true
 
 section "metrics"
 check "booking-handler /metrics has booking_outbox_backlog" \
-  bash -c "'$COMPOSE' ${COMPOSE_ARGS[*]} exec -T booking-handler bash -c 'exec 3<>/dev/tcp/127.0.0.1/8081; printf \"GET /metrics HTTP/1.0\r\n\r\n\" >&3; cat <&3' | grep -q '^booking_outbox_backlog'"
+  bash -c "'$COMPOSE' ${COMPOSE_ARGS[*]} exec -T booking-handler timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/8081; printf \"GET /metrics HTTP/1.0\r\nConnection: close\r\n\r\n\" >&3; timeout 5 cat <&3' | grep '^booking_outbox_backlog'"
 check "rabbitmq_prometheus exposes rabbitmq_queue_messages{queue=\"passes.failed\"}" \
   bash -c "curl -fsS http://127.0.0.1:$PROMETHEUS_PORT/metrics | grep -q '^rabbitmq_queue_messages{vhost=\"/\",queue=\"passes.failed\"}'"
 
@@ -418,12 +456,19 @@ if skipped restart; then skip "broker restart (CONTAINER_TEST_SKIP=restart)"; el
   wait_healthy "after broker restart" || true
   check "restart: guest still absent, users re-imported" \
     bash -c "'$COMPOSE' ${COMPOSE_ARGS[*]} exec -T rabbitmq rabbitmqctl -q list_users | grep -q '^external-publisher' && ! '$COMPOSE' ${COMPOSE_ARGS[*]} exec -T rabbitmq rabbitmqctl -q list_users | grep -q '^guest'"
-  # Wait until every service has reconnected (a consumer on each work queue).
-  check "restart: every service queue has a consumer again" bash -c "
+  # Every service has reconnected and consumes its queues again (the pass
+  # sender's and the projector's only once they consume at all).
+  consumed=(booking-handler.commands)
+  skipped pass || consumed+=(pass-sender.events)
+  skipped availability || consumed+=(availability-projector.events availability.queries)
+  check "restart: consumers back on ${consumed[*]}" bash -c "
     for i in \$(seq 1 60); do
       out=\$('$COMPOSE' ${COMPOSE_ARGS[*]} exec -T rabbitmq rabbitmqctl -q list_queues name consumers 2>/dev/null)
-      n=\$(awk '\$1==\"booking-handler.commands\" && \$2>0' <<<\"\$out\" | wc -l)
-      [[ \$n -ge 1 ]] && exit 0
+      missing=0
+      for q in ${consumed[*]}; do
+        awk -v q=\"\$q\" '\$1==q && \$2>0 {f=1} END {exit !f}' <<<\"\$out\" || missing=1
+      done
+      ((missing == 0)) && exit 0
       sleep 2
     done
     echo \"\$out\"; exit 1"

@@ -7,9 +7,11 @@ and an operator do against the broker, with python `pika`.
       Publishes booking.create to booking.commands (mandatory, confirmed) with
       reply_to = direct reply-to or an exclusive queue `<user>.replies.<uuid>`,
       waits for the one reply and prints it (JSON). Exit 0 when ok:true.
-  amqp_client.py refused URL --exchange X --routing-key K
-      Publishes to X and expects the broker to refuse it (ACCESS_REFUSED,
-      403). Exit 0 when refused, 1 when accepted.
+      (The reply queue is named after the login user, not --user-id.)
+  amqp_client.py refused URL --exchange X --routing-key K [--user-id U] [--expect-code N]
+      Publishes `{}` to X and expects the broker to refuse it with code N
+      (default 403 ACCESS_REFUSED; a foreign user_id gives 406
+      PRECONDITION_FAILED). Exit 0 when refused so, 1 otherwise.
   amqp_client.py watch URL --queue Q --key K [--key K...]
       Declares Q (classic, durable, auto-delete off) and binds it to
       booking.events with the keys (operator's event tap).
@@ -44,7 +46,7 @@ def cmd_book(a):
     conn = connect(a.url)
     ch = conn.channel()
     ch.confirm_delivery()
-    user = a.user_id or user_of(a.url)
+    user = user_of(a.url)
     if a.reply == "direct":
         reply_to = "amq.rabbitmq.reply-to"
     else:
@@ -84,13 +86,13 @@ def cmd_refused(a):
     ch.confirm_delivery()
     try:
         ch.basic_publish(a.exchange, a.routing_key, b"{}",
-                         pika.BasicProperties(content_type="application/json"))
+                         pika.BasicProperties(content_type="application/json", user_id=a.user_id))
         # Confirmed: the broker accepted it.
         print(f"publish to {a.exchange!r} was accepted", file=sys.stderr)
         return 1
     except pika.exceptions.ChannelClosedByBroker as e:
         print(f"refused: {e.reply_code} {e.reply_text}")
-        return 0 if e.reply_code == 403 else 1
+        return 0 if e.reply_code == a.expect_code else 1
     finally:
         if conn.is_open:
             conn.close()
@@ -169,6 +171,8 @@ def main():
     r.add_argument("url")
     r.add_argument("--exchange", required=True)
     r.add_argument("--routing-key", required=True)
+    r.add_argument("--user-id")
+    r.add_argument("--expect-code", type=int, default=403, help="403 ACCESS_REFUSED, 406 PRECONDITION_FAILED")
     w = sub.add_parser("watch")
     w.add_argument("url")
     w.add_argument("--queue", required=True)
