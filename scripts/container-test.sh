@@ -428,7 +428,7 @@ availability_changed() { # availability_changed LABEL START END
   if skipped availability; then skip "$1: availability changed (CONTAINER_TEST_SKIP=availability)"; return 0; fi
   check "$1: availability.changed event for Berlin" \
     "${CLIENT[@]}" wait-event "$OPS_URL" --queue bookingctl.container-test.availability \
-    --type availability.changed --field room=Berlin --field date="$DATE" --timeout 60
+    --type availability.changed --field room=Berlin --field date="$DATE" --booked "$2-$3" --timeout 60
   check "$1: GET /rooms?date=$DATE on :$PROJECTOR_PORT no longer offers $2-$3 in Berlin" \
     "$PYTHON" "$ROOT/scripts/container/check_availability.py" \
     "http://127.0.0.1:$PROJECTOR_PORT/rooms?date=$DATE&name=Berlin" Berlin "$2" "$3" 60
@@ -462,7 +462,8 @@ if skipped restart; then skip "broker restart (CONTAINER_TEST_SKIP=restart)"; el
   skipped pass || consumed+=(pass-sender.events)
   skipped availability || consumed+=(availability-projector.events availability.queries)
   check "restart: consumers back on ${consumed[*]}" bash -c "
-    for i in \$(seq 1 60); do
+    deadline=\$((SECONDS + 90))
+    while ((SECONDS < deadline)); do
       out=\$('$COMPOSE' ${COMPOSE_ARGS[*]} exec -T rabbitmq rabbitmqctl -q list_queues name consumers 2>/dev/null)
       missing=0
       for q in ${consumed[*]}; do

@@ -15,9 +15,11 @@ and an operator do against the broker, with python `pika`.
   amqp_client.py watch URL --queue Q --key K [--key K...]
       Declares Q (classic, durable, auto-delete off) and binds it to
       booking.events with the keys (operator's event tap).
-  amqp_client.py wait-event URL --queue Q --type T [--booking-id ID] [--field K=V...] [--timeout S]
+  amqp_client.py wait-event URL --queue Q --type T [--booking-id ID] [--field K=V...]
+        [--booked HH:MM-HH:MM] [--timeout S]
       Reads Q until an event of type T (about booking ID, with top-level
-      fields K=V) arrives; prints it.
+      fields K=V, whose `avail` does not offer the booked range) arrives;
+      prints it.
   amqp_client.py delete-queue URL --queue Q
 """
 import argparse
@@ -118,6 +120,18 @@ def event_booking_id(body):
     return None
 
 
+def minutes(hhmm):
+    h, m = hhmm.strip().split(":")
+    return int(h) * 60 + int(m)
+
+
+def overlaps(free_range, booked):
+    """Does a free range "HH:MM - HH:MM" overlap the booked "HH:MM-HH:MM"?"""
+    a, b = (minutes(x) for x in free_range.split("-"))
+    s, e = (minutes(x) for x in booked.split("-"))
+    return a < e and s < b
+
+
 def cmd_wait_event(a):
     conn = connect(a.url)
     ch = conn.channel()
@@ -136,13 +150,17 @@ def cmd_wait_event(a):
         seen.append(etype)
         fields_match = all(isinstance(body, dict) and str(body.get(k)) == v
                            for k, v in (f.split("=", 1) for f in a.field))
-        if etype == a.type and fields_match and (a.booking_id is None or event_booking_id(body) == a.booking_id):
+        booked_ok = a.booked is None or (
+            isinstance(body, dict) and isinstance(body.get("avail"), list)
+            and not any(overlaps(r, a.booked) for r in body["avail"]))
+        if etype == a.type and fields_match and booked_ok and (a.booking_id is None or event_booking_id(body) == a.booking_id):
             print(json.dumps(body))
             conn.close()
             return 0
     conn.close()
-    print(f"no {a.type} event for booking {a.booking_id} within {a.timeout:.0f} s "
-          f"(saw: {', '.join(seen) or 'nothing'})", file=sys.stderr)
+    what = " ".join([a.type] + ([f"bookingId={a.booking_id}"] if a.booking_id else []) + a.field
+                    + ([f"avail without {a.booked}"] if a.booked else []))
+    print(f"no event {what} within {a.timeout:.0f} s (saw: {', '.join(seen) or 'nothing'})", file=sys.stderr)
     return 1
 
 
@@ -183,6 +201,7 @@ def main():
     e.add_argument("--type", required=True)
     e.add_argument("--booking-id")
     e.add_argument("--field", action="append", default=[], help="KEY=VALUE a top-level field must have")
+    e.add_argument("--booked", help="HH:MM-HH:MM that the event's avail list must not offer")
     e.add_argument("--timeout", type=float, default=60)
     d = sub.add_parser("delete-queue")
     d.add_argument("url")
