@@ -4,7 +4,7 @@
 # Usage: scripts/install-deps.sh
 #
 #   Debian packages (apt): rabbitmq-server librabbitmq-dev libphonenumber-dev
-#     libprotobuf-dev amqp-tools iproute2 libsqlite3-dev tzdata openssl chromium
+#     libprotobuf-dev amqp-tools iproute2 libsqlite3-dev tzdata openssl chromium curl
 #   Python packages (pip): jsonschema, pyyaml
 #
 # Safe to run any number of times: when everything is present it only queries
@@ -28,6 +28,7 @@ APT_PACKAGES=(
   tzdata             # IANA time zones for the rooms
   openssl            # test CA and TLS certificates for the broker's amqps listener
   chromium           # headless browser for the projector page test (Tests/ProjectorIntegrationTests)
+  curl               # scripts/run.sh asks the projector over HTTP
 )
 PIP_PACKAGES=(jsonschema pyyaml)   # pip names
 PIP_MODULES=(jsonschema yaml)      # matching import names

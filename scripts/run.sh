@@ -5,6 +5,11 @@
 # the broker.
 #
 # Usage: scripts/run.sh [--demo]
+#
+# Shows: a booking published with amqp-tools as another system would, the
+# conflict reply for an overlapping one, the access pass the pass sender
+# spooled to .data/pass-sender/outbox/, the projector's answer over HTTP
+# and over AMQP (bookingctl rooms), the queues; the page is on :8080.
 #   --demo   run the scripted walkthrough and exit (no waiting for Ctrl-C)
 #
 # Environment: AMQP_PORT (default: a free port), BUILD_CONFIG (release|debug,
@@ -27,6 +32,7 @@ section "building ($CONFIG)"
 swift build -c "$CONFIG" --product booking-handler
 swift build -c "$CONFIG" --product pass-sender
 swift build -c "$CONFIG" --product availability-projector
+swift build -c "$CONFIG" --product bookingctl
 BIN=$(swift build -c "$CONFIG" --show-bin-path)
 
 [[ ${FRESH:-0} == 1 ]] && rm -rf "$DATA" /tmp/room-booking-run-rabbitmq
@@ -85,9 +91,32 @@ section "the same slot again from another system: refused with the conflicting b
 ROOM_REPLY=$(AMQP_URL=$AMQP_URL "$ROOT/docs/examples/publish-booking.sh" Berlin 10:00 11:00)
 echo "$ROOM_REPLY" | python3 -m json.tool
 
+BOOKING_DATE=$(TZ=Europe/Berlin date -d tomorrow +%F)
+
+section "the pass sender spooled the attendee's access pass (no PASS_GATEWAY_URL set): .data/pass-sender/outbox/"
+for _ in $(seq 1 100); do
+  compgen -G "$DATA/pass-sender/outbox/*.eml" >/dev/null && break
+  sleep 0.2
+done
+ls -1 "$DATA/pass-sender/outbox/" 2>/dev/null | tail -n 4 || echo "(no pass yet: see .data/pass-sender.log)"
+EML=$(ls -1t "$DATA"/pass-sender/outbox/*.eml 2>/dev/null | head -n 1 || true)
+[[ -n $EML ]] && sed -n '1,12p' "$EML"
+
+section "the projector's answer over HTTP: GET /rooms/Berlin?date=$BOOKING_DATE (09:00-10:30 is gone)"
+for _ in $(seq 1 100); do
+  body=$(curl -fsS "http://127.0.0.1:8080/rooms/Berlin?date=$BOOKING_DATE" 2>/dev/null || true)
+  [[ $body == *'"avail"'* && $body != *'"07:00 - 19:00"'* ]] && break
+  sleep 0.2
+done
+echo "${body:-(no answer: see .data/availability-projector.log)}" | python3 -m json.tool || true
+
+section "the same over AMQP, with the operators' CLI: bookingctl rooms --date $BOOKING_DATE --equipment beamer"
+"$BIN/bookingctl" rooms --date "$BOOKING_DATE" --equipment beamer --amqp-url "$AMQP_URL" || true
+
 sleep 6  # RabbitMQ refreshes quorum-queue counters every few seconds
-section "the contract's queues (events wait in the consumers' queues until their services consume them)"
+section "the broker's queues"
 ctl list_queues name type messages consumers | grep -E -v '^(Timeout|Listing)' | column -t
+section "the time bars: open http://127.0.0.1:8080/?date=$BOOKING_DATE"
 
 if ((DEMO)); then
   section "demo done"

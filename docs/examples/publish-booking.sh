@@ -9,7 +9,9 @@ ROOM=${1:-Berlin}
 START=${2:-09:00}
 END=${3:-10:30}
 DATE=$(TZ=Europe/Berlin date -d tomorrow +%F)
-REPLIES=my-system.replies
+# With the broker of docker-compose.yml, the external-publisher user may only
+# declare and read queues named external-publisher.*.
+REPLIES=${REPLY_QUEUE:-external-publisher.replies}
 
 amqp-declare-queue --url="$URL" -q "$REPLIES" >/dev/null
 amqp-publish --url="$URL" -e booking.commands -r booking.create -p -C application/json \
