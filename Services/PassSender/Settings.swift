@@ -108,7 +108,9 @@ public struct RetryDelay: Sendable, Hashable, CustomStringConvertible {
             return
         }
         guard let n = Int(t), n >= 0 else { return nil }
-        self.milliseconds = n * 1000
+        let (product, overflow) = n.multipliedReportingOverflow(by: 1000)
+        guard !overflow else { return nil }
+        self.milliseconds = product
     }
 
     /// Parses a comma-separated list; each delay must be 1ms…24h.

@@ -13,9 +13,10 @@ struct BookingCtl: AsyncParsableCommand {
             Commands that send a booking command wait for its reply, print it and
             exit non-zero on an error reply (the contract's error code is printed).
 
-            Exit status: 0 success; 1 error reply (or other failure); 64 bad usage;
-            68 nothing receives the message (service or topology missing);
-            69 broker unreachable, login refused or no reply in time.
+            Exit status: 0 success; 1 error reply (or other failure); 3 no failed pass
+            matched (passes failed show/retry/discard); 64 bad usage; 68 nothing
+            receives the message (service or topology missing); 69 broker
+            unreachable, login refused or no reply in time.
             """,
         subcommands: [RoomCommand.self, BookCommand.self, ConfirmCommand.self, CancelCommand.self,
                       RescheduleCommand.self, RoomsCommand.self, PassesCommand.self, ProjectorCommand.self,

@@ -67,7 +67,8 @@ struct FailedPassesCommand: AsyncParsableCommand {
         func run() async throws {
             let entries = try await withQueue(global) { try await $0.list() }
             guard let entry = entries.first(where: { $0.key == key }) else {
-                throw CleanExit.message("no pass \(key) in passes.failed")
+                FileHandle.standardError.write(Data("bookingctl: no pass \(key) in passes.failed\n".utf8))
+                throw ExitCode(3)
             }
             if global.json {
                 printJSON(entryJSON(entry))
@@ -162,10 +163,22 @@ struct FailedPassesCommand: AsyncParsableCommand {
 }
 
 private func withQueue<T: Sendable>(_ global: GlobalOptions, _ body: (FailedPassQueue) async throws -> T) async throws -> T {
-    let connection = try await global.connect()
+    let connection: AMQPConnection
+    do {
+        connection = try await CommandClient(global: global).connect()
+    } catch let error as CLIError {
+        FileHandle.standardError.write(Data("bookingctl: \(error.description)\n".utf8))
+        throw error.exit
+    }
     let queue = FailedPassQueue(connection: connection)
     do {
         try await queue.declare()
+    } catch {
+        await connection.close()
+        FileHandle.standardError.write(Data("bookingctl: cannot use \(Topology.passesFailedQueue): \(error)\n".utf8))
+        throw ExitCode(1)
+    }
+    do {
         let result = try await body(queue)
         await connection.close()
         return result

@@ -26,7 +26,8 @@ struct ProjectorRebuildCommand: AsyncParsableCommand {
             arriving, then swaps it in. Answers stay the same unless the old model
             had drifted; the rooms-days that changed are counted and published as
             availability.changed. Exits 0 when the new model is live, 1 on an error
-            reply (code and text printed), 3 when no projector answered in time.
+            reply (code and text printed), 68 when no projector runs (its control queue
+            does not exist), 69 when none answered in time.
 
             Example:
               bookingctl projector rebuild --amqp-url amqp://ops:secret@broker:5672/%2f
@@ -35,14 +36,25 @@ struct ProjectorRebuildCommand: AsyncParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
-    @Option(help: "Seconds to wait for the rebuild to finish.")
-    var wait: Double = 600
+    @Option(help: "Seconds to wait for the rebuild to finish (the projector gives a replay 600 s).")
+    var wait: Double = 660
 
     func run() async throws {
-        let connection = try await global.connect()
+        let connection: AMQPConnection
+        do {
+            connection = try await CommandClient(global: global).connect()
+        } catch let error as CLIError {
+            FileHandle.standardError.write(Data("bookingctl: \(error.description)\n".utf8))
+            throw error.exit
+        }
         var properties = AMQPProperties.persistentJSON(type: ProjectorControl.rebuildType,
                                                        messageID: UUID().uuidString.lowercased())
         properties.appID = "bookingctl"
+        // A request nobody answers in time must not run later (when a stopped
+        // projector comes back, or once per retry of this command): it
+        // expires with our wait and does not survive a broker restart.
+        properties.deliveryMode = .transient
+        properties.expiration = String(Int64(max(1, wait) * 1000))
         let message: AMQPMessage
         do {
             message = try await connection.call(Array("{}".utf8), exchange: "", routingKey: ProjectorControl.queue,
@@ -52,12 +64,14 @@ struct ProjectorRebuildCommand: AsyncParsableCommand {
                 ? "no availability projector: queue \(ProjectorControl.queue) does not exist"
                 : "no answer from the availability projector: \(error)"
             if global.json {
-                print(#"{"ok":false,"error":{"code":null,"text":"\#(text.replacingOccurrences(of: "\"", with: "'"))"}}"#)
+                let body = try? JSONSerialization.data(withJSONObject: ["ok": false, "error": ["code": NSNull(), "text": text]],
+                                                       options: [.sortedKeys])
+                print(String(decoding: body ?? Data(), as: UTF8.self))
             } else {
                 FileHandle.standardError.write(Data("bookingctl: \(text)\n".utf8))
             }
             await connection.close()
-            throw ExitCode(3)
+            throw error.code == .unroutable ? ExitStatus.unroutable : ExitStatus.unavailable
         }
         await connection.close()
         let reply = try ContractJSON.decode(ProjectorControl.Reply.self, from: message.body)

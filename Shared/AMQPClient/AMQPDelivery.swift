@@ -1,3 +1,5 @@
+import Metrics
+
 /// A message delivered to a consumer. Settle it exactly once with
 /// ``ack()``, ``nack(requeue:)`` or ``reject(requeue:)``; unsettled
 /// deliveries are redelivered by the broker when the channel closes.
@@ -50,8 +52,30 @@ struct DeliverySettler: Sendable {
     /// The connection generation the delivery came from; after a reconnect
     /// its delivery tag means nothing, so settling fails as stale.
     let generation: UInt64
+    /// The queue it came from and its routing key: the metric's dimensions.
+    let queue: String
+    let routingKey: String
 
     func settle(_ settlement: Settlement) async throws(AMQPError) {
         try await loop.submit { .settle(channel: channel, generation: generation, settlement, $0) }
+        let outcome = switch settlement {
+        case .ack: "acked"
+        case .nack(_, let requeue), .reject(_, let requeue): requeue ? "requeued" : "rejected"
+        }
+        Counter(label: "amqp_messages_settled_total",
+                dimensions: [("queue", queue), ("type", MessageMetrics.typeLabel(routingKey)),
+                             ("outcome", outcome)]).increment()
+    }
+}
+
+/// Dimensions of the per-queue message metrics.
+enum MessageMetrics {
+    /// The `type` dimension: the routing key — bounded by the queue's
+    /// bindings (a command or event type in wire contract v1, the queue name
+    /// for messages sent through the default exchange) — rather than the
+    /// `type` property, which is any text a client chose. Truncated so a
+    /// long key cannot bloat the registry.
+    static func typeLabel(_ routingKey: String) -> String {
+        routingKey.isEmpty ? "-" : String(routingKey.prefix(64))
     }
 }

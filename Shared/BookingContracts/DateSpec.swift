@@ -86,12 +86,21 @@ public enum DateSpec: Codable, Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// False only for a ``calendarDate(_:)`` that is not a real Gregorian day
-    /// (e.g. `2026-02-30`).
+    /// False for a ``calendarDate(_:)`` that is not a real Gregorian day
+    /// (e.g. `2026-02-30`) and for ``unixSeconds(_:)`` outside
+    /// `0...maxUnixSeconds` (before 1970 or past year 9999).
     public var isValid: Bool {
-        if case .calendarDate(let text) = self { return ContractFormat.calendarDate(text) != nil }
-        return true
+        switch self {
+        case .calendarDate(let text): return ContractFormat.calendarDate(text) != nil
+        case .unixSeconds(let seconds): return (0...DateSpec.maxUnixSeconds).contains(seconds)
+        case .today: return true
+        }
     }
+
+    /// The largest UNIX timestamp accepted: 9999-12-31T23:59:59Z, the last
+    /// instant with a four-digit year. Together with the lower bound 0 this
+    /// keeps every date computation far from integer overflow.
+    public static let maxUnixSeconds: Int64 = 253_402_300_799
 
     /// The local calendar date (`YYYY-MM-DD`) this names in `timeZone` when
     /// processed at `now`; nil for an invalid date or unknown zone.

@@ -52,8 +52,11 @@ public struct ReplaySummary: Codable, Sendable, Equatable {
 /// message with header ``replayIdHeader``; then one end marker of type
 /// ``endType`` whose body is a ``ReplaySummary``.
 public enum ReplayStream {
-    /// Queues a replay may publish to start with this prefix.
-    public static let queuePrefix = "availability-projector."
+    /// Queues a replay may publish to start with this prefix: the
+    /// projector's replay queue (and any `availability-projector.replay.*`),
+    /// never its live event or control queues, where a replay would only be
+    /// noise.
+    public static let queuePrefix = "availability-projector.replay"
     /// Header carrying ``ReplayBookings/replayId`` on every replayed message.
     public static let replayIdHeader = "x-replay-id"
     /// `type` of the end marker (body ``ReplaySummary``).

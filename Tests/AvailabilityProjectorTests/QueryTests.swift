@@ -96,6 +96,10 @@ struct QueryTests {
         #expect(error([("date", "2026-02-30")])?.code == .invalidField)
         #expect(error([("date", "2026-02-30")])?.field == "date")
         #expect(error([("date", "tomorrow")])?.field == "date")
+        // Timestamps whose date arithmetic would overflow are refused, not a crash.
+        #expect(error([("date", "9223372036854775807")])?.field == "date")
+        #expect(error([("date", "253402300800")])?.field == "date")
+        #expect(error([("date", "253402300799")]) == nil)
         #expect(error([("minCapacity", "many")])?.field == "minCapacity")
         #expect(error([("freeFrom", "9:00")])?.field == "freeFrom")
         #expect(error([("freeFrom", "11:00"), ("freeTo", "10:00")])?.code == .endNotAfterStart)
@@ -110,6 +114,8 @@ struct QueryTests {
             if case .failure(let e) = QueryEngine.parse(body: Array(text.utf8)) { return e }
             return nil
         }
+        #expect(bodyError(#"{"date": -9223372036854775808}"#)?.field == "date")
+        #expect(bodyError(#"{"date": 9223372036854775807}"#)?.field == "date")
         #expect(bodyError("not json")?.code == .invalidJSON)
         #expect(bodyError("[1]")?.code == .invalidJSON)
         #expect(bodyError(#"{"minCapacity":"four"}"#)?.field == "minCapacity")

@@ -102,6 +102,14 @@ struct ReadModelTests {
         old.capacity = 2
         _ = try await store.apply(.room(old, occurredAt: "2026-10-01T10:00:00Z"))
         #expect(store.index.snapshot.rooms["Berlin"]?.room.capacity == 8)
+        // Instants, not text: 10:00:00.5 is later than 10:00:00 although
+        // "…00Z" sorts after "…00.5Z" as text.
+        var newer = berlinRoom
+        newer.capacity = 12
+        _ = try await store.apply(.room(newer, occurredAt: "2026-11-01T10:00:00.500Z"))
+        #expect(store.index.snapshot.rooms["Berlin"]?.room.capacity == 12)
+        _ = try await store.apply(.room(old, occurredAt: "2026-11-01T10:00:00Z"))
+        #expect(store.index.snapshot.rooms["Berlin"]?.room.capacity == 12)
     }
 
     @Test func reopeningKeepsTheModel() async throws {

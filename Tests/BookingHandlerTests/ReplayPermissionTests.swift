@@ -38,7 +38,8 @@ struct ReplayPermissionTests {
         #expect(error.code == .notPermitted)
     }
 
-    @Test(arguments: ["pass-sender.events", "amq.gen-x", "availability-projector", "my.availability-projector.replay"])
+    @Test(arguments: ["pass-sender.events", "amq.gen-x", "availability-projector", "my.availability-projector.replay",
+                      "availability-projector.events", "availability-projector.control"])
     func onlyProjectorQueues(_ queue: String) async throws {
         let (processor, dir) = try Self.processor()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -54,7 +55,7 @@ struct ReplayPermissionTests {
     @Test func replayIdIsMadeUpWhenAbsentAndBodyIsChecked() async throws {
         let (processor, dir) = try Self.processor()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let result = try await processor.process(Self.command(#"{"queue":"availability-projector.x"}"#, userID: nil))
+        let result = try await processor.process(Self.command(#"{"queue":"availability-projector.replay.x"}"#, userID: nil))
         guard case .replay(let request) = result else {
             Issue.record("expected a replay, got \(result)")
             return

@@ -152,7 +152,7 @@ struct ProjectorEndToEndTests {
         } else {
             Issue.record("replay to a foreign queue was accepted")
         }
-        if case .error(let e) = try await h.send(.replayBookings, ReplayBookings(queue: "availability-projector.missing")) {
+        if case .error(let e) = try await h.send(.replayBookings, ReplayBookings(queue: "availability-projector.replay.missing")) {
             #expect(e.code == .invalidField)
             #expect(e.field == "queue")
         } else {

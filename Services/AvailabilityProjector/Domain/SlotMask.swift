@@ -134,16 +134,8 @@ public struct DayOccupancy: Hashable, Sendable {
 /// Local-time facts of a zone: which wall-clock slots of a date do not
 /// exist (spring-forward gap), the local date and minute of an instant.
 public enum LocalClock {
-    /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant).
-    static func days(year: Int, month: Int, day: Int) -> Int64 {
-        let y = Int64(month <= 2 ? year - 1 : year)
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let m = Int64(month)
-        let doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + Int64(day) - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        return era * 146_097 + doe - 719_468
-    }
+    /// Days since 1970-01-01 of a proleptic Gregorian date.
+    static func days(year: Int, month: Int, day: Int) -> Int64 { CivilDays.days(year: year, month: month, day: day) }
 
     /// The slots of `date` (`YYYY-MM-DD`) whose wall-clock start does not
     /// occur in `zone` (skipped by a daylight-saving change); empty on
@@ -169,22 +161,14 @@ public enum LocalClock {
     /// Local date and minute after midnight of `instant` in `zone`.
     public static func local(_ instant: Date, zone: TimeZone) -> (date: String, minute: Int) {
         let seconds = Int64(instant.timeIntervalSince1970.rounded(.down)) + Int64(zone.secondsFromGMT(for: instant))
-        let day = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        let day = CivilDays.day(ofSeconds: seconds)
         let minute = Int((seconds - day * 86_400) / 60)
         return (civilString(days: day), minute)
     }
 
     static func civilString(days: Int64) -> String {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let day = doy - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
-        return ContractFormat.calendarDateString(year: Int(year), month: Int(month), day: Int(day))
+        let d = CivilDays.civil(days: days)
+        return ContractFormat.calendarDateString(year: d.year, month: d.month, day: d.day)
     }
 
     /// The date `offset` days after `date` (`YYYY-MM-DD`), or nil.

@@ -155,12 +155,17 @@ public final class Rebuilder: Sendable {
     private func waitForEnd(_ replayId: String) async throws -> ReplaySummary {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<ReplaySummary, any Error>) in
-                let early = waiting.withLock { waiters -> Result<ReplaySummary, ReplyError>? in
-                    if let result = ended.withLock({ $0.removeValue(forKey: replayId) }) { return result }
+                let early = waiting.withLock { waiters -> Result<ReplaySummary, any Error>? in
+                    if let result = ended.withLock({ $0.removeValue(forKey: replayId) }) {
+                        return result.mapError { $0 as any Error }
+                    }
+                    // Cancelled before we got here: `onCancel` already ran and
+                    // found nothing to resume, so registering would wait forever.
+                    if Task.isCancelled { return .failure(CancellationError()) }
                     waiters[replayId] = continuation
                     return nil
                 }
-                if let early { continuation.resume(with: early.mapError { $0 as any Error }) }
+                if let early { continuation.resume(with: early) }
             }
         } onCancel: {
             let c = waiting.withLock { $0.removeValue(forKey: replayId) }

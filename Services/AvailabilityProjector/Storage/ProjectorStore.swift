@@ -92,6 +92,24 @@ public final class ProjectorStore: Sendable {
     }
 
     static let live = ""
+    /// Whether timestamp `a` is a later instant than `b`; unparseable text
+    /// falls back to text order (the contract's own form sorts correctly).
+    static func isNewer(_ a: String, than b: String) -> Bool {
+        if let x = instant(a), let y = instant(b) { return x > y }
+        return a > b
+    }
+
+    /// The contract's `YYYY-MM-DDTHH:mm:ssZ`, else any ISO 8601 instant
+    /// (fractions, offsets) another producer might write. Rooms change
+    /// rarely, so a formatter per call is fine here.
+    static func instant(_ text: String) -> Date? {
+        if let date = ContractFormat.parseTimestamp(text) { return date }
+        let formatter = ISO8601DateFormatter()
+        if let date = formatter.date(from: text) { return date }
+        formatter.formatOptions.insert(.withFractionalSeconds)
+        return formatter.date(from: text)
+    }
+
     static let staging = "rebuild_"
 
     /// Opens (creating as needed) the read model at `path` and loads the index.
@@ -105,7 +123,7 @@ public final class ProjectorStore: Sendable {
         self.index = index
         try pool.write { db in
             try Self.createTables(db, prefix: Self.live, ifNotExists: true)
-            try db.execute(sql: "DROP TABLE IF EXISTS rebuild_room; DROP TABLE IF EXISTS rebuild_booking; DROP TABLE IF EXISTS rebuild_roomday")
+            try db.execute(sql: "DROP TABLE IF EXISTS rebuild_room; DROP TABLE IF EXISTS rebuild_booking; DROP TABLE IF EXISTS rebuild_roomday; DROP TABLE IF EXISTS rebuild_seen")
         }
         let state = try pool.read { db in try Self.loadState(db) }
         index.replace(with: state)
@@ -229,7 +247,9 @@ public final class ProjectorStore: Sendable {
             // Rooms carry no version: the newest occurredAt wins (ties: the later arrival).
             let stored = try String.fetchOne(db.cachedStatement(sql: "SELECT occurredAt FROM \(p)room WHERE name = ?"),
                                              arguments: [room.name])
-            if let stored, stored > occurredAt { return (false, [], [], nil) }
+            // Compared as instants, not text: producers may write fractions
+            // of a second or an offset ("…00Z" vs "…00.5Z" sorts wrong as text).
+            if let stored, Self.isNewer(stored, than: occurredAt) { return (false, [], [], nil) }
             try db.cachedStatement(sql: """
                 INSERT INTO \(p)room (name, json, occurredAt) VALUES (?, ?, ?)
                 ON CONFLICT(name) DO UPDATE SET json = excluded.json, occurredAt = excluded.occurredAt
@@ -300,8 +320,12 @@ public final class ProjectorStore: Sendable {
         try await pool.writeWithoutTransaction { db in
             guard self.rebuild.withLock({ $0 == nil }) else { return false }
             try db.inTransaction(.immediate) {
-                try db.execute(sql: "DROP TABLE IF EXISTS rebuild_room; DROP TABLE IF EXISTS rebuild_booking; DROP TABLE IF EXISTS rebuild_roomday")
+                try db.execute(sql: "DROP TABLE IF EXISTS rebuild_room; DROP TABLE IF EXISTS rebuild_booking; DROP TABLE IF EXISTS rebuild_roomday; DROP TABLE IF EXISTS rebuild_seen")
                 try Self.createTables(db, prefix: Self.staging, ifNotExists: false)
+                // Which rooms and bookings the replay delivered, so a message
+                // delivered twice (a redelivered replay command replays again
+                // under the same id) is counted once against the end marker.
+                try db.execute(sql: "CREATE TABLE rebuild_seen (key TEXT PRIMARY KEY) WITHOUT ROWID")
                 return .commit
             }
             self.rebuild.withLock { $0 = RebuildProgress(replayId: replayId) }
@@ -314,12 +338,22 @@ public final class ProjectorStore: Sendable {
     public func applyReplayed(_ change: ModelChange, replayId: String) async throws -> Bool {
         try await pool.writeWithoutTransaction { db in
             guard self.rebuild.withLock({ $0?.replayId == replayId }) else { return false }
+            var first = false
             try db.inTransaction(.immediate) {
                 _ = try Self.apply(change, db, prefix: Self.staging)
+                let key: String
+                switch change {
+                case .room(let room, _): key = "room:" + room.name
+                case .booking(let booking): key = "booking:" + booking.id
+                }
+                try db.execute(sql: "INSERT OR IGNORE INTO rebuild_seen (key) VALUES (?)", arguments: [key])
+                first = db.changesCount > 0
                 return .commit
             }
-            self.rebuild.withLock { progress in
-                if case .room = change { progress?.rooms += 1 } else { progress?.bookings += 1 }
+            if first {
+                self.rebuild.withLock { progress in
+                    if case .room = change { progress?.rooms += 1 } else { progress?.bookings += 1 }
+                }
             }
             return true
         }
@@ -330,7 +364,7 @@ public final class ProjectorStore: Sendable {
         try await pool.writeWithoutTransaction { db in
             guard self.rebuild.withLock({ $0?.replayId == replayId }) else { return }
             self.rebuild.withLock { $0 = nil }
-            try db.execute(sql: "DROP TABLE IF EXISTS rebuild_room; DROP TABLE IF EXISTS rebuild_booking; DROP TABLE IF EXISTS rebuild_roomday")
+            try db.execute(sql: "DROP TABLE IF EXISTS rebuild_room; DROP TABLE IF EXISTS rebuild_booking; DROP TABLE IF EXISTS rebuild_roomday; DROP TABLE IF EXISTS rebuild_seen")
         }
     }
 
@@ -343,7 +377,7 @@ public final class ProjectorStore: Sendable {
             guard let progress = self.rebuild.withLock({ $0?.replayId == replayId ? $0 : nil }) else { return nil }
             try db.inTransaction(.immediate) {
                 try db.execute(sql: """
-                    DROP TABLE room; DROP TABLE booking; DROP TABLE roomday;
+                    DROP TABLE room; DROP TABLE booking; DROP TABLE roomday; DROP TABLE IF EXISTS rebuild_seen;
                     ALTER TABLE rebuild_room RENAME TO room;
                     ALTER TABLE rebuild_booking RENAME TO booking;
                     ALTER TABLE rebuild_roomday RENAME TO roomday;

@@ -8,34 +8,13 @@ import Foundation
 enum LocalTime {
     /// Largest UNIX timestamp whose date still has a four-digit year:
     /// 9999-12-31T23:59:59Z.
-    static let maxUnixSeconds: Int64 = 253_402_300_799
+    static let maxUnixSeconds: Int64 = DateSpec.maxUnixSeconds
 
-    /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
-    /// `days_from_civil`).
-    static func days(year: Int, month: Int, day: Int) -> Int64 {
-        let y = Int64(month <= 2 ? year - 1 : year)
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let m = Int64(month)
-        let doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + Int64(day) - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        return era * 146_097 + doe - 719_468
-    }
+    /// Days since 1970-01-01 of a proleptic Gregorian date.
+    static func days(year: Int, month: Int, day: Int) -> Int64 { CivilDays.days(year: year, month: month, day: day) }
 
-    /// The proleptic Gregorian date `days` after 1970-01-01 (H. Hinnant's
-    /// `civil_from_days`).
-    static func civil(days: Int64) -> (year: Int, month: Int, day: Int) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let day = doy - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
-        return (Int(year), Int(month), Int(day))
-    }
+    /// The proleptic Gregorian date `days` after 1970-01-01.
+    static func civil(days: Int64) -> (year: Int, month: Int, day: Int) { CivilDays.civil(days: days) }
 
     /// Every instant at which the local wall time `minutes` after midnight of
     /// the given date occurs in `zone`, earliest first: one on an ordinary
@@ -62,8 +41,7 @@ enum LocalTime {
     /// The local calendar date (`YYYY-MM-DD`) on which `instant` falls in `zone`.
     static func localDate(of instant: Date, zone: TimeZone) -> String {
         let seconds = Int64(instant.timeIntervalSince1970.rounded(.down)) + Int64(zone.secondsFromGMT(for: instant))
-        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
-        let d = civil(days: days)
+        let d = civil(days: CivilDays.day(ofSeconds: seconds))
         return ContractFormat.calendarDateString(year: d.year, month: d.month, day: d.day)
     }
 }

@@ -524,7 +524,11 @@ final class IOLoop: @unchecked Sendable {
         }
         guard let id = consumerByTag[consumerTag], let consumer = consumers[id] else { return }
         deliveredCounter.increment()
-        let settler = DeliverySettler(loop: self, channel: channel, generation: channelGeneration[channel] ?? 0)
+        let queue = consumer.spec.queue
+        Counter(label: "amqp_messages_consumed_total",
+                dimensions: [("queue", queue), ("type", MessageMetrics.typeLabel(routingKey))]).increment()
+        let settler = DeliverySettler(loop: self, channel: channel, generation: channelGeneration[channel] ?? 0,
+                                      queue: queue, routingKey: routingKey)
         consumer.continuation.yield(AMQPDelivery(
             body: body, properties: properties, exchange: exchange, routingKey: routingKey,
             redelivered: redelivered, deliveryTag: deliveryTag, consumerTag: consumerTag, settler: settler))
@@ -711,7 +715,8 @@ final class IOLoop: @unchecked Sendable {
             try control(promise, c) { () throws(AMQPError) -> AMQPDelivery? in
                 guard let r = try c.get(Self.controlChannel, queue: queue) else { return nil }
                 let settler = DeliverySettler(loop: self, channel: Self.controlChannel,
-                                              generation: channelGeneration[Self.controlChannel] ?? 0)
+                                              generation: channelGeneration[Self.controlChannel] ?? 0,
+                                              queue: queue, routingKey: r.routingKey)
                 return AMQPDelivery(body: r.message.body, properties: r.message.properties, exchange: r.exchange,
                                     routingKey: r.routingKey, redelivered: r.redelivered, deliveryTag: r.tag,
                                     consumerTag: "", settler: settler)
