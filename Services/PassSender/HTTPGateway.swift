@@ -46,9 +46,21 @@ public final class HTTPPassGateway: PassGateway {
         let ms = Int64(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
         do {
             let response = try await client.execute(http, timeout: .milliseconds(ms))
-            let bytes = try await response.body.collect(upTo: 1 << 20)
-            return GatewayOutcome.classify(status: Int(response.status.code), body: Array(buffer: bytes),
-                                           passCount: request.passes.count)
+            let status = Int(response.status.code)
+            let bytes: ByteBuffer
+            do {
+                bytes = try await response.body.collect(upTo: 1 << 20)
+            } catch {
+                // The gateway may have sent some passes; nothing tells which.
+                // Retrying is the only way not to lose one (see docs/pass-sender.md).
+                if (200..<300).contains(status) {
+                    logger.warning("gateway answered 2xx with an unreadable body; its passes will be retried and may arrive twice",
+                                   metadata: ["booking.id": .string(batch.bookingId), "http.status": "\(status)",
+                                              "error": "\(error)"])
+                }
+                return .transient(code: nil, text: "gateway answered HTTP \(status) with an unreadable body: \(error)")
+            }
+            return GatewayOutcome.classify(status: status, body: Array(buffer: bytes), passCount: request.passes.count)
         } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
             return .transient(code: nil, text: "gateway timed out after \(timeout)")
         } catch {
