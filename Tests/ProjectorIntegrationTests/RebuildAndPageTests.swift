@@ -119,6 +119,30 @@ struct RebuildAndPageTests {
         await h.stop()
     }
 
+    @Test func bookingctlRoomsAsksTheProjectorOverAMQP() async throws {
+        let h = try await ProjectorHarness.start()
+        let date = localDate(daysFromNow: 5)
+        _ = try await h.create(date: date, start: "09:00", end: "10:30")
+        try await h.waitForRooms("date=\(date)&name=berlin", "booking visible") {
+            room($0, "Berlin")?.avail == ["07:00 - 09:00", "10:30 - 19:00"]
+        }
+        // --json: the contract's reply, filtered as asked.
+        let json = try await Self.bookingctl(h, ["rooms", "--date", date, "--equipment", "beamer", "--json"])
+        #expect(json.status == 0, "\(json.err)")
+        let rooms = try ContractJSON.decode(AvailabilityReply.self, from: Data(json.out.utf8))
+        #expect(rooms.allSatisfy { $0.equipment.contains("beamer") } && !rooms.isEmpty)
+        #expect(room(rooms, "Berlin")?.avail == ["07:00 - 09:00", "10:30 - 19:00"])
+        // Human output: a table row per room with its free ranges.
+        let table = try await Self.bookingctl(h, ["rooms", "--date", date, "--name", "berl"])
+        #expect(table.status == 0)
+        #expect(table.out.contains("Berlin") && table.out.contains("07:00 - 09:00, 10:30 - 19:00"), "\(table.out)")
+        #expect(!table.out.contains("Boardroom"))
+        // A query the projector refuses: exit 1 with the contract's code.
+        let bad = try await Self.bookingctl(h, ["rooms", "--date", date, "--free-from", "11:00", "--free-to", "10:00"])
+        #expect(bad.status == 1 && bad.err.contains("error 1104"), "\(bad.err)")
+        await h.stop()
+    }
+
     @Test func bookingctlRebuildWithoutProjectorFails() async throws {
         let h = try await ProjectorHarness.start(startProjector: false)
         let (status, _, err) = try await Self.bookingctl(h, ["projector", "rebuild", "--wait", "5"])
