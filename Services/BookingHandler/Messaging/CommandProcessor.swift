@@ -55,7 +55,7 @@ public struct CommandProcessor: Sendable {
     ///     reschedule anybody's booking (`ADMIN_USERS`).
     public init(store: BookingStore, administrators: Set<String> = [],
                 now: @escaping @Sendable () -> Date = { Date() },
-                newID: @escaping @Sendable () -> String = { randomUUIDString() }) {
+                newID: @escaping @Sendable () -> String = { UUID().uuidString.lowercased() }) {
         self.store = store
         self.administrators = administrators
         self.now = now
@@ -278,33 +278,4 @@ public struct RoomsFileError: Error, CustomStringConvertible {
 /// A stored row could not be read back.
 struct StoreCorruption: Error, CustomStringConvertible {
     let description: String
-}
-
-/// A random (version 4) UUID in lowercase text form, as
-/// `UUID().uuidString.lowercased()` gives, but from the system's random
-/// generator (getrandom) without Foundation opening `/dev/urandom` for each
-/// one — three per booking.create, inside the write transaction.
-public func randomUUIDString() -> String {
-    var generator = SystemRandomNumberGenerator()
-    var high = generator.next() as UInt64
-    var low = generator.next() as UInt64
-    high = (high & ~0x0000_0000_0000_F000) | 0x0000_0000_0000_4000  // version 4
-    low = (low & ~0xC000_0000_0000_0000) | 0x8000_0000_0000_0000    // RFC 4122 variant
-    let hex: [UInt8] = Array("0123456789abcdef".utf8)
-    return String(unsafeUninitializedCapacity: 36) { buffer in
-        var i = 0
-        func put(_ value: UInt64, _ nibbles: Int) {
-            for shift in stride(from: (nibbles - 1) * 4, through: 0, by: -4) {
-                buffer[i] = hex[Int((value >> UInt64(shift)) & 0xF)]
-                i += 1
-            }
-        }
-        func dash() { buffer[i] = UInt8(ascii: "-"); i += 1 }
-        put(high >> 32, 8); dash()
-        put((high >> 16) & 0xFFFF, 4); dash()
-        put(high & 0xFFFF, 4); dash()
-        put(low >> 48, 4); dash()
-        put(low & 0xFFFF_FFFF_FFFF, 12)
-        return i
-    }
 }
