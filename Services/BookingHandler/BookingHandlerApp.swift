@@ -23,7 +23,7 @@ public struct BookingHandlerApp: Sendable {
     /// declares the handler's topology on `connection`.
     public static func build(
         connection: AMQPConnection, dataDirectory: String, roomsFile: String? = nil,
-        administrators: Set<String> = [], prefetch: UInt16 = 64, concurrency: Int = 16, httpPort: Int? = nil,
+        administrators: Set<String> = [], prefetch: UInt16 = 64, concurrency: Int = 64, httpPort: Int? = nil,
         retentionDays: Int = 7, logger: Logger,
         now: @escaping @Sendable () -> Date = { Date() }
     ) async throws -> BookingHandlerApp {

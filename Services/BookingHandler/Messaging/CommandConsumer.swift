@@ -35,7 +35,7 @@ public struct CommandConsumer: Sendable {
     /// client sends without waiting for the previous reply may therefore be
     /// applied in a different order than sent — as with several handler
     /// processes; clients that need an order wait for each reply.
-    public func service(prefetch: UInt16 = 64, concurrency: Int = 16) -> AMQPConsumerService {
+    public func service(prefetch: UInt16 = 64, concurrency: Int = 64) -> AMQPConsumerService {
         AMQPConsumerService(connection: connection, queue: Topology.handlerCommandsQueue, prefetch: prefetch,
                             concurrency: concurrency, logger: logger) { delivery in
             await handle(delivery)
