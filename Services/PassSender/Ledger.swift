@@ -31,26 +31,9 @@ public struct PassRecord: Sendable, Equatable {
     public var lastErrorText: String?
 }
 
-/// A pass claimed for a gateway call, with its history so far.
-public struct PassWork: Sendable, Equatable {
-    public var attendeeIndex: Int
-    /// Attempts already made (failed).
-    public var attempts: Int
-    public var firstFailureAt: String?
-    public var lastFailureAt: String?
-    public var lastErrorCode: Int?
-    public var lastErrorText: String?
-
-    public init(attendeeIndex: Int, attempts: Int, firstFailureAt: String? = nil, lastFailureAt: String? = nil,
-                lastErrorCode: Int? = nil, lastErrorText: String? = nil) {
-        self.attendeeIndex = attendeeIndex
-        self.attempts = attempts
-        self.firstFailureAt = firstFailureAt
-        self.lastFailureAt = lastFailureAt
-        self.lastErrorCode = lastErrorCode
-        self.lastErrorText = lastErrorText
-    }
-}
+/// A pass claimed for a gateway call, with its history so far: the same
+/// facts a retry message carries for each of its passes.
+public typealias PassWork = PassRetryMessage.Pass
 
 /// Why a message sends nothing.
 public enum DropReason: String, Sendable {
@@ -294,9 +277,7 @@ public final class PassLedger: Sendable {
                             VALUES (?, ?, ?, 'attempting', ?, ?, ?, ?, ?, ?)
                             """, arguments: [booking.id, booking.version, p.attendeeIndex, p.attempts, p.firstFailureAt,
                                              p.lastFailureAt, p.lastErrorCode, p.lastErrorText, now])
-                        work.append(PassWork(attendeeIndex: p.attendeeIndex, attempts: p.attempts,
-                                             firstFailureAt: p.firstFailureAt, lastFailureAt: p.lastFailureAt,
-                                             lastErrorCode: p.lastErrorCode, lastErrorText: p.lastErrorText))
+                        work.append(p)
                     }
                 case .operator:
                     let token = message.retryToken ?? ""

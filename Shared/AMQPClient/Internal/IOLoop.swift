@@ -172,6 +172,10 @@ final class IOLoop: @unchecked Sendable {
     private let publishedCounter: Counter
     private let publishFailedCounter: Counter
     private let deliveredCounter: Counter
+    /// `amqp_messages_consumed_total` per queue and type, looked up once:
+    /// the metrics registry takes a lock, and this runs for every delivery
+    /// on the I/O thread (which alone touches this dictionary).
+    private var consumedCounters: [String: Counter] = [:]
 
     init(configuration: AMQPConfiguration, logger: Logger) {
         self.configuration = configuration
@@ -512,6 +516,15 @@ final class IOLoop: @unchecked Sendable {
         }
     }
 
+    private func consumedCounter(queue: String, routingKey: String) -> Counter {
+        let type = MessageMetrics.typeLabel(routingKey)
+        let key = queue + "\u{0}" + type
+        if let counter = consumedCounters[key] { return counter }
+        let counter = Counter(label: "amqp_messages_consumed_total", dimensions: [("queue", queue), ("type", type)])
+        consumedCounters[key] = counter
+        return counter
+    }
+
     private func deliver(channel: UInt16, consumerTag: String, deliveryTag: UInt64, redelivered: Bool,
                          exchange: String, routingKey: String, properties: AMQPProperties, body: [UInt8]) {
         if consumerTag == rpcReplyConsumerTag {
@@ -525,8 +538,7 @@ final class IOLoop: @unchecked Sendable {
         guard let id = consumerByTag[consumerTag], let consumer = consumers[id] else { return }
         deliveredCounter.increment()
         let queue = consumer.spec.queue
-        Counter(label: "amqp_messages_consumed_total",
-                dimensions: [("queue", queue), ("type", MessageMetrics.typeLabel(routingKey))]).increment()
+        consumedCounter(queue: queue, routingKey: routingKey).increment()
         let settler = DeliverySettler(loop: self, channel: channel, generation: channelGeneration[channel] ?? 0,
                                       queue: queue, routingKey: routingKey)
         consumer.continuation.yield(AMQPDelivery(
