@@ -84,3 +84,70 @@ public enum ContractJSON {
         }
     }
 }
+
+// MARK: Pre-encoded bookings
+
+/// A booking encoded once, and the messages that carry it built around
+/// those bytes, so the booking handler encodes a booking once per command
+/// instead of once per row, event and reply. Each result is byte for byte
+/// what ``ContractJSON/encode(_:)`` produces for the same value (sorted
+/// keys: `booking` sorts before `eventId`, `occurredAt` and `ok`); the
+/// contract tests check that.
+public struct EncodedBooking: Sendable {
+    /// The booking.
+    public let booking: Booking
+    /// `ContractJSON.encode(booking)`.
+    public let json: Data
+
+    /// Encodes `booking`.
+    public init(_ booking: Booking) throws {
+        self.booking = booking
+        self.json = try ContractJSON.encode(booking)
+    }
+
+    /// The body of a ``BookingEvent`` for this booking.
+    public func event(eventId: String, occurredAt: String) -> Data {
+        var out = Data(#"{"booking":"#.utf8)
+        out.reserveCapacity(json.count + eventId.utf8.count + occurredAt.utf8.count + 40)
+        out.append(json)
+        out.append(contentsOf: #","eventId":"#.utf8)
+        Self.appendString(eventId, to: &out)
+        out.append(contentsOf: #","occurredAt":"#.utf8)
+        Self.appendString(occurredAt, to: &out)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    /// The body of the success reply ``CommandReply/booking(_:)``.
+    public var reply: Data {
+        var out = Data(#"{"booking":"#.utf8)
+        out.append(json)
+        out.append(contentsOf: #","ok":true}"#.utf8)
+        return out
+    }
+
+    /// A JSON string literal as JSONEncoder writes it with
+    /// `.withoutEscapingSlashes`: quote, backslash and control characters
+    /// escaped, everything else (including non-ASCII) as UTF-8.
+    static func appendString(_ string: String, to out: inout Data) {
+        out.append(UInt8(ascii: "\""))
+        for byte in string.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): out.append(contentsOf: #"\""#.utf8)
+            case UInt8(ascii: "\\"): out.append(contentsOf: #"\\"#.utf8)
+            case 0x08: out.append(contentsOf: #"\b"#.utf8)
+            case 0x0C: out.append(contentsOf: #"\f"#.utf8)
+            case 0x0A: out.append(contentsOf: #"\n"#.utf8)
+            case 0x0D: out.append(contentsOf: #"\r"#.utf8)
+            case 0x09: out.append(contentsOf: #"\t"#.utf8)
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                out.append(contentsOf: #"\u00"#.utf8)
+                out.append(hex[Int(byte >> 4)])
+                out.append(hex[Int(byte & 0xF)])
+            default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+}

@@ -3,6 +3,7 @@ import ArgumentParser
 import BookingContracts
 import Foundation
 import Logging
+import ServiceSupport
 import TestSupport
 
 /// `booking.create` end to end through a real booking-handler process
@@ -50,6 +51,14 @@ struct BookingBenchmark: AsyncParsableCommand {
         let rawQuorumPipelined = Raw.rpc(url: broker.url, queue: quorumQueue, count: pipelined, inFlight: inFlight, body: body)
         let rawQuorumSingle = Raw.rpc(url: broker.url, queue: quorumQueue, count: single, inFlight: 1, body: body)
         quorumServer.stop()
+        // The broker's work of a booking with no handler work at all: the
+        // same quorum queue, and per request a persistent reply plus two
+        // persistent events, each confirmed before the request is acked.
+        try await client.declare(ContractTopology.declarations(queues: []))
+        let shapedServer = Raw.HandlerShapedServer(url: broker.url, queue: quorumQueue, eventsExchange: Topology.eventsExchange)
+        let rawShapedPipelined = Raw.rpc(url: broker.url, queue: quorumQueue, count: pipelined, inFlight: inFlight, body: body)
+        let rawShapedSingle = Raw.rpc(url: broker.url, queue: quorumQueue, count: single, inFlight: 1, body: body)
+        shapedServer.stop()
         _ = try? await client.deleteQueue(quorumQueue)
 
         // The handler, as users run it.
@@ -98,6 +107,10 @@ struct BookingBenchmark: AsyncParsableCommand {
                      + "(p50 %.2f ms, p99 %.2f ms); one at a time %.0f calls/s (p50 %.2f ms, p99 %.2f ms)",
                      inFlight, rawQuorumPipelined.0, rawQuorumPipelined.1.percentile(50), rawQuorumPipelined.1.percentile(99),
                      rawQuorumSingle.0, rawQuorumSingle.1.percentile(50), rawQuorumSingle.1.percentile(99)))
+        print(String(format: "raw booking-shaped echo (quorum queue; reply + 2 events, persistent, confirmed before the ack): %d in flight %.0f calls/s "
+                     + "(p50 %.2f ms, p99 %.2f ms); one at a time %.0f calls/s (p50 %.2f ms, p99 %.2f ms)",
+                     inFlight, rawShapedPipelined.0, rawShapedPipelined.1.percentile(50), rawShapedPipelined.1.percentile(99),
+                     rawShapedSingle.0, rawShapedSingle.1.percentile(50), rawShapedSingle.1.percentile(99)))
         print("failed replies: pipelined \(swiftPipelined.failures), single \(swiftSingle.failures)")
         print(String(format: "fill to %d bookings: %.0f cmd/s; handler RSS after: %.1f MiB (peak %.1f MiB); handler exit status %d",
                      total, fillRate, rss, peak, handler.terminationStatus))

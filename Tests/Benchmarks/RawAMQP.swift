@@ -107,6 +107,83 @@ enum Raw {
         }
     }
 
+    /// The broker's share of a booking without any handler work: consumes
+    /// `queue` (prefetch 64) and, per request, publishes what booking-handler
+    /// publishes — a persistent reply to `reply_to` and two persistent events
+    /// to `eventsExchange` — all with confirms, acking each request only once
+    /// its three messages are confirmed. Fully pipelined on one thread. The
+    /// ceiling the handler could reach on this broker and machine.
+    final class HandlerShapedServer: @unchecked Sendable {  // `stopping` is the only shared state, guarded by the lock
+        private let lock = NSLock()
+        private var stopping = false
+        private let done = DispatchSemaphore(value: 0)
+
+        init(url: AMQPURL, queue: String, eventsExchange: String) {
+            let thread = Thread { [self] in serve(url: url, queue: queue, eventsExchange: eventsExchange) }
+            thread.start()
+        }
+
+        func stop() {
+            lock.withLock { stopping = true }
+            done.wait()
+        }
+
+        private func serve(url: AMQPURL, queue: String, eventsExchange: String) {
+            let conn = connect(url)
+            amqp_confirm_select(conn, 1)
+            amqp_basic_qos(conn, 1, 0, 64, 0)
+            amqp_basic_consume(conn, 1, bytes(queue), crabbitmq_bytes(nil, 0), 0, 0, 0, crabbitmq_empty_table())
+            precondition(amqp_get_rpc_reply(conn).reply_type == AMQP_RESPONSE_NORMAL)
+            let exchange = bytes(eventsExchange)
+            let created = bytes("booking.created"), confirmed = bytes("booking.confirmed")
+            var published: UInt64 = 0
+            var confirmedUpTo: UInt64 = 0
+            var confirmedSingles = Set<UInt64>()
+            var waiting: [(tag: UInt64, lastSeq: UInt64)] = []  // in delivery order
+            while !lock.withLock({ stopping }) {
+                var frame = amqp_frame_t()
+                var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
+                amqp_maybe_release_buffers(conn)
+                guard amqp_simple_wait_frame_noblock(conn, &frame, &timeout) == 0,
+                      frame.frame_type == UInt8(AMQP_FRAME_METHOD) else { continue }
+                switch crabbitmq_frame_method_id(&frame) {
+                case deliverMethod:
+                    let tag = crabbitmq_frame_method_decoded(&frame).assumingMemoryBound(to: amqp_basic_deliver_t.self).pointee.delivery_tag
+                    var message = amqp_message_t()
+                    guard amqp_read_message(conn, 1, &message, 0).reply_type == AMQP_RESPONSE_NORMAL else { continue }
+                    var props = persistentProperties()
+                    props._flags |= UInt32(AMQP_BASIC_CORRELATION_ID_FLAG)
+                    props.correlation_id = message.properties.correlation_id
+                    amqp_basic_publish(conn, 1, crabbitmq_bytes(nil, 0), message.properties.reply_to, 0, 0, &props, message.body)
+                    var eventProps = persistentProperties()
+                    amqp_basic_publish(conn, 1, exchange, created, 0, 0, &eventProps, message.body)
+                    amqp_basic_publish(conn, 1, exchange, confirmed, 0, 0, &eventProps, message.body)
+                    published += 3
+                    waiting.append((tag, published))
+                    amqp_destroy_message(&message)
+                case ackMethod:
+                    let ack = crabbitmq_frame_method_decoded(&frame).assumingMemoryBound(to: amqp_basic_ack_t.self).pointee
+                    if ack.multiple != 0 {
+                        confirmedUpTo = max(confirmedUpTo, ack.delivery_tag)
+                    } else {
+                        confirmedSingles.insert(ack.delivery_tag)
+                    }
+                    while confirmedSingles.remove(confirmedUpTo + 1) != nil { confirmedUpTo += 1 }
+                    var lastTag: UInt64?
+                    while let first = waiting.first, first.lastSeq <= confirmedUpTo {
+                        lastTag = first.tag
+                        waiting.removeFirst()
+                    }
+                    if let lastTag { amqp_basic_ack(conn, 1, lastTag, 1) }
+                default:
+                    continue
+                }
+            }
+            close(conn)
+            done.signal()
+        }
+    }
+
     /// RPC client over direct reply-to with confirms on (as the Swift layer
     /// does), keeping `inFlight` requests outstanding. Returns (calls/s, latencies).
     static func rpc(url: AMQPURL, queue: String, count: Int, inFlight: Int, body: [UInt8]) -> (Double, Latencies) {

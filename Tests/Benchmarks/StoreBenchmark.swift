@@ -34,7 +34,7 @@ struct StoreBenchmark: AsyncParsableCommand {
                                 body: body, typeProperty: "booking.create", routingKey: "booking.create",
                                 messageID: UUID().uuidString, idempotencyKeyHeader: nil, userID: nil))
                             samples.append(monotonicNow() - t0)
-                            guard case .handled(let reply, _, _) = result, reply.isOK else { throw ValidationError("command failed: \(result)") }
+                            guard case .handled(let reply, _, _, _) = result, reply.isOK else { throw ValidationError("command failed: \(result)") }
                         }
                         return samples
                     }

@@ -31,7 +31,7 @@ struct ReplayPermissionTests {
         let (processor, dir) = try Self.processor()
         defer { try? FileManager.default.removeItem(at: dir) }
         let result = try await processor.process(Self.command(#"{"queue":"availability-projector.replay"}"#, userID: "calendar-app"))
-        guard case .handled(.error(let error), .replayBookings, false) = result else {
+        guard case .handled(.error(let error), .replayBookings, false, _) = result else {
             Issue.record("expected a 2003 reply, got \(result)")
             return
         }
@@ -44,7 +44,7 @@ struct ReplayPermissionTests {
         let (processor, dir) = try Self.processor()
         defer { try? FileManager.default.removeItem(at: dir) }
         let result = try await processor.process(Self.command(#"{"queue":"\#(queue)"}"#, userID: nil))
-        guard case .handled(.error(let error), _, _) = result else {
+        guard case .handled(.error(let error), _, _, _) = result else {
             Issue.record("expected a 2003 reply, got \(result)")
             return
         }

@@ -28,7 +28,7 @@ struct StoreTests {
         try await withThrowingTaskGroup(of: CommandReply.self) { group in
             for command in commands {
                 group.addTask {
-                    guard case .handled(let reply, _, _) = try await processor.process(command) else {
+                    guard case .handled(let reply, _, _, _) = try await processor.process(command) else {
                         throw CancellationError()
                     }
                     return reply
@@ -97,6 +97,66 @@ struct StoreTests {
         let counts = try await store.counts()
         #expect(counts.inbox == 16, "the failed ones left no inbox entry")
         #expect(counts.outboxPending == 1 + 16, "…and no event")
+        let handed = store.takeCommitted(limit: 100)
+        #expect(handed.map(\.messageID).filter { $0.hasPrefix("m") }.count == 16,
+                "the relay is handed the kept events only")
+        #expect(handed.map(\.id) == handed.map(\.id).sorted(), "in commit order")
+    }
+
+    @Test func aRoomReRegisteredByAnotherProcessIsWhatTheNextCreateSees() async throws {
+        let (store, processor) = try await makeProcessor()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // The first create caches Berlin (no approval needed: confirmed).
+        guard case .handled(.booking(let first), _, _, let firstJSON) = try await processor.process(create("09:00", "10:00", key: "a")) else {
+            Issue.record("not a booking")
+            return
+        }
+        #expect(first.status == .confirmed)
+        #expect(try firstJSON.map { try ContractJSON.decode(CommandReply.self, from: $0) } == .booking(first),
+                "the reply bytes are the reply")
+        #expect(store.cachedRoom(named: "Berlin")?.room.requiresApproval == false)
+        // Another handler process changes the room behind this one's cache.
+        let other = CommandProcessor(store: try BookingStore(path: directory.appendingPathComponent("db.sqlite").path))
+        _ = try await other.upsertRooms(fileContents: Data(#"[{"name": "Berlin", "capacity": 8, "requiresApproval": true}]"#.utf8))
+        guard case .handled(.booking(let second), _, _, _) = try await processor.process(create("11:00", "12:00", key: "b")) else {
+            Issue.record("not a booking")
+            return
+        }
+        #expect(second.status == .pending, "validated against the stored room, not the cached one")
+        #expect(store.cachedRoom(named: "Berlin")?.room.requiresApproval == true)
+        // And a capacity cut makes a prepared create invalid.
+        _ = try await other.upsertRooms(fileContents: Data(#"[{"name": "Berlin", "capacity": 1}]"#.utf8))
+        let two = #"{"room":"Berlin","date":"2026-11-23","start":"13:00","end":"14:00","title":"T","attendees":[{"name":"Ada","email":"ada@example.com","phone":"0170 1234567"},{"name":"Bob","email":"bob@example.com","phone":"0170 7654321"}]}"#
+        let result = try await processor.process(IncomingCommand(body: Array(two.utf8), typeProperty: "booking.create",
+                                                                 routingKey: "booking.create", messageID: "c",
+                                                                 idempotencyKeyHeader: nil, userID: nil))
+        guard case .handled(.error(let error), _, _, _) = result else {
+            Issue.record("expected an error, got \(result)")
+            return
+        }
+        #expect(error.code == .overCapacity)
+    }
+
+    @Test func committedEventsReachThisRelayInMemoryAndNoOtherRelayWithinTheLease() async throws {
+        let (store, _) = try await makeProcessor()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        _ = store.takeCommitted(limit: 100)  // room.registered
+        try await store.transaction { tx in
+            for i in 0..<5 { try tx.enqueue(routingKey: "e", messageID: "m\(i)", body: Data("{}".utf8)) }
+        }
+        // A second handler process on the same database.
+        let other = try BookingStore(path: directory.appendingPathComponent("db.sqlite").path)
+        #expect(try await other.claimOutbox(limit: 10, lease: 60).isEmpty, "claimed by the writer from the start")
+        #expect(try await store.claimOutbox(limit: 10, lease: 60).isEmpty, "…and not handed out twice by the writer's own sweep")
+        let handed = store.takeCommitted(limit: 3)
+        #expect(handed.map(\.messageID) == ["m0", "m1", "m2"])
+        #expect(store.takeCommitted(limit: 10).map(\.messageID) == ["m3", "m4"])
+        #expect(store.takeCommitted(limit: 10).isEmpty)
+        try await store.markPublished([handed[0].id])
+        try await store.releaseClaims(Array(handed.dropFirst().map(\.id)))
+        #expect(try await other.claimOutbox(limit: 10, lease: 60).map(\.messageID) == ["m1", "m2"],
+                "released events are the other relay's; published ones never come back")
+        #expect(try await store.counts().outboxPending == 1 + 4)
     }
 
     @Test func outboxClaimsAreLeasedInOrderAndMarkedOnce() async throws {
@@ -105,6 +165,8 @@ struct StoreTests {
         try await store.transaction { tx in
             for i in 0..<5 { try tx.enqueue(routingKey: "e", messageID: "m\(i)", body: Data("{}".utf8)) }
         }
+        // As if the writer had died: its claims are given up.
+        try await store.releaseClaims(store.takeCommitted(limit: 100).map(\.id))
         let first = try await store.claimOutbox(limit: 3, lease: 60)
         #expect(first.map(\.messageID).dropFirst(0).count == 3)
         let second = try await store.claimOutbox(limit: 10, lease: 60)
@@ -120,7 +182,7 @@ struct StoreTests {
         let (store, processor) = try await makeProcessor()
         defer { try? FileManager.default.removeItem(at: directory) }
         _ = try await processor.process(create("09:00", "10:00", key: "old"))
-        let claimed = try await store.claimOutbox(limit: 2, lease: 60)
+        let claimed = store.takeCommitted(limit: 2)
         try await store.markPublished(claimed.map(\.id))
         let before = try await store.counts()
         #expect(before.inbox == 1)
@@ -131,7 +193,7 @@ struct StoreTests {
         #expect(after.outboxPending == 1, "unpublished events are never pruned")
         #expect(after.bookings == 1, "bookings are not touched")
         // The pruned key is processed again: the slot is now taken by itself.
-        guard case .handled(let reply, _, let duplicate) = try await processor.process(create("09:00", "10:00", key: "old")) else {
+        guard case .handled(let reply, _, let duplicate, _) = try await processor.process(create("09:00", "10:00", key: "old")) else {
             Issue.record("not handled")
             return
         }

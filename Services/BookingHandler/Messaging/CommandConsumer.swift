@@ -72,10 +72,10 @@ public struct CommandConsumer: Sendable {
 
         do {
             switch result {
-            case .handled(let reply, let type, let duplicate):
+            case .handled(let reply, let type, let duplicate, let json):
                 if case .booking(let booking) = reply { logger[metadataKey: "booking.id"] = .string(booking.id) }
                 if case .error(let error) = reply { logger[metadataKey: "error.code"] = .stringConvertible(error.code.rawValue) }
-                try await sendReply(reply, to: delivery, logger: logger)
+                try await sendReply(json.map { [UInt8]($0) } ?? [UInt8](try ContractJSON.encode(reply)), to: delivery, logger: logger)
                 try await delivery.ack()
                 if !duplicate { relay.kick() }
                 let outcome = duplicate ? "duplicate" : (reply.isOK ? "ok" : "rejected")
@@ -83,7 +83,7 @@ public struct CommandConsumer: Sendable {
                 logger.info(duplicate ? "repeated command answered from the inbox" : "command handled",
                             metadata: ["outcome": .string(outcome)])
             case .poison(let reply, let reason):
-                try await sendReply(reply, to: delivery, logger: logger)
+                try await sendReply([UInt8](try ContractJSON.encode(reply)), to: delivery, logger: logger)
                 try await deadLetter(delivery, reason: reason, code: replyCode(reply))
                 try await delivery.ack()
                 Counter(label: "booking_commands_total", dimensions: [("type", typeLabel), ("outcome", "dead-lettered")]).increment()
@@ -95,7 +95,7 @@ public struct CommandConsumer: Sendable {
                 } catch let error as ReplyError {
                     reply = .error(error)
                 }
-                try await sendReply(reply, to: delivery, logger: logger)
+                try await sendReply([UInt8](try ContractJSON.encode(reply)), to: delivery, logger: logger)
                 try await delivery.ack()
                 let outcome = reply.isOK ? "ok" : "rejected"
                 Counter(label: "booking_commands_total", dimensions: [("type", typeLabel), ("outcome", outcome)]).increment()
@@ -171,7 +171,7 @@ public struct CommandConsumer: Sendable {
 
     /// Publishes the reply to `reply_to` (default exchange), correlated by
     /// the command's `correlation_id`, else its `message_id`.
-    private func sendReply(_ reply: CommandReply, to delivery: AMQPDelivery, logger: Logger) async throws {
+    private func sendReply(_ body: [UInt8], to delivery: AMQPDelivery, logger: Logger) async throws {
         guard let replyTo = delivery.properties.replyTo, !replyTo.isEmpty else { return }
         let properties = AMQPProperties(
             contentType: MessageProperties.contentType, deliveryMode: .persistent,
@@ -183,11 +183,13 @@ public struct CommandConsumer: Sendable {
             // direct reply-to, which RabbitMQ delivers and still reports as
             // unroutable (it is no real queue).
             let mandatory = !replyTo.hasPrefix(MessageProperties.directReplyTo)
-            try await connection.publish([UInt8](try ContractJSON.encode(reply)), exchange: "", routingKey: replyTo,
+            try await connection.publish(body, exchange: "", routingKey: replyTo,
                                          properties: properties, mandatory: mandatory)
-        } catch let error as AMQPError where error.code == .unroutable || error.code == .invalidArgument {
+        } catch {
             // The requester's reply queue is gone (or reply_to is unusable):
             // nobody can receive this reply; the command itself is done.
+            // Anything else (no confirm) is the caller's to handle.
+            guard error.code == .unroutable || error.code == .invalidArgument else { throw error }
             logger.warning("reply could not be delivered", metadata: ["amqp.reply_to": .string(String(replyTo.prefix(255))),
                                                                       "error": "\(error)"])
         }

@@ -31,8 +31,9 @@ public struct IncomingCommand: Sendable {
 
 /// What became of a command.
 public enum ProcessingResult: Sendable, Equatable {
-    /// Executed (or recognised as a repeat): reply with `reply`.
-    case handled(CommandReply, type: CommandType, duplicate: Bool)
+    /// Executed (or recognised as a repeat): reply with `reply`, whose
+    /// encoding is `json` when the store has it (else nil: encode it).
+    case handled(CommandReply, type: CommandType, duplicate: Bool, json: Data? = nil)
     /// Not a command we can run (no usable type, not JSON, wrong shape):
     /// reply with `reply` and dead-letter it with `reason`.
     case poison(CommandReply, reason: String)
@@ -82,10 +83,99 @@ public struct CommandProcessor: Sendable {
         }
         let now = self.now()
         let requester = command.userID
-        let outcome = try await store.execute(key: command.idempotencyKey, commandType: type.rawValue) { [self] tx in
-            try apply(decoded, tx, requester: requester, now: now)
+        let outcome: BookingStore.Outcome
+        if case .createBooking(let create) = decoded, let prepared = prepare(create, requester: requester, now: now) {
+            outcome = try await store.execute(key: command.idempotencyKey, commandType: type.rawValue) { [self] tx in
+                try commit(prepared, create, tx, requester: requester, now: now)
+            }
+        } else {
+            outcome = try await store.execute(key: command.idempotencyKey, commandType: type.rawValue) { [self] tx in
+                try apply(decoded, tx, requester: requester, now: now)
+            }
         }
-        return .handled(outcome.reply, type: type, duplicate: outcome.duplicate)
+        return .handled(outcome.reply, type: type, duplicate: outcome.duplicate, json: outcome.json)
+    }
+
+    // MARK: Creating bookings outside the write lock
+
+    /// A `booking.create` validated, built and encoded before its
+    /// transaction, against the room as this process last saw it.
+    ///
+    /// Why: SQLite runs one write transaction at a time, so everything done
+    /// inside one is done by one thread for all commands. Validation
+    /// (libphonenumber, time zones) and JSON encoding are most of a create's
+    /// work and need nothing from the database but the room; done here they
+    /// run concurrently for all commands in flight. Only what needs the lock
+    /// stays inside: the inbox check, the room check, the overlap query and
+    /// the inserts.
+    struct PreparedCreate: Sendable {
+        /// The room's JSON this was validated against; the transaction
+        /// re-reads the row and falls back to ``apply(_:_:requester:now:)``
+        /// when it differs.
+        let roomJSON: Data
+        let result: Result<PreparedBooking, ReplyError>
+    }
+
+    /// A new booking ready to insert: encoded once, its events built.
+    struct PreparedBooking: Sendable {
+        let encoded: EncodedBooking
+        let room: Room
+        let slot: BookingSlot
+        let events: [(type: EventType, id: String, body: Data)]
+    }
+
+    /// Nil when the room is not cached (first command for it in this
+    /// process, or unknown): the command then runs entirely inside its
+    /// transaction, which caches the room for the next one.
+    func prepare(_ create: CreateBooking, requester: String?, now: Date) -> PreparedCreate? {
+        guard let cached = store.cachedRoom(named: create.room) else { return nil }
+        switch BookingRules.validateCreate(create, room: cached.room, now: now) {
+        case .failure(let error):
+            return PreparedCreate(roomJSON: cached.json, result: .failure(error))
+        case .success(let valid):
+            guard let prepared = try? newBooking(valid, requester: requester, now: now) else { return nil }
+            return PreparedCreate(roomJSON: cached.json, result: .success(prepared))
+        }
+    }
+
+    func commit(_ prepared: PreparedCreate, _ create: CreateBooking, _ tx: StoreTransaction,
+                requester: String?, now: Date) throws -> ReplyBody {
+        guard try tx.roomJSON(named: create.room) == prepared.roomJSON else {
+            // Re-registered (perhaps by another process) since it was cached.
+            return try apply(.createBooking(create), tx, requester: requester, now: now)
+        }
+        switch prepared.result {
+        case .failure(let error): return ReplyBody(.error(error))
+        case .success(let booking): return try insert(booking, tx)
+        }
+    }
+
+    private func newBooking(_ valid: ValidatedCreate, requester: String?, now: Date) throws -> PreparedBooking {
+        let booking = Booking(
+            id: newID(), room: valid.room.name, date: valid.slot.date, start: valid.slot.start, end: valid.slot.end,
+            timeZone: valid.slot.timeZone, startsAt: ContractFormat.timestamp(valid.slot.startsAt),
+            endsAt: ContractFormat.timestamp(valid.slot.endsAt), title: valid.title, description: valid.description,
+            status: valid.status, attendees: valid.attendees, requestedBy: requester, version: 1)
+        let encoded = try EncodedBooking(booking)
+        // A booking that needs no approval is confirmed at once: consumers
+        // that act on confirmation (passes) get the same event as for
+        // an approved one, with the same version.
+        let types: [EventType] = booking.status == .confirmed ? [.bookingCreated, .bookingConfirmed] : [.bookingCreated]
+        let occurredAt = ContractFormat.timestamp(now)
+        return PreparedBooking(encoded: encoded, room: valid.room, slot: valid.slot, events: types.map { type in
+            let id = newID()
+            return (type, id, encoded.event(eventId: id, occurredAt: occurredAt))
+        })
+    }
+
+    /// The locked part of a create: overlap check, then the row and its events.
+    private func insert(_ prepared: PreparedBooking, _ tx: StoreTransaction) throws -> ReplyBody {
+        if let conflict = try overlap(prepared.room, prepared.slot, tx, excluding: nil) { return ReplyBody(conflict) }
+        try tx.save(prepared.encoded, startsAt: prepared.slot.startsAt, endsAt: prepared.slot.endsAt)
+        for event in prepared.events {
+            try tx.enqueue(routingKey: event.type.rawValue, messageID: event.id, body: event.body)
+        }
+        return ReplyBody(.booking(prepared.encoded.booking), json: prepared.encoded.reply)
     }
 
     /// Loads rooms from a `ROOMS_FILE` body (a JSON array of `room.register`
@@ -141,37 +231,23 @@ public struct CommandProcessor: Sendable {
 
     // MARK: Commands
 
-    func apply(_ command: Command, _ tx: StoreTransaction, requester: String?, now: Date) throws -> CommandReply {
+    func apply(_ command: Command, _ tx: StoreTransaction, requester: String?, now: Date) throws -> ReplyBody {
         switch command {
         case .registerRoom(let c):
             switch BookingRules.validateRoom(c) {
-            case .failure(let error): return .error(error)
+            case .failure(let error): return ReplyBody(.error(error))
             case .success(let room):
                 try tx.upsertRoom(room)
                 try enqueueRoomRegistered(room, tx, now: now)
-                return .room(room)
+                return ReplyBody(.room(room))
             }
 
         case .createBooking(let c):
             let room = try tx.room(named: c.room)
-            let valid: ValidatedCreate
             switch BookingRules.validateCreate(c, room: room, now: now) {
-            case .failure(let error): return .error(error)
-            case .success(let v): valid = v
+            case .failure(let error): return ReplyBody(.error(error))
+            case .success(let valid): return try insert(try newBooking(valid, requester: requester, now: now), tx)
             }
-            if let conflict = try overlap(valid.room, valid.slot, tx, excluding: nil) { return conflict }
-            let booking = Booking(
-                id: newID(), room: valid.room.name, date: valid.slot.date, start: valid.slot.start, end: valid.slot.end,
-                timeZone: valid.slot.timeZone, startsAt: ContractFormat.timestamp(valid.slot.startsAt),
-                endsAt: ContractFormat.timestamp(valid.slot.endsAt), title: valid.title, description: valid.description,
-                status: valid.status, attendees: valid.attendees, requestedBy: requester, version: 1)
-            try tx.save(booking, startsAt: valid.slot.startsAt, endsAt: valid.slot.endsAt)
-            try enqueue(.bookingCreated, booking, tx, now: now)
-            // A booking that needs no approval is confirmed at once: consumers
-            // that act on confirmation (passes) get the same event as for
-            // an approved one, with the same version.
-            if booking.status == .confirmed { try enqueue(.bookingConfirmed, booking, tx, now: now) }
-            return .booking(booking)
 
         case .confirmBooking(let c):
             return try change(c.bookingId, .confirm, tx, requester: requester, now: now) { booking, _ in
@@ -205,7 +281,7 @@ public struct CommandProcessor: Sendable {
 
         case .replayBookings:
             // Handled by process(_:) before any transaction; never stored.
-            return .failure(.unknownCommand, "booking.replay is not a transactional command")
+            return ReplyBody(.failure(.unknownCommand, "booking.replay is not a transactional command"))
         }
     }
 
@@ -216,19 +292,19 @@ public struct CommandProcessor: Sendable {
     private func change(
         _ id: String, _ action: BookingAction, _ tx: StoreTransaction, requester: String?, now: Date,
         _ modify: (Booking, Room) throws -> (Booking, EventType)
-    ) throws -> CommandReply {
+    ) throws -> ReplyBody {
         guard let booking = try tx.booking(id: id) else {
-            return .failure(.bookingNotFound, "booking '\(id.prefix(100))' not found", field: "bookingId")
+            return ReplyBody(.failure(.bookingNotFound, "booking '\(id.prefix(100))' not found", field: "bookingId"))
         }
         if let error = BookingRules.authorize(requester: requester, booking: booking, administrators: administrators) {
-            return .error(error)
+            return ReplyBody(.error(error))
         }
         guard let room = try tx.room(named: booking.room) else {
-            return .failure(.unknownRoom, "room '\(booking.room)' no longer exists", field: "room")
+            return ReplyBody(.failure(.unknownRoom, "room '\(booking.room)' no longer exists", field: "room"))
         }
         let status: BookingStatus
         switch BookingRules.transition(action, from: booking.status, requiresApproval: room.requiresApproval) {
-        case .failure(let error): return .error(error)
+        case .failure(let error): return ReplyBody(.error(error))
         case .success(let s): status = s
         }
         var changed: Booking
@@ -236,7 +312,7 @@ public struct CommandProcessor: Sendable {
         do {
             (changed, event) = try modify(booking, room)
         } catch let error as ReplyError {
-            return .error(error)
+            return ReplyBody(.error(error))
         }
         changed.status = status
         changed.version = booking.version + 1
@@ -244,9 +320,12 @@ public struct CommandProcessor: Sendable {
               let endsAt = ContractFormat.parseTimestamp(changed.endsAt) else {
             throw StoreCorruption(description: "booking \(id) has unreadable instants")
         }
-        try tx.save(changed, startsAt: startsAt, endsAt: endsAt)
-        try enqueue(event, changed, tx, now: now)
-        return .booking(changed)
+        let encoded = try EncodedBooking(changed)
+        try tx.save(encoded, startsAt: startsAt, endsAt: endsAt)
+        let eventID = newID()
+        try tx.enqueue(routingKey: event.rawValue, messageID: eventID,
+                       body: encoded.event(eventId: eventID, occurredAt: ContractFormat.timestamp(now)))
+        return ReplyBody(.booking(changed), json: encoded.reply)
     }
 
     private func overlap(_ room: Room, _ slot: BookingSlot, _ tx: StoreTransaction, excluding: String?) throws -> CommandReply? {
@@ -258,11 +337,6 @@ public struct CommandProcessor: Sendable {
     }
 
     // MARK: Events
-
-    private func enqueue(_ type: EventType, _ booking: Booking, _ tx: StoreTransaction, now: Date) throws {
-        let event = BookingEvent(eventId: newID(), occurredAt: ContractFormat.timestamp(now), booking: booking)
-        try tx.enqueue(routingKey: type.rawValue, messageID: event.eventId, body: try ContractJSON.encode(event))
-    }
 
     private func enqueueRoomRegistered(_ room: Room, _ tx: StoreTransaction, now: Date) throws {
         let event = RoomRegistered(eventId: newID(), occurredAt: ContractFormat.timestamp(now), room: room)

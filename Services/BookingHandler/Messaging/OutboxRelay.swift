@@ -6,13 +6,18 @@ import Metrics
 import ServiceLifecycle
 import Synchronization
 
-/// Publishes the outbox to `booking.events`: claims the oldest unpublished
-/// events, publishes them with confirms (in outbox order, which is commit
-/// order, hence per-booking order), and marks them published only after the
-/// broker confirmed. Events committed before a crash go out after restart.
+/// Publishes the outbox to `booking.events` with confirms, in commit order
+/// (hence per-booking order), and marks events published only after the
+/// broker confirmed them. Events committed before a crash go out after
+/// restart.
 ///
-/// Woken by ``kick()`` after each command and otherwise every second, so
-/// events left by another process or a failed round are not forgotten.
+/// Two sources: the events this process just committed, handed over in
+/// memory already claimed (``BookingStore/takeCommitted(limit:)``: no
+/// database read per round), and — at start and every second — the table,
+/// for events whose claim ran out or was released (a failed round, a
+/// process that died: ``BookingStore/claimOutbox(limit:lease:)``).
+///
+/// Woken by ``kick()`` after each command and otherwise every second.
 public final class OutboxRelay: Service, Sendable {
     private let store: BookingStore
     private let connection: AMQPConnection
@@ -26,6 +31,8 @@ public final class OutboxRelay: Service, Sendable {
     /// How long published events and inbox entries are kept (`INBOX_RETENTION_DAYS`).
     private let retention: TimeInterval
     private let lastPrune = Mutex<ContinuousClock.Instant?>(nil)
+    /// Whether the next round also claims from the table (start, ticks).
+    private let sweepDue = Atomic<Bool>(true)
 
     public init(store: BookingStore, connection: AMQPConnection, logger: Logger, batchSize: Int = 256,
                 retention: TimeInterval = 7 * 86_400) {
@@ -51,6 +58,7 @@ public final class OutboxRelay: Service, Sendable {
             group.addTask {
                 while !Task.isCancelled {
                     try? await Task.sleep(for: .seconds(1))
+                    self.sweepDue.store(true, ordering: .relaxed)
                     wake.yield()
                 }
             }
@@ -65,7 +73,7 @@ public final class OutboxRelay: Service, Sendable {
             group.cancelAll()
         }
         // One last round so events of commands handled during shutdown go out.
-        await publishRound()
+        while await publishRound() == batchSize {}
     }
 
     private func pruneHourly() async {
@@ -86,12 +94,17 @@ public final class OutboxRelay: Service, Sendable {
     /// Publishes one batch; returns how many events it claimed.
     @discardableResult
     public func publishRound() async -> Int {
-        let events: [BookingStore.OutboxEvent]
-        do {
-            events = try await store.claimOutbox(limit: batchSize, lease: 30)
-        } catch {
-            logger.error("outbox read failed", metadata: ["error": "\(error)"])
-            return 0
+        var events = store.takeCommitted(limit: batchSize)
+        if events.count < batchSize, sweepDue.exchange(false, ordering: .relaxed) {
+            do {
+                events += try await store.claimOutbox(limit: batchSize - events.count, lease: BookingStore.claimLease)
+                // Outbox id order is commit order, so per-booking order holds
+                // across both sources.
+                events.sort { $0.id < $1.id }
+            } catch {
+                sweepDue.store(true, ordering: .relaxed)
+                logger.error("outbox read failed", metadata: ["error": "\(error)"])
+            }
         }
         guard !events.isEmpty else {
             backlog.record(0)
@@ -109,6 +122,9 @@ public final class OutboxRelay: Service, Sendable {
         do {
             try await store.markPublished(ok)
             try await store.releaseClaims(failed)
+            // The next round takes the released events back from the table
+            // together with newer ones, in order.
+            if !failed.isEmpty { sweepDue.store(true, ordering: .relaxed) }
         } catch {
             logger.error("outbox update failed; events will be published again", metadata: ["error": "\(error)"])
         }

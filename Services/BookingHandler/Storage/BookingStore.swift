@@ -14,6 +14,23 @@ import Synchronization
 public final class BookingStore: Sendable {
     let pool: DatabasePool
     private let batch = Mutex(BatchState())
+    /// Rooms as last read, for validating commands before their transaction.
+    let rooms = RoomCache()
+    /// Events committed by this process, handed to its relay in memory.
+    private let committed = Mutex(CommittedEvents())
+
+    /// How long a relay's claim on events it took from the table lasts.
+    /// Another process's relay publishes them only after that (the
+    /// claimer died) or once they were released (a failed publish).
+    public static let claimLease: TimeInterval = 30
+
+    /// How long a new event stays claimed by the process that wrote it. Its
+    /// relay normally publishes it within milliseconds; the lease only has
+    /// to cover that, and it is what events of a process killed between
+    /// commit and publish wait before a restarted (or another) handler
+    /// sends them. A publish slower than this (broker trouble) may be
+    /// repeated by another process: at-least-once, dropped by version.
+    public static let insertLease: TimeInterval = 5
 
     /// Opens (creating and migrating as needed) the database at `path`.
     public init(path: String) throws {
@@ -69,6 +86,8 @@ public final class BookingStore: Sendable {
     public struct Outcome: Sendable {
         /// The reply to send (stored in the inbox with the effect).
         public var reply: CommandReply
+        /// `reply` encoded: the bytes stored in the inbox, and the bytes to send.
+        public var json: Data
         /// True when the key was seen before: `reply` is the stored one and
         /// nothing was changed.
         public var duplicate: Bool
@@ -86,6 +105,14 @@ public final class BookingStore: Sendable {
     public func execute(
         key: String?, commandType: String, _ body: @Sendable @escaping (StoreTransaction) throws -> CommandReply
     ) async throws -> Outcome {
+        try await execute(key: key, commandType: commandType) { tx in ReplyBody(try body(tx)) }
+    }
+
+    /// Like ``execute(key:commandType:_:)-(_,_,(StoreTransaction)->CommandReply)``, for a body that may
+    /// return its reply already encoded.
+    public func execute(
+        key: String?, commandType: String, _ body: @Sendable @escaping (StoreTransaction) throws -> ReplyBody
+    ) async throws -> Outcome {
         try await withCheckedThrowingContinuation { (promise: CheckedContinuation<Outcome, any Error>) in
             let lead = batch.withLock { state -> Bool in
                 state.jobs.append(Job(key: key, commandType: commandType, body: body, promise: promise))
@@ -94,15 +121,15 @@ public final class BookingStore: Sendable {
                 return true
             }
             // The first command to find no group running starts one; the
-            // task ends when no command is waiting.
-            if lead { Task { await self.drain() } }
+            // drain ends when no command is waiting.
+            if lead { writer.async { self.drain() } }
         }
     }
 
     struct Job: Sendable {
         let key: String?
         let commandType: String
-        let body: @Sendable (StoreTransaction) throws -> CommandReply
+        let body: @Sendable (StoreTransaction) throws -> ReplyBody
         let promise: CheckedContinuation<Outcome, any Error>
     }
 
@@ -114,7 +141,12 @@ public final class BookingStore: Sendable {
     /// How many commands one transaction takes at most.
     static let maxGroup = 64
 
-    private func drain() async {
+    /// Runs the groups. A plain serial queue calling GRDB's synchronous
+    /// API: one thread hop in and one (the continuation) out per group,
+    /// where a task awaiting GRDB's async API took four.
+    private let writer = DispatchQueue(label: "booking-store.writer")
+
+    private func drain() {
         while true {
             let group = batch.withLock { state -> [Job] in
                 let group = Array(state.jobs.prefix(Self.maxGroup))
@@ -124,16 +156,20 @@ public final class BookingStore: Sendable {
             }
             if group.isEmpty { return }
             do {
-                let results = try await pool.writeWithoutTransaction { db -> [Result<Outcome, any Error>] in
+                let results = try pool.writeWithoutTransaction { db -> [Result<Outcome, any Error>] in
                     var results: [Result<Outcome, any Error>] = []
+                    var events: [OutboxEvent] = []
                     try db.inTransaction(.immediate) {
                         for job in group {
                             do {
                                 var outcome: Outcome!
+                                let tx = StoreTransaction(db: db, rooms: rooms)
                                 try db.inSavepoint {
-                                    outcome = try Self.run(job, db)
+                                    outcome = try Self.run(job, tx)
                                     return .commit
                                 }
+                                // Only the events of jobs whose savepoint was kept.
+                                events += tx.events.list
                                 results.append(.success(outcome))
                             } catch {
                                 results.append(.failure(error))
@@ -141,6 +177,7 @@ public final class BookingStore: Sendable {
                         }
                         return .commit
                     }
+                    self.handOver(events)
                     return results
                 }
                 for (job, result) in zip(group, results) { job.promise.resume(with: result) }
@@ -151,27 +188,31 @@ public final class BookingStore: Sendable {
         }
     }
 
-    private static func run(_ job: Job, _ db: Database) throws -> Outcome {
+    private static func run(_ job: Job, _ tx: StoreTransaction) throws -> Outcome {
+        let db = tx.db
         if let key = job.key,
            let stored = try Data.fetchOne(db.cachedStatement(sql: "SELECT reply FROM inbox WHERE key = ?"), arguments: [key]) {
-            return Outcome(reply: try ContractJSON.decode(CommandReply.self, from: stored), duplicate: true)
+            return Outcome(reply: try ContractJSON.decode(CommandReply.self, from: stored), json: stored, duplicate: true)
         }
-        let reply = try job.body(StoreTransaction(db: db))
+        let result = try job.body(tx)
+        let json = try result.json ?? ContractJSON.encode(result.reply)
         if let key = job.key {
             try db.cachedStatement(sql: "INSERT INTO inbox (key, commandType, reply, createdAt) VALUES (?, ?, ?, ?)")
-                .execute(arguments: [key, job.commandType, try ContractJSON.encode(reply), Date().timeIntervalSince1970])
+                .execute(arguments: [key, job.commandType, json, Date().timeIntervalSince1970])
         }
-        return Outcome(reply: reply, duplicate: false)
+        return Outcome(reply: result.reply, json: json, duplicate: false)
     }
 
     /// Runs `body` in one IMMEDIATE write transaction (no inbox involved).
     public func transaction<T: Sendable>(_ body: @Sendable @escaping (StoreTransaction) throws -> T) async throws -> T {
         try await pool.writeWithoutTransaction { db in
             var result: T?
+            let tx = StoreTransaction(db: db, rooms: self.rooms)
             try db.inTransaction(.immediate) {
-                result = try body(StoreTransaction(db: db))
+                result = try body(tx)
                 return .commit
             }
+            self.handOver(tx.events.list)
             return result!
         }
     }
@@ -180,12 +221,20 @@ public final class BookingStore: Sendable {
 
     /// A room by name.
     public func room(named name: String) async throws -> Room? {
-        try await pool.read { db in try StoreTransaction(db: db).room(named: name) }
+        try await pool.read { db in try StoreTransaction(db: db, rooms: self.rooms).room(named: name) }
+    }
+
+    /// The room as last read or written by this process, and its stored
+    /// JSON; no database access. Possibly stale: whoever uses it checks the
+    /// JSON against the row inside the transaction
+    /// (``StoreTransaction/roomJSON(named:)``).
+    public func cachedRoom(named name: String) -> CachedRoom? {
+        rooms.get(name)
     }
 
     /// A booking by id.
     public func booking(id: String) async throws -> Booking? {
-        try await pool.read { db in try StoreTransaction(db: db).booking(id: id) }
+        try await pool.read { db in try StoreTransaction(db: db, rooms: self.rooms).booking(id: id) }
     }
 
     /// Every room with the instant it was last registered (for `booking.replay`).
@@ -229,10 +278,48 @@ public final class BookingStore: Sendable {
         public var body: [UInt8]
     }
 
+    /// Committed events waiting for this process's relay, oldest first.
+    struct CommittedEvents {
+        var events: [OutboxEvent] = []
+        var ids: Set<Int64> = []
+    }
+
+    /// Events this process's relay should not publish from memory past this
+    /// many (broker down for long): the rest stay in the table, claimed, and
+    /// are published from there once their lease ends.
+    static let committedCapacity = 10_000
+
+    /// Called on the writer right after a commit: the new events, in commit
+    /// order, already claimed for ``insertLease`` by their insert.
+    private func handOver(_ events: [OutboxEvent]) {
+        guard !events.isEmpty else { return }
+        committed.withLock { state in
+            for event in events where state.events.count < Self.committedCapacity {
+                state.events.append(event)
+                state.ids.insert(event.id)
+            }
+        }
+    }
+
+    /// Takes up to `limit` of the events committed by this process, oldest
+    /// first: the relay's usual source, without a database round trip. They
+    /// were claimed when inserted, so no other relay publishes them within
+    /// the lease.
+    public func takeCommitted(limit: Int) -> [OutboxEvent] {
+        committed.withLock { state in
+            let taken = Array(state.events.prefix(limit))
+            state.events.removeFirst(taken.count)
+            for event in taken { state.ids.remove(event.id) }
+            return taken
+        }
+    }
+
     /// Claims up to `limit` unpublished events, oldest first, for `lease`
     /// seconds, so that concurrent relays (several handler processes) do
     /// not publish the same event at the same time. A claim that expires
-    /// (its relay died) is taken over.
+    /// (its relay died) is taken over. This is how events committed by a
+    /// process that died, or that released them after a failed publish, go
+    /// out; a live process's new events arrive through ``takeCommitted(limit:)``.
     public func claimOutbox(limit: Int, lease: TimeInterval) async throws -> [OutboxEvent] {
         try await pool.writeWithoutTransaction { db in
             var events: [OutboxEvent] = []
@@ -243,10 +330,13 @@ public final class BookingStore: Sendable {
                     WHERE publishedAt IS NULL AND (claimedUntil IS NULL OR claimedUntil < ?)
                     ORDER BY id LIMIT ?
                     """, arguments: [now, limit])
+                // Events still waiting in this process's memory (lease run out
+                // while the broker was away) go out from there, not twice.
+                let waiting = committed.withLock { $0.ids }
                 events = rows.map { row in
                     OutboxEvent(id: row["id"], routingKey: row["routingKey"], messageID: row["messageId"],
                                 body: [UInt8](row["body"] as Data))
-                }
+                }.filter { !waiting.contains($0.id) }
                 if !events.isEmpty {
                     let ids = events.map(\.id)
                     try db.execute(sql: "UPDATE outbox SET claimedUntil = ? WHERE id IN (\(databaseQuestionMarks(count: ids.count)))",
@@ -288,21 +378,81 @@ public final class BookingStore: Sendable {
     }
 }
 
+/// A reply a command body returns, with its encoding when the body already
+/// has it (a booking encoded once for its row, events and reply).
+public struct ReplyBody: Sendable {
+    public var reply: CommandReply
+    /// `ContractJSON.encode(reply)`, or nil to have the store encode it.
+    public var json: Data?
+
+    public init(_ reply: CommandReply, json: Data? = nil) {
+        self.reply = reply
+        self.json = json
+    }
+}
+
+/// A room with the exact JSON it was decoded from.
+public struct CachedRoom: Sendable {
+    public var room: Room
+    public var json: Data
+}
+
+/// Decoded rooms keyed by name, each with the JSON it came from, so a
+/// command neither decodes its room again nor waits for the database to
+/// validate against it. Only ever a hint: readers compare the JSON with the
+/// row (another process may have re-registered the room).
+final class RoomCache: Sendable {
+    private let entries = Mutex<[String: CachedRoom]>([:])
+    /// Rooms are a catalog, not user data; the bound only guards memory
+    /// against a runaway registrar.
+    static let capacity = 10_000
+
+    func get(_ name: String) -> CachedRoom? {
+        entries.withLock { $0[name] }
+    }
+
+    func put(_ entry: CachedRoom) {
+        entries.withLock { entries in
+            if entries.count >= Self.capacity, entries[entry.room.name] == nil { entries.removeAll(keepingCapacity: true) }
+            entries[entry.room.name] = entry
+        }
+    }
+}
+
 /// What a command may do inside its transaction. Only valid inside
 /// ``BookingStore/execute(key:commandType:_:)``'s closure.
 public struct StoreTransaction {
     let db: Database
+    let rooms: RoomCache
+    /// The events this transaction queued, handed to the relay after commit.
+    let events = EventList()
 
+    final class EventList {
+        var list: [BookingStore.OutboxEvent] = []
+    }
+
+    /// The room's stored JSON, exactly as written.
+    public func roomJSON(named name: String) throws -> Data? {
+        try Data.fetchOne(db.cachedStatement(sql: "SELECT json FROM room WHERE name = ?"), arguments: [name])
+    }
+
+    /// The room, decoded once per distinct stored JSON.
     public func room(named name: String) throws -> Room? {
-        guard let data = try Data.fetchOne(db.cachedStatement(sql: "SELECT json FROM room WHERE name = ?"), arguments: [name]) else { return nil }
-        return try ContractJSON.decode(Room.self, from: data)
+        guard let data = try roomJSON(named: name) else { return nil }
+        if let cached = rooms.get(name), cached.json == data { return cached.room }
+        let room = try ContractJSON.decode(Room.self, from: data)
+        rooms.put(CachedRoom(room: room, json: data))
+        return room
     }
 
     public func upsertRoom(_ room: Room) throws {
+        let json = try ContractJSON.encode(room)
         try db.cachedStatement(sql: """
             INSERT INTO room (name, json, updatedAt) VALUES (?, ?, ?)
             ON CONFLICT(name) DO UPDATE SET json = excluded.json, updatedAt = excluded.updatedAt
-            """).execute(arguments: [room.name, try ContractJSON.encode(room), Date().timeIntervalSince1970])
+            """).execute(arguments: [room.name, json, Date().timeIntervalSince1970])
+        // Not cached here: a rolled-back transaction would leave the cache
+        // ahead of the row. The next read caches it.
     }
 
     public func booking(id: String) throws -> Booking? {
@@ -310,28 +460,48 @@ public struct StoreTransaction {
         return try ContractJSON.decode(Booking.self, from: data)
     }
 
+    /// No booking is longer than this: a booking lies within one day's
+    /// opening hours (a day has at most 25 hours, on the autumn change).
+    static let longestBooking: Int64 = 25 * 3600
+
     /// Ids of the room's pending/confirmed bookings overlapping [startsAt, endsAt).
+    ///
+    /// The lower bound on `startsAt` is implied by ``longestBooking`` and
+    /// keeps the index range to about a day; without it every earlier
+    /// booking of the room was scanned, a cost growing with history.
     public func conflicts(room: String, startsAt: Date, endsAt: Date, excluding: String? = nil) throws -> [String] {
-        try String.fetchAll(db.cachedStatement(sql: """
+        let start = Int64(startsAt.timeIntervalSince1970), end = Int64(endsAt.timeIntervalSince1970)
+        return try String.fetchAll(db.cachedStatement(sql: """
             SELECT id FROM booking
-            WHERE room = ? AND status IN ('pending', 'confirmed') AND startsAt < ? AND endsAt > ? AND id != ?
+            WHERE room = ? AND startsAt > ? AND startsAt < ? AND endsAt > ? AND status IN ('pending', 'confirmed') AND id != ?
             ORDER BY startsAt
-            """), arguments: [room, Int64(endsAt.timeIntervalSince1970), Int64(startsAt.timeIntervalSince1970), excluding ?? ""])
+            """), arguments: [room, start - Self.longestBooking, end, start, excluding ?? ""])
     }
 
     /// Inserts or replaces a booking (the caller bumps `version`).
     public func save(_ booking: Booking, startsAt: Date, endsAt: Date) throws {
+        try save(try EncodedBooking(booking), startsAt: startsAt, endsAt: endsAt)
+    }
+
+    /// Inserts or replaces a booking, stored as its already encoded JSON.
+    public func save(_ encoded: EncodedBooking, startsAt: Date, endsAt: Date) throws {
+        let booking = encoded.booking
         try db.cachedStatement(sql: """
             INSERT INTO booking (id, room, status, startsAt, endsAt, version, json) VALUES (?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(id) DO UPDATE SET room = excluded.room, status = excluded.status, startsAt = excluded.startsAt,
               endsAt = excluded.endsAt, version = excluded.version, json = excluded.json
             """).execute(arguments: [booking.id, booking.room, booking.status.rawValue, Int64(startsAt.timeIntervalSince1970),
-                             Int64(endsAt.timeIntervalSince1970), booking.version, try ContractJSON.encode(booking)])
+                             Int64(endsAt.timeIntervalSince1970), booking.version, encoded.json])
     }
 
-    /// Queues an event for the relay, in this transaction.
+    /// Queues an event for the relay, in this transaction. The row is
+    /// claimed by this process from the start (see ``BookingStore/insertLease``):
+    /// after the commit the event reaches this process's relay in memory.
     public func enqueue(routingKey: String, messageID: String, body: Data) throws {
-        try db.cachedStatement(sql: "INSERT INTO outbox (routingKey, messageId, body, createdAt) VALUES (?, ?, ?, ?)")
-            .execute(arguments: [routingKey, messageID, body, Date().timeIntervalSince1970])
+        let now = Date().timeIntervalSince1970
+        try db.cachedStatement(sql: "INSERT INTO outbox (routingKey, messageId, body, createdAt, claimedUntil) VALUES (?, ?, ?, ?, ?)")
+            .execute(arguments: [routingKey, messageID, body, now, now + BookingStore.insertLease])
+        events.list.append(BookingStore.OutboxEvent(id: db.lastInsertedRowID, routingKey: routingKey, messageID: messageID,
+                                                    body: [UInt8](body)))
     }
 }
