@@ -131,6 +131,12 @@ public struct EncodedBooking: Sendable {
     /// escaped, everything else (including non-ASCII) as UTF-8.
     static func appendString(_ string: String, to out: inout Data) {
         out.append(UInt8(ascii: "\""))
+        defer { out.append(UInt8(ascii: "\"")) }
+        // Ids and timestamps never need escaping: one copy, not a byte loop.
+        if !string.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            out.append(contentsOf: string.utf8)
+            return
+        }
         for byte in string.utf8 {
             switch byte {
             case UInt8(ascii: "\""): out.append(contentsOf: #"\""#.utf8)
@@ -148,6 +154,5 @@ public struct EncodedBooking: Sendable {
             default: out.append(byte)
             }
         }
-        out.append(UInt8(ascii: "\""))
     }
 }
