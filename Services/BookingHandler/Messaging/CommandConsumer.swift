@@ -122,7 +122,7 @@ public struct CommandConsumer: Sendable {
     /// again — consumers drop versions they already have).
     func replay(_ request: ReplayBookings, logger: Logger) async throws -> ReplaySummary {
         let queue = request.queue
-        let replayId = request.replayId ?? UUID().uuidString.lowercased()
+        let replayId = request.replayId ?? RandomID.uuidString()
         do {
             _ = try await connection.queueInfo(queue)
         } catch {
@@ -130,7 +130,7 @@ public struct CommandConsumer: Sendable {
         }
         let headers: AMQPTable = [ReplayStream.replayIdHeader: .string(replayId)]
         func message(_ type: String, _ body: Data) -> (body: [UInt8], exchange: String, routingKey: String, properties: AMQPProperties) {
-            var properties = AMQPProperties.persistentJSON(type: type, messageID: UUID().uuidString.lowercased(), headers: headers)
+            var properties = AMQPProperties.persistentJSON(type: type, messageID: RandomID.uuidString(), headers: headers)
             properties.appID = "booking-handler"
             return ([UInt8](body), "", queue, properties)
         }
@@ -142,7 +142,7 @@ public struct CommandConsumer: Sendable {
         let rooms = try await processor.store.replayRooms()
         try await publish(try rooms.map { entry in
             message(EventType.roomRegistered.rawValue, try ContractJSON.encode(
-                RoomRegistered(eventId: UUID().uuidString.lowercased(), occurredAt: ContractFormat.timestamp(entry.updatedAt),
+                RoomRegistered(eventId: RandomID.uuidString(), occurredAt: ContractFormat.timestamp(entry.updatedAt),
                                room: entry.room)))
         })
         var bookings = 0
@@ -152,7 +152,7 @@ public struct CommandConsumer: Sendable {
             if page.isEmpty { break }
             try await publish(try page.map { booking in
                 message(ReplayStream.eventType(for: booking.status).rawValue, try ContractJSON.encode(
-                    BookingEvent(eventId: UUID().uuidString.lowercased(), occurredAt: now, booking: booking)))
+                    BookingEvent(eventId: RandomID.uuidString(), occurredAt: now, booking: booking)))
             })
             bookings += page.count
             after = page.last?.id

@@ -56,7 +56,7 @@ public struct CommandProcessor: Sendable {
     ///     reschedule anybody's booking (`ADMIN_USERS`).
     public init(store: BookingStore, administrators: Set<String> = [],
                 now: @escaping @Sendable () -> Date = { Date() },
-                newID: @escaping @Sendable () -> String = { UUID().uuidString.lowercased() }) {
+                newID: @escaping @Sendable () -> String = { RandomID.uuidString() }) {
         self.store = store
         self.administrators = administrators
         self.now = now
