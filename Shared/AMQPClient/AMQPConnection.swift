@@ -160,6 +160,11 @@ public final class AMQPConnection: Sendable, Service {
         Int(try await loop.submit { .deleteQueue(name, $0) })
     }
 
+    /// Deletes an exchange (and with it every binding from it).
+    public func deleteExchange(_ name: String) async throws(AMQPError) {
+        try await loop.submit { .deleteExchange(name, $0) }
+    }
+
     /// Removes every ready message of a queue; returns how many.
     @discardableResult
     public func purgeQueue(_ name: String) async throws(AMQPError) -> Int {

@@ -13,7 +13,8 @@ import Synchronization
 /// and the booking handler makes three ids per booking. This draws 4 KiB
 /// from the kernel's generator at a time (`getrandom` through
 /// `arc4random_buf`) and hands out 16 bytes per id: the same randomness,
-/// one system call per 256 ids.
+/// one system call per 256 ids. (`arc4random_buf` needs glibc 2.36 or
+/// later: Debian bookworm, as in `deploy/Dockerfile`.)
 public enum RandomID {
     private static let pool = Mutex(Pool())
 

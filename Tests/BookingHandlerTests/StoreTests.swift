@@ -159,6 +159,90 @@ struct StoreTests {
         #expect(try await store.counts().outboxPending == 1 + 4)
     }
 
+    @Test func aSweepNeverHandsOutWhatWaitsInMemoryEvenAfterItsLease() async throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // Lease 0: every claim made at insert has already run out.
+        let store = try BookingStore(path: directory.appendingPathComponent("db.sqlite").path, insertLease: 0)
+        try await store.transaction { tx in
+            for i in 0..<3 { try tx.enqueue(routingKey: "e", messageID: "m\(i)", body: Data("{}".utf8)) }
+        }
+        // The relay sweeps first, then takes from memory: no event twice.
+        #expect(try await store.claimOutbox(limit: 10, lease: 60).isEmpty)
+        #expect(store.takeCommitted(limit: 10).map(\.messageID) == ["m0", "m1", "m2"])
+    }
+
+    @Test func aFailedPublishSendsEverythingBackThroughTheTableInCommitOrder() async throws {
+        let (store, _) = try await makeProcessor()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        _ = store.takeCommitted(limit: 100)  // room.registered
+        func add(_ ids: ClosedRange<Int>) async throws {
+            try await store.transaction { tx in
+                for i in ids { try tx.enqueue(routingKey: "e", messageID: "m\(i)", body: Data("{}".utf8)) }
+            }
+        }
+        try await add(0...2)
+        let inFlight = store.takeCommitted(limit: 1)  // m0 is being published…
+        try await add(3...4)                           // …while m3, m4 are committed
+        try await store.suspendHandOver(releasing: inFlight.map(\.id))  // m0 was not confirmed
+        #expect(store.handOverSuspended)
+        #expect(store.takeCommitted(limit: 10).isEmpty, "memory was given back to the table")
+        try await add(5...5)                           // committed while suspended: unclaimed, not in memory
+        #expect(store.takeCommitted(limit: 10).isEmpty)
+        let table = try await store.claimOutbox(limit: 10, lease: 60)
+        #expect(table.map(\.messageID) == ["m0", "m1", "m2", "m3", "m4", "m5"], "all of them, oldest first")
+        try await store.markPublished(table.map(\.id))
+        try await store.resumeHandOver()
+        #expect(!store.handOverSuspended)
+        try await add(6...6)
+        #expect(try await store.claimOutbox(limit: 10, lease: 60).isEmpty, "claimed by its writer again")
+        #expect(store.takeCommitted(limit: 10).map(\.messageID) == ["m6"])
+    }
+
+    @Test func aFullMemorySuspendsTheHandOverInsteadOfDroppingEvents() async throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try BookingStore(path: directory.appendingPathComponent("db.sqlite").path, committedCapacity: 3)
+        try await store.transaction { tx in
+            for i in 0..<2 { try tx.enqueue(routingKey: "e", messageID: "m\(i)", body: Data("{}".utf8)) }
+        }
+        #expect(!store.handOverSuspended)
+        try await store.transaction { tx in
+            for i in 2..<4 { try tx.enqueue(routingKey: "e", messageID: "m\(i)", body: Data("{}".utf8)) }
+        }
+        #expect(store.handOverSuspended)
+        #expect(store.takeCommitted(limit: 10).isEmpty)
+        #expect(try await store.claimOutbox(limit: 10, lease: 60).map(\.messageID) == ["m0", "m1", "m2", "m3"])
+    }
+
+    /// Antarctica/Troll moves its clocks by two hours: its autumn day is
+    /// 25 h 45 min long from 00:00 to 23:45. The overlap query's lower bound
+    /// must still reach the start of a booking that long.
+    @Test func theLongestPossibleBookingStillConflicts() async throws {
+        let (_, processor) = try await makeProcessor()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        _ = try await processor.upsertRooms(fileContents: Data(#"[{"name": "Troll", "capacity": 4, "timeZone": "Antarctica/Troll", "opens": "00:00", "closes": "23:45"}]"#.utf8))
+        func book(_ start: String, _ end: String, _ key: String) async throws -> CommandReply {
+            let body = #"{"room":"Troll","date":"2027-10-31","start":"\#(start)","end":"\#(end)","title":"T","attendees":[{"name":"Ada","email":"ada@example.com","phone":"0170 1234567"}]}"#
+            guard case .handled(let reply, _, _, _) = try await processor.process(IncomingCommand(
+                body: Array(body.utf8), typeProperty: "booking.create", routingKey: "booking.create", messageID: key,
+                idempotencyKeyHeader: nil, userID: nil)) else { throw CancellationError() }
+            return reply
+        }
+        guard case .booking(let whole) = try await book("00:00", "23:45", "long") else {
+            Issue.record("the whole day could not be booked")
+            return
+        }
+        let startsAt = ISO8601DateFormatter().date(from: whole.startsAt)!, endsAt = ISO8601DateFormatter().date(from: whole.endsAt)!
+        #expect(endsAt.timeIntervalSince(startsAt) == 25.75 * 3600)
+        guard case .error(let error) = try await book("23:00", "23:45", "late") else {
+            Issue.record("booked twice")
+            return
+        }
+        #expect(error.code == .overlap)
+        #expect(error.conflicts == [whole.id])
+    }
+
     @Test func outboxClaimsAreLeasedInOrderAndMarkedOnce() async throws {
         let (store, _) = try await makeProcessor()
         defer { try? FileManager.default.removeItem(at: directory) }

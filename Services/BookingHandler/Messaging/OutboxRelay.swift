@@ -13,9 +13,11 @@ import Synchronization
 ///
 /// Two sources: the events this process just committed, handed over in
 /// memory already claimed (``BookingStore/takeCommitted(limit:)``: no
-/// database read per round), and — at start and every second — the table,
-/// for events whose claim ran out or was released (a failed round, a
-/// process that died: ``BookingStore/claimOutbox(limit:lease:)``).
+/// database read per round), and the table
+/// (``BookingStore/claimOutbox(limit:lease:)``) — at start, every second
+/// (claims that ran out: a process that died), and for as long as
+/// hand-over is suspended after a failed publish, until the relay has
+/// caught up. See ``publishRound()`` for how the order is kept.
 ///
 /// Woken by ``kick()`` after each command and otherwise every second.
 public final class OutboxRelay: Service, Sendable {
@@ -64,7 +66,7 @@ public final class OutboxRelay: Service, Sendable {
             }
             await withGracefulShutdownHandler {
                 for await _ in wakeups {
-                    while await publishRound() == batchSize {}
+                    await publishAll()
                     await pruneHourly()
                 }
             } onGracefulShutdown: {
@@ -72,8 +74,9 @@ public final class OutboxRelay: Service, Sendable {
             }
             group.cancelAll()
         }
-        // One last round so events of commands handled during shutdown go out.
-        while await publishRound() == batchSize {}
+        // Last rounds so events of commands handled during shutdown go out
+        // (what is left stays in the table for the next start).
+        await publishAll()
     }
 
     private func pruneHourly() async {
@@ -91,27 +94,60 @@ public final class OutboxRelay: Service, Sendable {
         }
     }
 
-    /// Publishes one batch; returns how many events it claimed.
+    /// What one round did.
+    public struct Round: Sendable {
+        /// Events taken (from memory and the table).
+        public var count: Int
+        /// Whether publishing or the outbox update failed.
+        public var failed: Bool
+    }
+
+    /// Rounds until one takes less than a batch or fails (then the next
+    /// kick or tick tries again, so neither a broker outage nor shutdown
+    /// spins here).
+    private func publishAll() async {
+        while true {
+            let round = await publishRound()
+            if round.failed || round.count < batchSize { return }
+        }
+    }
+
+    /// Publishes one batch.
+    ///
+    /// Sources, in this order: the table when hand-over is suspended or a
+    /// sweep is due (claims run out or released, a process that died), then
+    /// — only if the table had less than a batch — the events this process
+    /// committed, from memory. Sweeping first is what keeps commit order:
+    /// rows left in the table are older than anything handed over after
+    /// them. A failed publish suspends hand-over (``BookingStore/suspendHandOver(releasing:)``);
+    /// a table read that comes back short with everything confirmed resumes it.
     @discardableResult
-    public func publishRound() async -> Int {
-        var events = store.takeCommitted(limit: batchSize)
-        if events.count < batchSize, sweepDue.exchange(false, ordering: .relaxed) {
+    public func publishRound() async -> Round {
+        let suspended = store.handOverSuspended
+        var events: [BookingStore.OutboxEvent] = []
+        if suspended || sweepDue.exchange(false, ordering: .relaxed) {
             do {
-                events += try await store.claimOutbox(limit: batchSize - events.count, lease: BookingStore.claimLease)
-                // Outbox id order is commit order, so per-booking order holds
-                // across both sources.
-                events.sort { $0.id < $1.id }
+                events = try await store.claimOutbox(limit: batchSize, lease: BookingStore.claimLease)
             } catch {
                 sweepDue.store(true, ordering: .relaxed)
                 logger.error("outbox read failed", metadata: ["error": "\(error)"])
+                return Round(count: 0, failed: true)
             }
+            if events.count == batchSize { sweepDue.store(true, ordering: .relaxed) }
         }
+        if !suspended && events.count < batchSize {
+            events += store.takeCommitted(limit: batchSize - events.count)
+        }
+        // Outbox id order is commit order (per booking too), across sources
+        // and across processes sharing the database.
+        events.sort { $0.id < $1.id }
         guard !events.isEmpty else {
             backlog.record(0)
-            return 0
+            if suspended { await resume() }
+            return Round(count: 0, failed: false)
         }
-        // One ordered batch: the events reach the channel in outbox order
-        // (commit order, so per booking too), all in flight at once.
+        // One ordered batch: the events reach the channel in that order, all
+        // in flight at once.
         let outcomes = await connection.publish(batch: events.map { event in
             (body: event.body, exchange: Topology.eventsExchange, routingKey: event.routingKey,
              properties: AMQPProperties.persistentJSON(type: event.routingKey, messageID: event.messageID))
@@ -119,20 +155,38 @@ public final class OutboxRelay: Service, Sendable {
         let results = zip(events, outcomes).map { ($0.id, $1) }
         let ok = results.filter { $0.1 == nil }.map(\.0)
         let failed = results.filter { $0.1 != nil }.map(\.0)
+        published.increment(by: ok.count)
         do {
             try await store.markPublished(ok)
-            try await store.releaseClaims(failed)
-            // The next round takes the released events back from the table
-            // together with newer ones, in order.
-            if !failed.isEmpty { sweepDue.store(true, ordering: .relaxed) }
+            if !failed.isEmpty {
+                if suspended {
+                    try await store.releaseClaims(failed)
+                } else {
+                    try await store.suspendHandOver(releasing: failed)
+                }
+            }
         } catch {
             logger.error("outbox update failed; events will be published again", metadata: ["error": "\(error)"])
+            return Round(count: events.count, failed: true)
         }
-        published.increment(by: ok.count)
         if let firstError = results.compactMap(\.1).first {
-            logger.warning("events not confirmed; retrying", metadata: ["failed": "\(failed.count)", "error": "\(firstError)"])
+            logger.warning("events not confirmed; retrying from the table", metadata: ["failed": "\(failed.count)", "error": "\(firstError)"])
             try? await Task.sleep(for: .milliseconds(200))
+            return Round(count: events.count, failed: true)
         }
-        return events.count
+        if suspended && events.count < batchSize { await resume() }
+        return Round(count: events.count, failed: false)
+    }
+
+    /// Back to memory after catching up with the table; the next round
+    /// sweeps once more first, for rows inserted before the switch.
+    private func resume() async {
+        do {
+            try await store.resumeHandOver()
+            sweepDue.store(true, ordering: .relaxed)
+            logger.info("outbox relay caught up; taking new events from memory again")
+        } catch {
+            logger.error("could not resume the outbox hand-over", metadata: ["error": "\(error)"])
+        }
     }
 }

@@ -30,22 +30,33 @@ public final class BookingStore: Sendable {
     /// commit and publish wait before a restarted (or another) handler
     /// sends them. A publish slower than this (broker trouble) may be
     /// repeated by another process: at-least-once, dropped by version.
-    public static let insertLease: TimeInterval = 5
+    let insertLease: TimeInterval
+
+    /// At most this many committed events wait in memory for the relay
+    /// (confirms slower than commands for long); past it, hand-over is
+    /// suspended and the relay reads the table (see ``suspendHandOver(releasing:)``).
+    let committedCapacity: Int
 
     /// Opens (creating and migrating as needed) the database at `path`.
-    public init(path: String) throws {
+    /// `insertLease` and `committedCapacity` are for tests.
+    public init(path: String, insertLease: TimeInterval = 5, committedCapacity: Int = 10_000) throws {
+        self.insertLease = insertLease
+        self.committedCapacity = committedCapacity
         var configuration = Configuration()
         // Another process holding the write lock makes us wait, not fail.
         configuration.busyMode = .timeout(15)
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")  // WAL: durable at checkpoint, safe on crash
-            // 16 MiB of page cache per connection instead of SQLite's 2 MiB:
-            // the booking table and its index outgrow 2 MiB within tens of
-            // thousands of bookings, and every miss is a pread system call.
-            try db.execute(sql: "PRAGMA cache_size = -16384")
-            // Checkpoints are run by `checkpointer`, off the writer (see
-            // checkpointSoon()); this high mark is only a backstop.
-            if !db.configuration.readonly { try db.execute(sql: "PRAGMA wal_autocheckpoint = 10000") }
+            if !db.configuration.readonly {
+                // 16 MiB of page cache for the writer instead of SQLite's
+                // 2 MiB: the booking table and its indexes outgrow 2 MiB
+                // within tens of thousands of bookings, and every miss is a
+                // pread system call. (Readers are rare and keep the default.)
+                try db.execute(sql: "PRAGMA cache_size = -16384")
+                // Checkpoints are run by `checkpointer`, off the writer (see
+                // checkpointSoon()); this high mark is only a backstop.
+                try db.execute(sql: "PRAGMA wal_autocheckpoint = 10000")
+            }
         }
         pool = try DatabasePool(path: path, configuration: configuration)
         try Self.migrator.migrate(pool)
@@ -189,8 +200,10 @@ public final class BookingStore: Sendable {
     /// where a task awaiting GRDB's async API took four.
     private let writer = DispatchQueue(label: "booking-store.writer")
 
+    /// Runs one group, then queues itself again while commands wait, so
+    /// other writer work (``onWriter(_:)``) is not starved under load.
     private func drain() {
-        while true {
+        do {
             let group = batch.withLock { state -> [Job] in
                 let group = Array(state.jobs.prefix(Self.maxGroup))
                 state.jobs.removeFirst(group.count)
@@ -198,15 +211,17 @@ public final class BookingStore: Sendable {
                 return group
             }
             if group.isEmpty { return }
+            defer { writer.async { self.drain() } }
             do {
                 let results = try pool.writeWithoutTransaction { db -> [Result<Outcome, any Error>] in
                     var results: [Result<Outcome, any Error>] = []
                     var events: [OutboxEvent] = []
+                    let claim = claimOnInsert()
                     try db.inTransaction(.immediate) {
                         for job in group {
                             do {
                                 var outcome: Outcome!
-                                let tx = StoreTransaction(db: db, rooms: rooms)
+                                let tx = StoreTransaction(db: db, rooms: rooms, claimLease: claim)
                                 try db.inSavepoint {
                                     outcome = try Self.run(job, tx)
                                     return .commit
@@ -220,7 +235,7 @@ public final class BookingStore: Sendable {
                         }
                         return .commit
                     }
-                    self.handOver(events)
+                    self.handOver(events, db)
                     self.checkpointSoon()
                     return results
                 }
@@ -249,15 +264,26 @@ public final class BookingStore: Sendable {
 
     /// Runs `body` in one IMMEDIATE write transaction (no inbox involved).
     public func transaction<T: Sendable>(_ body: @Sendable @escaping (StoreTransaction) throws -> T) async throws -> T {
-        try await pool.writeWithoutTransaction { db in
+        try await onWriter { db in
             var result: T?
-            let tx = StoreTransaction(db: db, rooms: self.rooms)
+            let tx = StoreTransaction(db: db, rooms: self.rooms, claimLease: self.claimOnInsert())
             try db.inTransaction(.immediate) {
                 result = try body(tx)
                 return .commit
             }
-            self.handOver(tx.events.list)
+            self.handOver(tx.events.list, db)
             return result!
+        }
+    }
+
+    /// Runs `body` on the writer queue, between command groups. Everything
+    /// that inserts events or switches the hand-over runs here, so a group
+    /// sees one hand-over state from start to commit.
+    private func onWriter<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            writer.async { [pool] in
+                continuation.resume(with: Result { try pool.writeWithoutTransaction(body) })
+            }
         }
     }
 
@@ -322,26 +348,74 @@ public final class BookingStore: Sendable {
         public var body: [UInt8]
     }
 
-    /// Committed events waiting for this process's relay, oldest first.
+    /// Committed events waiting for this process's relay, oldest first, and
+    /// whether hand-over is on.
     struct CommittedEvents {
         var events: [OutboxEvent] = []
         var ids: Set<Int64> = []
+        /// Off after a failed publish or an overflow: new events are then
+        /// inserted unclaimed and the relay reads them from the table, in
+        /// order with the ones it released, until it has caught up.
+        var suspended = false
     }
 
-    /// Events this process's relay should not publish from memory past this
-    /// many (broker down for long): the rest stay in the table, claimed, and
-    /// are published from there once their lease ends.
-    static let committedCapacity = 10_000
+    /// The claim new events get, or nil (unclaimed) while hand-over is
+    /// suspended. Read on the writer queue at the start of a transaction.
+    private func claimOnInsert() -> TimeInterval? {
+        committed.withLock { $0.suspended } ? nil : insertLease
+    }
 
-    /// Called on the writer right after a commit: the new events, in commit
-    /// order, already claimed for ``insertLease`` by their insert.
-    private func handOver(_ events: [OutboxEvent]) {
+    /// Whether the relay must read the table instead of memory.
+    public var handOverSuspended: Bool {
+        committed.withLock { $0.suspended }
+    }
+
+    /// Called on the writer right after a commit: the new (claimed) events,
+    /// in commit order. Past ``committedCapacity`` everything waiting is
+    /// released to the table instead and hand-over is suspended.
+    private func handOver(_ events: [OutboxEvent], _ db: Database) {
         guard !events.isEmpty else { return }
-        committed.withLock { state in
-            for event in events where state.events.count < Self.committedCapacity {
-                state.events.append(event)
-                state.ids.insert(event.id)
+        let overflow = committed.withLock { state -> [Int64]? in
+            if state.events.count + events.count <= committedCapacity {
+                state.events += events
+                for event in events { state.ids.insert(event.id) }
+                return nil
             }
+            let ids = state.events.map(\.id) + events.map(\.id)
+            state = CommittedEvents(suspended: true)
+            return ids
+        }
+        // If this fails the rows wait for their lease to run out instead.
+        if let overflow { try? Self.release(overflow, db) }
+    }
+
+    /// Switches hand-over off after a failed publish: gives up the claims on
+    /// `failed` and on every event still waiting in memory, so the relay
+    /// reads all of them back from the table in id (commit) order, before
+    /// anything newer. Runs on the writer queue, between groups.
+    public func suspendHandOver(releasing failed: [Int64]) async throws {
+        try await onWriter { db in
+            let waiting = self.committed.withLock { state -> [Int64] in
+                let ids = state.events.map(\.id)
+                state = CommittedEvents(suspended: true)
+                return ids
+            }
+            try Self.release(failed + waiting, db)
+        }
+    }
+
+    /// Switches hand-over back on once the relay has caught up with the
+    /// table. Events inserted unclaimed before this are older than every
+    /// event handed over after it; the relay sweeps the table once more
+    /// before taking from memory, so they still go first.
+    public func resumeHandOver() async throws {
+        try await onWriter { _ in self.committed.withLock { $0.suspended = false } }
+    }
+
+    private static func release(_ ids: [Int64], _ db: Database) throws {
+        for chunk in stride(from: 0, to: ids.count, by: 500).map({ ids[$0..<min($0 + 500, ids.count)] }) {
+            try db.execute(sql: "UPDATE outbox SET claimedUntil = NULL WHERE id IN (\(databaseQuestionMarks(count: chunk.count)))",
+                           arguments: StatementArguments(Array(chunk)))
         }
     }
 
@@ -468,6 +542,9 @@ final class RoomCache: Sendable {
 public struct StoreTransaction {
     let db: Database
     let rooms: RoomCache
+    /// Seconds new events stay claimed by this process, nil for unclaimed
+    /// (hand-over suspended).
+    var claimLease: TimeInterval? = nil
     /// The events this transaction queued, handed to the relay after commit.
     let events = EventList()
 
@@ -504,14 +581,16 @@ public struct StoreTransaction {
         return try ContractJSON.decode(Booking.self, from: data)
     }
 
-    /// No booking is longer than this: a booking lies within one day's
-    /// opening hours (a day has at most 25 hours, on the autumn change).
-    static let longestBooking: Int64 = 25 * 3600
+    /// No booking is longer than this: a booking lies within one local
+    /// day's opening hours. A local day is 24 h plus its clock change —
+    /// 25 h 45 min at most today (Antarctica/Troll, 2 h), 48 h for a zone
+    /// that repeats a date — so 50 h holds with a margin.
+    static let longestBooking: Int64 = 50 * 3600
 
     /// Ids of the room's pending/confirmed bookings overlapping [startsAt, endsAt).
     ///
     /// The lower bound on `startsAt` is implied by ``longestBooking`` and
-    /// keeps the index range to about a day; without it every earlier
+    /// keeps the index range to about two days; without it every earlier
     /// booking of the room was scanned, a cost growing with history.
     public func conflicts(room: String, startsAt: Date, endsAt: Date, excluding: String? = nil) throws -> [String] {
         let start = Int64(startsAt.timeIntervalSince1970), end = Int64(endsAt.timeIntervalSince1970)
@@ -538,14 +617,18 @@ public struct StoreTransaction {
                              Int64(endsAt.timeIntervalSince1970), booking.version, encoded.json])
     }
 
-    /// Queues an event for the relay, in this transaction. The row is
-    /// claimed by this process from the start (see ``BookingStore/insertLease``):
-    /// after the commit the event reaches this process's relay in memory.
+    /// Queues an event for the relay, in this transaction. Normally the row
+    /// is claimed by this process from the start (``BookingStore/insertLease``)
+    /// and after the commit the event reaches this process's relay in
+    /// memory; while hand-over is suspended it is left unclaimed for the
+    /// relay's table reads.
     public func enqueue(routingKey: String, messageID: String, body: Data) throws {
         let now = Date().timeIntervalSince1970
         try db.cachedStatement(sql: "INSERT INTO outbox (routingKey, messageId, body, createdAt, claimedUntil) VALUES (?, ?, ?, ?, ?)")
-            .execute(arguments: [routingKey, messageID, body, now, now + BookingStore.insertLease])
-        events.list.append(BookingStore.OutboxEvent(id: db.lastInsertedRowID, routingKey: routingKey, messageID: messageID,
-                                                    body: [UInt8](body)))
+            .execute(arguments: [routingKey, messageID, body, now, claimLease.map { now + $0 }])
+        if claimLease != nil {
+            events.list.append(BookingStore.OutboxEvent(id: db.lastInsertedRowID, routingKey: routingKey, messageID: messageID,
+                                                        body: [UInt8](body)))
+        }
     }
 }

@@ -276,6 +276,12 @@ final class CConnection {
         return ok?.pointee.message_count ?? 0
     }
 
+    func deleteExchange(_ name: String, channel: amqp_channel_t) throws(AMQPError) {
+        defer { arena.reset() }
+        amqp_exchange_delete(state, channel, arena.bytes(name), 0)
+        try rpcResult(channel: channel, "exchange.delete \(name)")
+    }
+
     func purgeQueue(_ name: String, channel: amqp_channel_t) throws(AMQPError) -> UInt32 {
         defer { arena.reset() }
         let ok = amqp_queue_purge(state, channel, arena.bytes(name))

@@ -41,6 +41,7 @@ enum IOCommand: Sendable {
     case settle(channel: UInt16, generation: UInt64, Settlement, Promise<Void>)
     case inspectQueue(String, Promise<AMQPQueueInfo>)
     case deleteQueue(String, Promise<UInt32>)
+    case deleteExchange(String, Promise<Void>)
     case purgeQueue(String, Promise<UInt32>)
     case get(String, Promise<AMQPDelivery?>)
     case close(Promise<Void>?)
@@ -721,6 +722,8 @@ final class IOLoop: @unchecked Sendable {
             }
         case .deleteQueue(let name, let promise):
             try control(promise, c) { () throws(AMQPError) in try c.deleteQueue(name, channel: Self.controlChannel) }
+        case .deleteExchange(let name, let promise):
+            try control(promise, c) { () throws(AMQPError) in try c.deleteExchange(name, channel: Self.controlChannel) }
         case .purgeQueue(let name, let promise):
             try control(promise, c) { () throws(AMQPError) in try c.purgeQueue(name, channel: Self.controlChannel) }
         case .get(let queue, let promise):
@@ -909,6 +912,7 @@ final class IOLoop: @unchecked Sendable {
         case .rpc(_, _, let p): p.resume(throwing: error)
         case .inspectQueue(_, let p): p.resume(throwing: error)
         case .deleteQueue(_, let p), .purgeQueue(_, let p): p.resume(throwing: error)
+        case .deleteExchange(_, let p): p.resume(throwing: error)
         case .get(_, let p): p.resume(throwing: error)
         case .close(let p): p?.resume()
         case .stopConsumer: break
