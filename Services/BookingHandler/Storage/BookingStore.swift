@@ -289,22 +289,12 @@ public final class BookingStore: Sendable {
 
     // MARK: Reads
 
-    /// A room by name.
-    public func room(named name: String) async throws -> Room? {
-        try await pool.read { db in try StoreTransaction(db: db, rooms: self.rooms).room(named: name) }
-    }
-
-    /// The room as last read or written by this process, and its stored
+    /// The room as this process last read it, and its stored
     /// JSON; no database access. Possibly stale: whoever uses it checks the
     /// JSON against the row inside the transaction
     /// (``StoreTransaction/roomJSON(named:)``).
     public func cachedRoom(named name: String) -> CachedRoom? {
         rooms.get(name)
-    }
-
-    /// A booking by id.
-    public func booking(id: String) async throws -> Booking? {
-        try await pool.read { db in try StoreTransaction(db: db, rooms: self.rooms).booking(id: id) }
     }
 
     /// Every room with the instant it was last registered (for `booking.replay`).
