@@ -48,9 +48,10 @@ private func readBody<T: Decodable>(_ type: T.Type, from path: String) throws ->
 
 /// Parses a `--date` value: `YYYY-MM-DD`, `today` or UNIX seconds.
 private func parseDate(_ text: String) throws -> DateSpec {
-    if let spec = DateSpec(string: text) { return spec }
-    if let seconds = Int64(text) { return .unixSeconds(seconds) }
-    throw ValidationError("--date must be YYYY-MM-DD, 'today' or UNIX seconds, not '\(text)'")
+    guard let spec = DateSpec(queryValue: text), spec.isValid else {
+        throw ValidationError("--date must be a real YYYY-MM-DD, 'today' or UNIX seconds (1970 to 9999), not '\(text)'")
+    }
+    return spec
 }
 
 // MARK: room

@@ -43,7 +43,7 @@ struct CommandClient {
         let connection = try await connect()
         let properties = AMQPProperties(
             contentType: MessageProperties.contentType, deliveryMode: .persistent,
-            messageID: messageID ?? UUID().uuidString.lowercased(),
+            messageID: messageID ?? RandomID.uuidString(),
             timestamp: UInt64(Date().timeIntervalSince1970), type: type, userID: url.user, appID: "bookingctl")
         do {
             let reply = try await connection.call(body, exchange: exchange, routingKey: routingKey,

@@ -18,6 +18,21 @@ struct GlobalOptions: ParsableArguments {
     @Flag(help: "Log the AMQP layer's debug output to stderr.")
     var verbose = false
 
+    /// A day at most: seconds become milliseconds in Int64 and in the
+    /// AMQP expiration; NaN, infinity or 1e20 would trap there.
+    static let longestWait: Double = 86_400
+
+    func validate() throws {
+        try Self.checkSeconds(timeout, "--timeout")
+    }
+
+    /// Rejects a seconds option that is not a finite number in (0, longestWait].
+    static func checkSeconds(_ value: Double, _ option: String) throws {
+        guard value.isFinite, value > 0, value <= longestWait else {
+            throw ValidationError("\(option) must be a number of seconds above 0 and at most \(Int(longestWait)), not \(value)")
+        }
+    }
+
     /// The broker URL from --amqp-url, `AMQP_URL` or the contract default.
     func brokerURL() throws -> AMQPURL {
         let text = amqpURL ?? ProcessInfo.processInfo.environment["AMQP_URL"].flatMap { $0.isEmpty ? nil : $0 }

@@ -39,6 +39,10 @@ struct ProjectorRebuildCommand: AsyncParsableCommand {
     @Option(help: "Seconds to wait for the rebuild to finish (the projector gives a replay 600 s).")
     var wait: Double = 660
 
+    func validate() throws {
+        try GlobalOptions.checkSeconds(wait, "--wait")
+    }
+
     func run() async throws {
         let connection: AMQPConnection
         do {
@@ -48,7 +52,7 @@ struct ProjectorRebuildCommand: AsyncParsableCommand {
             throw error.exit
         }
         var properties = AMQPProperties.persistentJSON(type: ProjectorControl.rebuildType,
-                                                       messageID: UUID().uuidString.lowercased())
+                                                       messageID: RandomID.uuidString())
         properties.appID = "bookingctl"
         // A request nobody answers in time must not run later (when a stopped
         // projector comes back, or once per retry of this command): it

@@ -108,6 +108,15 @@ struct BookingctlTests {
         #expect(badAttendee.status == 64 && badAttendee.stderr.contains("NAME,EMAIL,PHONE"))
         let badDate = try await cli.run(["rooms", "--date", "tomorrow-ish"])
         #expect(badDate.status == 64 && badDate.stderr.contains("--date"))
+        let noSuchDay = try await cli.run(["book", "--room", "B", "--date", "2027-02-30", "--start", "09:00", "--end", "10:00",
+                                           "--title", "x", "--attendee", "Ada,ada@example.com,0170 1234567"])
+        #expect(noSuchDay.status == 64 && noSuchDay.stderr.contains("--date"), "\(noSuchDay.stderr)")
+        // Seconds that would trap when turned into milliseconds.
+        for (args, option) in [(["projector", "rebuild", "--wait", "inf"], "--wait"), (["projector", "rebuild", "--wait", "1e20"], "--wait"),
+                               (["rooms", "--timeout", "nan"], "--timeout"), (["rooms", "--timeout", "-1"], "--timeout")] {
+            let result = try await cli.run(args)
+            #expect(result.status == 64 && result.stderr.contains(option), "\(args): \(result.status) \(result.stderr)")
+        }
     }
 
     @Test func unreachableBrokerAndMissingTopologyHaveTheirOwnExitStatus() async throws {
