@@ -136,7 +136,7 @@ public struct PassDispatcher: Sendable {
         var outbox: [OutboxMessage] = []
         for work in delivered {
             let a = booking.attendees[work.attendeeIndex]
-            let event = PassDelivered(eventId: UUID().uuidString, occurredAt: stamp, bookingId: booking.id,
+            let event = PassDelivered(eventId: RandomID.uuidString(), occurredAt: stamp, bookingId: booking.id,
                                       version: booking.version, attendeeIndex: work.attendeeIndex, name: a.name,
                                       email: a.email, phone: a.phone, channel: gateway.channel)
             outbox.append(OutboxMessage(exchange: Topology.eventsExchange, routingKey: EventType.passDelivered.rawValue,
@@ -165,7 +165,7 @@ public struct PassDispatcher: Sendable {
                                             messageID: failed.passKey, type: Topology.passesFailedQueue,
                                             body: [UInt8](try ContractJSON.encode(failed)),
                                             headers: FailedPassHeaders.headers(for: failed)))
-                let event = PassFailedEvent(eventId: UUID().uuidString, occurredAt: stamp, bookingId: booking.id,
+                let event = PassFailedEvent(eventId: RandomID.uuidString(), occurredAt: stamp, bookingId: booking.id,
                                             version: booking.version, attendeeIndex: work.attendeeIndex, name: a.name,
                                             email: a.email, phone: a.phone, channel: gateway.channel,
                                             errorCode: code.map { ErrorCode(rawValue: $0) }, errorText: failed.lastErrorText,
@@ -193,7 +193,7 @@ public struct PassDispatcher: Sendable {
             let message = PassRetryMessage(kind: .backoff, bookingId: booking.id, version: booking.version,
                                            booking: booking, passes: passes)
             outbox.append(OutboxMessage(exchange: Topology.defaultExchange, routingKey: PassQueues.delay(delay),
-                                        messageID: UUID().uuidString, type: PassQueues.retryMessageType,
+                                        messageID: RandomID.uuidString(), type: PassQueues.retryMessageType,
                                         body: [UInt8](try ContractJSON.encode(message)), headers: message.headers))
         }
         try await ledger.record(bookingId: booking.id, version: booking.version,

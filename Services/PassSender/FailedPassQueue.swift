@@ -60,8 +60,8 @@ public struct FailedPassQueue: Sendable {
     public func retry(where matches: (FailedPassEntry) -> Bool) async throws -> [FailedPassEntry] {
         try await act(where: matches) { entry in
             guard let pass = entry.pass else { return false }
-            let message = PassRetryMessage.operatorRetry(of: pass, token: UUID().uuidString)
-            var properties = AMQPProperties.persistentJSON(type: PassQueues.retryMessageType, messageID: UUID().uuidString,
+            let message = PassRetryMessage.operatorRetry(of: pass, token: RandomID.uuidString())
+            var properties = AMQPProperties.persistentJSON(type: PassQueues.retryMessageType, messageID: RandomID.uuidString(),
                                                            headers: message.headers)
             properties.appID = "bookingctl"
             try await connection.publish([UInt8](try ContractJSON.encode(message)), exchange: Topology.defaultExchange,

@@ -256,6 +256,15 @@ public final class PassLedger: Sendable {
                 try db.execute(sql: "INSERT INTO booking (id, latestVersion, cancelled, updatedAt) VALUES (?, ?, 0, ?)",
                                arguments: [booking.id, booking.version, now])
             }
+            // Untrusted counts: an attempt count past any PASS_MAX_ATTEMPTS
+            // (1...100) would overflow or dodge the limit, a repeated index
+            // would send one attendee twice in a call.
+            if let bad = message.passes.first(where: { !(0...100).contains($0.attempts) }) {
+                throw UnusableMessage(description: "attempts \(bad.attempts) of attendee \(bad.attendeeIndex) is outside 0...100")
+            }
+            if Set(message.passes.map(\.attendeeIndex)).count != message.passes.count {
+                throw UnusableMessage(description: "an attendee index is listed twice")
+            }
             try Self.storeSnapshot(db, booking)
             var work: [PassWork] = []
             for p in message.passes.sorted(by: { $0.attendeeIndex < $1.attendeeIndex }) {

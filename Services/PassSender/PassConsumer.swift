@@ -91,10 +91,14 @@ public struct PassConsumer: Sendable {
             return
         }
         let booking = event.booking
-        guard !booking.id.isEmpty, booking.version >= 1, type == .bookingCancelled || !booking.attendees.isEmpty else {
-            await poison(delivery, reason: "booking event without id, version or attendees", logger: logger, label: type.rawValue)
-            observer?(Settled(queue: Topology.passSenderEventsQueue, type: type.rawValue, bookingId: booking.id,
-                              outcome: .deadLettered("booking event without id, version or attendees"), summary: nil))
+        // The id goes into message ids (`<id>:<version>:<index>`, at most
+        // 255 bytes): a longer one could never be published.
+        guard !booking.id.isEmpty, booking.id.utf8.count <= 128, booking.version >= 1,
+              type == .bookingCancelled || !booking.attendees.isEmpty else {
+            await poison(delivery, reason: "booking event without id (1 to 128 bytes), version or attendees", logger: logger,
+                         label: type.rawValue)
+            observer?(Settled(queue: Topology.passSenderEventsQueue, type: type.rawValue, bookingId: String(booking.id.prefix(128)),
+                              outcome: .deadLettered("booking event without id (1 to 128 bytes), version or attendees"), summary: nil))
             return
         }
         logger[metadataKey: "booking.id"] = .string(booking.id)

@@ -207,6 +207,18 @@ struct DispatcherTests {
         #expect(g.requests.count == 1)
     }
 
+    @Test func aRetryWithImpossibleCountsIsUnusableNotACrash() async throws {
+        let (d, g, _, dir) = try make([])
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let b = Self.booking(attendees: 2)
+        for passes: [PassWork] in [[.init(attendeeIndex: 0, attempts: .max)], [.init(attendeeIndex: 0, attempts: -1)],
+                                   [.init(attendeeIndex: 1, attempts: 1), .init(attendeeIndex: 1, attempts: 1)]] {
+            let retry = PassRetryMessage(kind: .backoff, bookingId: b.id, version: 1, booking: b, passes: passes)
+            await #expect(throws: PassLedger.UnusableMessage.self) { try await d.handle(retry: retry) }
+        }
+        #expect(g.requests.isEmpty)
+    }
+
     @Test func operatorRetryOfADeliveredPassSendsNothing() async throws {
         let (d, g, _, dir) = try make([.rejected(code: 3000, text: "bad", index: 1)])
         defer { try? FileManager.default.removeItem(at: dir) }

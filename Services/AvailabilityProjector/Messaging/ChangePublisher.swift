@@ -71,7 +71,7 @@ public final class ChangePublisher: Service, Sendable {
         guard !changes.isEmpty else { return .done }
         let occurredAt = ContractFormat.timestamp(now())
         let events = changes.map { change in
-            AvailabilityChanged(eventId: UUID().uuidString.lowercased(), occurredAt: occurredAt, room: change.day.room,
+            AvailabilityChanged(eventId: RandomID.uuidString(), occurredAt: occurredAt, room: change.day.room,
                                 date: change.day.date, timeZone: change.timeZone, avail: change.avail)
         }
         let ticket = Ticket()

@@ -92,7 +92,7 @@ public final class Rebuilder: Sendable {
     /// Runs one rebuild.
     public func rebuild() async throws -> ProjectorControl.RebuildResult {
         let started = ContinuousClock.now
-        let replayId = "rebuild-" + UUID().uuidString.lowercased()
+        let replayId = "rebuild-" + RandomID.uuidString()
         guard try await store.beginRebuild(replayId: replayId) else {
             throw ReplyError(code: .statusChangeNotAllowed, text: "a rebuild is already running")
         }
@@ -143,7 +143,7 @@ public final class Rebuilder: Sendable {
     private func requestReplay(_ replayId: String) async throws {
         let body = [UInt8](try ContractJSON.encode(ReplayBookings(queue: ProjectorControl.replayQueue, replayId: replayId)))
         var properties = AMQPProperties.persistentJSON(type: CommandType.replayBookings.rawValue,
-                                                       messageID: UUID().uuidString.lowercased())
+                                                       messageID: RandomID.uuidString())
         properties.appID = "availability-projector"
         let message = try await connection.call(body, exchange: Topology.commandsExchange,
                                                 routingKey: CommandType.replayBookings.rawValue,
@@ -230,7 +230,14 @@ public final class Rebuilder: Sendable {
                                                                     messageID: delivery.properties.messageID),
                 timestamp: UInt64(Date().timeIntervalSince1970), type: ProjectorControl.replyType,
                 appID: "availability-projector")
-            try? await connection.publish([UInt8](body), exchange: "", routingKey: replyTo, properties: properties)
+            do {
+                try await connection.publish([UInt8](body), exchange: "", routingKey: replyTo, properties: properties)
+            } catch {
+                // The rebuild itself is done (or failed and said so); only the
+                // requester misses the answer, and bookingctl reports a timeout.
+                logger.warning("rebuild reply could not be published", metadata: [
+                    "amqp.reply_to": .string(String(replyTo.prefix(255))), "error": "\(error)"])
+            }
         }
         try? await delivery.ack()
     }
