@@ -182,7 +182,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BookingHandlerTests",
-            dependencies: ["BookingHandler", "BookingContracts"],
+            dependencies: ["BookingHandler", "BookingContracts", .product(name: "GRDB", package: "GRDB.swift")],
             path: "Tests/BookingHandlerTests"
         ),
         .testTarget(

@@ -27,19 +27,24 @@ public struct ProjectorApp: Sendable {
     public static func build(
         connection: AMQPConnection, dataDirectory: String, httpPort: Int? = nil, logger: Logger,
         now: @escaping @Sendable () -> Date = { Date() }, replayTimeout: Duration = .seconds(600),
-        eventConcurrency: Int = 32
+        eventConcurrency: Int = 32, eventSender: SenderCheck? = nil, requireUserID: Bool = false
     ) async throws -> ProjectorApp {
+        // Events and replay streams are trusted only from the booking
+        // handler's broker user (default: ours, the one-user embedded set).
+        let sender = eventSender ?? SenderCheck(trustedUser: connection.user)
         let store = try ProjectorStore(path: dataDirectory + "/availability-projector.sqlite")
         let engine = QueryEngine(index: store.index, now: now)
         try await connection.declare(
             ContractTopology.declarations(queues: [Topology.projectorEventsQueue, Topology.availabilityQueriesQueue])
                 + privateQueues)
         let publisher = ChangePublisher(connection: connection, logger: logger, now: now)
-        let events = EventConsumer(connection: connection, store: store, publisher: publisher, logger: logger)
+        let events = EventConsumer(connection: connection, store: store, publisher: publisher, logger: logger,
+                                   sender: sender)
             .service(concurrency: eventConcurrency)
-        let queries = QueryResponder(connection: connection, engine: engine, logger: logger).service()
+        let queries = QueryResponder(connection: connection, engine: engine, logger: logger,
+                                     requireUserID: requireUserID).service()
         let rebuilder = Rebuilder(connection: connection, store: store, publisher: publisher, logger: logger,
-                                  replayTimeout: replayTimeout)
+                                  replayTimeout: replayTimeout, sender: sender)
         var services: [any Service] = [connection, publisher, events, queries]
         services += rebuilder.services().map { $0 as any Service }
         if let httpPort {

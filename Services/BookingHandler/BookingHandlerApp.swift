@@ -20,15 +20,21 @@ public struct BookingHandlerApp: Sendable {
     public let services: [any Service]
 
     /// Opens the database in `dataDirectory`, upserts `roomsFile` (if any),
-    /// declares the handler's topology on `connection`.
+    /// declares the handler's topology on `connection`. A `policy` without
+    /// replayers gets the connection's own user as the one replayer.
     public static func build(
         connection: AMQPConnection, dataDirectory: String, roomsFile: String? = nil,
-        administrators: Set<String> = [], prefetch: UInt16 = 64, concurrency: Int = 64, httpPort: Int? = nil,
+        policy: CallerPolicy = CallerPolicy(), replayRate: Int = ReplayPacer.defaultRate,
+        prefetch: UInt16 = 64, concurrency: Int = 64, httpPort: Int? = nil,
         retentionDays: Int = 7, logger: Logger,
         now: @escaping @Sendable () -> Date = { Date() }
     ) async throws -> BookingHandlerApp {
         let store = try BookingStore(path: dataDirectory + "/booking-handler.sqlite")
-        let processor = CommandProcessor(store: store, administrators: administrators, now: now)
+        var policy = policy
+        // No REPLAY_USERS: the handler's own user, right for the one-user
+        // embedded set (the projector logs in alike, so its rebuild works).
+        if policy.replayUsers.isEmpty { policy.replayUsers = [connection.user] }
+        let processor = CommandProcessor(store: store, policy: policy, now: now)
         if let roomsFile {
             guard let data = FileManager.default.contents(atPath: roomsFile) else {
                 throw SettingsError("ROOMS_FILE: cannot read \(roomsFile)")
@@ -39,7 +45,8 @@ public struct BookingHandlerApp: Sendable {
         try await connection.declare(ContractTopology.declarations(queues: [Topology.handlerCommandsQueue]))
         let relay = OutboxRelay(store: store, connection: connection, logger: logger,
                                 retention: TimeInterval(retentionDays) * 86_400)
-        let consumer = CommandConsumer(connection: connection, processor: processor, relay: relay, logger: logger)
+        let consumer = CommandConsumer(connection: connection, processor: processor, relay: relay, logger: logger,
+                                       replayRate: replayRate)
         let consumerService = consumer.service(prefetch: prefetch, concurrency: concurrency)
         var services: [any Service] = [connection, relay, consumerService]
         if let httpPort {

@@ -64,6 +64,8 @@ public struct FailedPassQueue: Sendable {
             var properties = AMQPProperties.persistentJSON(type: PassQueues.retryMessageType, messageID: RandomID.uuidString(),
                                                            headers: message.headers)
             properties.appID = "bookingctl"
+            // The pass sender takes retries only from itself and ADMIN_USERS.
+            properties.userID = connection.user
             try await connection.publish([UInt8](try ContractJSON.encode(message)), exchange: Topology.defaultExchange,
                                          routingKey: PassQueues.retry, properties: properties, mandatory: true)
             return true

@@ -3,6 +3,7 @@ import BookingContracts
 import Foundation
 import Logging
 import Metrics
+import ServiceSupport
 
 /// Serialises work per key (booking id) inside the process: two messages of
 /// the same booking are never handled at once, so the ledger's
@@ -58,15 +59,26 @@ public struct PassConsumer: Sendable {
     let ledger: PassLedger
     let logger: Logger
     let observer: (@Sendable (Settled) -> Void)?
+    /// Booking events must come from the booking handler's broker user.
+    let eventSender: SenderCheck
+    /// Retry messages must come from this service's own user or an operator
+    /// (`ADMIN_USERS`, `bookingctl passes failed retry`): they carry the
+    /// phone numbers and e-mails to send to.
+    let retrySender: SenderCheck
     private let locks = KeyedLock()
 
+    /// - Parameter eventSender: whose booking events to act on; default
+    ///   this connection's own user (the one-user embedded set).
     public init(connection: AMQPConnection, dispatcher: PassDispatcher, ledger: PassLedger, logger: Logger,
+                eventSender: SenderCheck? = nil, retryOperators: Set<String> = [],
                 observer: (@Sendable (Settled) -> Void)? = nil) {
         self.connection = connection
         self.dispatcher = dispatcher
         self.ledger = ledger
         self.logger = logger
         self.observer = observer
+        self.eventSender = eventSender ?? SenderCheck(trustedUser: connection.user)
+        self.retrySender = SenderCheck(trustedUser: connection.user, alsoTrusted: retryOperators)
     }
 
     /// Handles one `pass-sender.events` delivery.
@@ -74,6 +86,12 @@ public struct PassConsumer: Sendable {
         var logger = self.logger
         logger[metadataKey: "amqp.message_id"] = delivery.properties.messageID.map { .string($0) }
         let typeText = delivery.properties.type.flatMap { $0.isEmpty ? nil : $0 } ?? delivery.routingKey
+        if let refusal = eventSender.refusal(delivery.properties) {
+            await poison(delivery, reason: refusal, logger: logger, label: "untrusted-sender")
+            observer?(Settled(queue: Topology.passSenderEventsQueue, type: typeText, bookingId: nil,
+                              outcome: .deadLettered("untrusted sender"), summary: nil))
+            return
+        }
         guard let type = EventType(rawValue: typeText),
               [.bookingConfirmed, .bookingRescheduled, .bookingCancelled].contains(type) else {
             await poison(delivery, reason: "unexpected event type '\(typeText.prefix(100))'", logger: logger, label: "unknown")
@@ -124,6 +142,12 @@ public struct PassConsumer: Sendable {
     public func handleRetry(_ delivery: AMQPDelivery) async {
         var logger = self.logger
         logger[metadataKey: "amqp.message_id"] = delivery.properties.messageID.map { .string($0) }
+        if let refusal = retrySender.refusal(delivery.properties) {
+            await poison(delivery, reason: refusal, logger: logger, label: "untrusted-sender")
+            observer?(Settled(queue: PassQueues.retry, type: PassQueues.retryMessageType, bookingId: nil,
+                              outcome: .deadLettered("untrusted sender"), summary: nil))
+            return
+        }
         let message: PassRetryMessage
         do {
             message = try ContractJSON.decode(PassRetryMessage.self, from: delivery.body)
@@ -211,9 +235,14 @@ public struct PassConsumer: Sendable {
         while true {
             let rows = try await ledger.unpublished(bookingId: bookingId, limit: 500)
             guard !rows.isEmpty else { return }
+            // user_id: consumers (this service's retry consumer among them)
+            // trust only what the broker vouches this user published.
+            let user = connection.user
             let results = await connection.publish(batch: rows.map {
-                (body: $0.message.body, exchange: $0.message.exchange, routingKey: $0.message.routingKey,
-                 properties: $0.message.properties)
+                var properties = $0.message.properties
+                properties.userID = user
+                return (body: $0.message.body, exchange: $0.message.exchange, routingKey: $0.message.routingKey,
+                        properties: properties)
             })
             let confirmed = zip(rows, results).compactMap { $1 == nil ? $0.id : nil }
             try await ledger.markPublished(confirmed)

@@ -15,6 +15,12 @@ public struct PassSenderSettings: Sendable, Equatable {
     /// `PASS_CONCURRENCY`: messages handled at once per consumer (default 8; passes
     /// of one booking are always handled one batch at a time).
     public var concurrency: Int
+    /// `BOOKING_HANDLER_USER`: the broker user whose booking events are
+    /// trusted; nil = the pass sender's own user (``SenderCheck``).
+    public var bookingHandlerUser: String?
+    /// `ADMIN_USERS`: operators whose retry messages (`bookingctl passes
+    /// failed retry`) are accepted besides the pass sender's own.
+    public var administrators: Set<String> = []
 
     /// The defaults of the operations contract.
     public static let defaultRetryDelays = "1s,5s,30s,2m,10m"
@@ -38,6 +44,8 @@ public struct PassSenderSettings: Sendable, Equatable {
             return v
         }
         self.init()
+        bookingHandlerUser = value("BOOKING_HANDLER_USER")
+        administrators = CommonSettings.userList(value("ADMIN_USERS"))
         if let url = value("PASS_GATEWAY_URL") {
             guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(),
                   scheme == "http" || scheme == "https", parsed.host != nil else {

@@ -8,12 +8,22 @@ import ServiceSupport
 // HTTP (GET /rooms), serves the time-bar page at /, publishes
 // availability.changed. Settings and design: docs/projector.md.
 let (settings, logger) = await ServiceRunner.start(service: "availability-projector", defaultHTTPPort: 8080)
+let environment = ProcessInfo.processInfo.environment
+let requireUserID: Bool
+do {
+    requireUserID = try CommonSettings.boolean(environment["REQUIRE_USER_ID"], name: "REQUIRE_USER_ID", default: false)
+} catch {
+    FileHandle.standardError.write(Data("availability-projector: configuration error: \(error)\n".utf8))
+    exit(2)
+}
 do {
     let dataDirectory = try settings.ensureDataDirectory()
     let connection = try await AMQPConnection.connect(
         configuration: settings.amqpConfiguration(connectionName: "availability-projector"), logger: logger)
-    let app = try await ProjectorApp.build(connection: connection, dataDirectory: dataDirectory,
-                                           httpPort: settings.httpPort, logger: logger)
+    let app = try await ProjectorApp.build(
+        connection: connection, dataDirectory: dataDirectory, httpPort: settings.httpPort, logger: logger,
+        eventSender: SenderCheck.bookingHandler(environment: environment, ownUser: connection.user),
+        requireUserID: requireUserID)
     let counts = try await app.store.counts()
     logger.info("ready", metadata: ["data_dir": .string(dataDirectory), "http_port": "\(settings.httpPort)",
                                     "rooms": "\(counts.rooms)", "bookings": "\(counts.bookings)"])

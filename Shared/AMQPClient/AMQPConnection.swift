@@ -53,6 +53,10 @@ public final class AMQPConnection: Sendable, Service {
         return AMQPConnection(loop: loop)
     }
 
+    /// The broker user this connection logs in as: the only value RabbitMQ
+    /// accepts in the `user_id` property of what it publishes.
+    public var user: String { loop.configuration.url.user }
+
     /// Whether the connection is currently established (for readiness probes).
     public var isConnected: Bool { loop.isConnected }
     /// How many times the connection was re-established since it was created.

@@ -54,12 +54,12 @@ public struct AMQPProperties: Sendable, Equatable {
     /// Persistent JSON, the shape of every message in the contract.
     public static func persistentJSON(
         type: String? = nil, messageID: String? = nil, correlationID: String? = nil,
-        replyTo: String? = nil, headers: AMQPTable = [:]
+        replyTo: String? = nil, headers: AMQPTable = [:], userID: String? = nil
     ) -> AMQPProperties {
         AMQPProperties(
             contentType: "application/json", headers: headers, deliveryMode: .persistent,
             correlationID: correlationID, replyTo: replyTo, messageID: messageID,
-            timestamp: UInt64(Date().timeIntervalSince1970), type: type)
+            timestamp: UInt64(Date().timeIntervalSince1970), type: type, userID: userID)
     }
 
     /// RabbitMQ's `x-death` header, decoded; empty when never dead-lettered.

@@ -30,12 +30,15 @@ public struct Room: Codable, Sendable, Equatable {
     public var closes: String
     /// Whether new bookings start `pending`.
     public var requiresApproval: Bool
+    /// Broker users (AMQP `user_id`) who may confirm pending bookings of
+    /// this room (contract v1.1, "Room policies"); omitted when none.
+    public var approvers: [String]?
 
     /// Creates a room; defaults as in the contract.
     public init(name: String, location: String? = nil, equipment: [String] = [], size: String? = nil,
                 capacity: Int, images: [String] = [], timeZone: String = Room.defaultTimeZone,
                 opens: String = Room.defaultOpens, closes: String = Room.defaultCloses,
-                requiresApproval: Bool = false) {
+                requiresApproval: Bool = false, approvers: [String]? = nil) {
         self.name = name
         self.location = location
         self.equipment = equipment
@@ -46,6 +49,7 @@ public struct Room: Codable, Sendable, Equatable {
         self.opens = opens
         self.closes = closes
         self.requiresApproval = requiresApproval
+        self.approvers = approvers.flatMap { $0.isEmpty ? nil : $0 }
     }
 }
 

@@ -24,11 +24,13 @@ public struct RegisterRoom: Codable, Sendable, Equatable {
     public var closes: String?
     /// Bookings start `pending` and need `booking.confirm`; default false.
     public var requiresApproval: Bool?
+    /// Broker users who may confirm pending bookings of the room (v1.1).
+    public var approvers: [String]?
 
     /// Creates a command; omitted fields get defaults on ``resolved()``.
     public init(name: String, location: String? = nil, equipment: [String]? = nil, size: String? = nil,
                 capacity: Int, images: [String]? = nil, timeZone: String? = nil, opens: String? = nil,
-                closes: String? = nil, requiresApproval: Bool? = nil) {
+                closes: String? = nil, requiresApproval: Bool? = nil, approvers: [String]? = nil) {
         self.name = name
         self.location = location
         self.equipment = equipment
@@ -39,13 +41,14 @@ public struct RegisterRoom: Codable, Sendable, Equatable {
         self.opens = opens
         self.closes = closes
         self.requiresApproval = requiresApproval
+        self.approvers = approvers
     }
 
     /// The room with the contract's defaults applied. Does not validate.
     public func resolved() -> Room {
         Room(name: name, location: location, equipment: equipment ?? [], size: size, capacity: capacity,
              images: images ?? [], timeZone: timeZone ?? Room.defaultTimeZone, opens: opens ?? Room.defaultOpens,
-             closes: closes ?? Room.defaultCloses, requiresApproval: requiresApproval ?? false)
+             closes: closes ?? Room.defaultCloses, requiresApproval: requiresApproval ?? false, approvers: approvers)
     }
 }
 

@@ -33,6 +33,9 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, Expressi
     public static let invalidJSON = ErrorCode(1000)
     /// 1001: unknown command type.
     public static let unknownCommand = ErrorCode(1001)
+    /// 1009: the idempotency key was already used by the same sender for a
+    /// different command (another type or another body) — contract v1.1.
+    public static let idempotencyKeyReused = ErrorCode(1009)
     /// 1100: a field is missing or invalid (`field` names it).
     public static let invalidField = ErrorCode(1100)
     /// 1101: unknown room.
@@ -64,7 +67,7 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, Expressi
 
     /// Every code of the contract's table (without the open range > 4000).
     public static let allKnown: [ErrorCode] = [
-        .invalidJSON, .unknownCommand, .invalidField, .unknownRoom, .outsideOpeningHours, .offGrid,
+        .invalidJSON, .unknownCommand, .idempotencyKeyReused, .invalidField, .unknownRoom, .outsideOpeningHours, .offGrid,
         .endNotAfterStart, .startInPast, .overCapacity, .attendeeNameInvalid, .attendeeEmailInvalid,
         .attendeePhoneInvalid, .overlap, .bookingNotFound, .statusChangeNotAllowed, .notPermitted,
     ]
@@ -77,6 +80,7 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, Expressi
         switch rawValue {
         case 1000: "body is not valid JSON / not the expected shape"
         case 1001: "unknown command type"
+        case 1009: "idempotency key already used for a different command"
         case 1100: "a field is missing or invalid"
         case 1101: "unknown room"
         case 1102: "outside the room's opening hours"

@@ -65,7 +65,24 @@ public struct CommonSettings: Sendable {
         }
     }
 
-    static func integer(_ text: String?, name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
+    /// A comma-separated list of broker user names (`ADMIN_USERS`, …):
+    /// blanks around names and empty items are dropped.
+    public static func userList(_ text: String?) -> Set<String> {
+        Set((text ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+    }
+
+    /// A boolean setting: `true`/`false`, `1`/`0`, `yes`/`no`, `on`/`off`
+    /// (any case); unset or empty is `value`.
+    public static func boolean(_ text: String?, name: String, default value: Bool) throws -> Bool {
+        guard let text = text?.trimmingCharacters(in: .whitespaces), !text.isEmpty else { return value }
+        switch text.lowercased() {
+        case "true", "1", "yes", "on": return true
+        case "false", "0", "no", "off": return false
+        default: throw SettingsError("\(name): '\(text)' is not true or false")
+        }
+    }
+
+    public static func integer(_ text: String?, name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
         guard let text else { return value }
         guard let n = Int(text), range.contains(n) else {
             throw SettingsError("\(name): '\(text)' is not a whole number in \(range.lowerBound)...\(range.upperBound)")

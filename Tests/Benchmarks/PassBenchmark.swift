@@ -119,7 +119,8 @@ struct PassBenchmark: AsyncParsableCommand {
             let e = BookingEvent(eventId: UUID().uuidString, occurredAt: ContractFormat.timestamp(Date()), booking: b)
             try await client.publish([UInt8](try ContractJSON.encode(e)), exchange: Topology.eventsExchange,
                                      routingKey: EventType.bookingConfirmed.rawValue,
-                                     properties: .persistentJSON(type: EventType.bookingConfirmed.rawValue, messageID: e.eventId))
+                                     properties: .persistentJSON(type: EventType.bookingConfirmed.rawValue, messageID: e.eventId,
+                                                                 userID: client.user))
         }
         let total = bookings * attendees
         let delivered = Atomic<Int>(0)

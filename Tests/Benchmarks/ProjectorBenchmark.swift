@@ -295,7 +295,8 @@ struct ProjectorBenchmark: AsyncParsableCommand {
                     sent.withLock { s in for e in slice { s[e.key] = t0 } }
                     let results = await connection.publish(batch: slice.map { e in
                         (e.body, Topology.eventsExchange, EventType.bookingConfirmed.rawValue,
-                         AMQPProperties.persistentJSON(type: EventType.bookingConfirmed.rawValue, messageID: UUID().uuidString))
+                         AMQPProperties.persistentJSON(type: EventType.bookingConfirmed.rawValue, messageID: UUID().uuidString,
+                                                       userID: connection.user))
                     })
                     if let error = results.compactMap({ $0 }).first { throw error }
                 }

@@ -82,7 +82,8 @@ struct ContractBasicsTests {
 
     @Test func errorCodes() throws {
         let table: [(ErrorCode, Int)] = [
-            (.invalidJSON, 1000), (.unknownCommand, 1001), (.invalidField, 1100), (.unknownRoom, 1101),
+            (.invalidJSON, 1000), (.unknownCommand, 1001), (.idempotencyKeyReused, 1009), (.invalidField, 1100),
+            (.unknownRoom, 1101),
             (.outsideOpeningHours, 1102), (.offGrid, 1103), (.endNotAfterStart, 1104), (.startInPast, 1105),
             (.overCapacity, 1106), (.attendeeNameInvalid, 1110), (.attendeeEmailInvalid, 1111),
             (.attendeePhoneInvalid, 3000), (.overlap, 2000), (.bookingNotFound, 2001),

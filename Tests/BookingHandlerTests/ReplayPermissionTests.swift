@@ -11,7 +11,8 @@ struct ReplayPermissionTests {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("replay-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let store = try BookingStore(path: dir.appendingPathComponent("h.sqlite").path)
-        return (CommandProcessor(store: store, administrators: ["ops"], now: { Fixture.now }), dir)
+        return (CommandProcessor(store: store, policy: CallerPolicy(administrators: ["ops"], replayUsers: ["availability-projector"]),
+                                 now: { Fixture.now }), dir)
     }
 
     static func command(_ body: String, userID: String?) -> IncomingCommand {
@@ -19,18 +20,19 @@ struct ReplayPermissionTests {
                         messageID: UUID().uuidString, idempotencyKeyHeader: nil, userID: userID)
     }
 
-    @Test(arguments: [nil, "", "ops"] as [String?])
-    func servicesAndAdministratorsMayReplay(_ user: String?) async throws {
+    @Test(arguments: ["availability-projector", "ops"])
+    func replayersAndAdministratorsMayReplay(_ user: String) async throws {
         let (processor, dir) = try Self.processor()
         defer { try? FileManager.default.removeItem(at: dir) }
         let result = try await processor.process(Self.command(#"{"queue":"availability-projector.replay","replayId":"r1"}"#, userID: user))
         #expect(result == .replay(ReplayBookings(queue: "availability-projector.replay", replayId: "r1")))
     }
 
-    @Test func otherUsersMayNot() async throws {
+    @Test(arguments: ["calendar-app", nil, ""] as [String?])
+    func otherUsersAndAnonymousCallersMayNot(_ user: String?) async throws {
         let (processor, dir) = try Self.processor()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let result = try await processor.process(Self.command(#"{"queue":"availability-projector.replay"}"#, userID: "calendar-app"))
+        let result = try await processor.process(Self.command(#"{"queue":"availability-projector.replay"}"#, userID: user))
         guard case .handled(.error(let error), .replayBookings, false, _) = result else {
             Issue.record("expected a 2003 reply, got \(result)")
             return
@@ -43,7 +45,7 @@ struct ReplayPermissionTests {
     func onlyProjectorQueues(_ queue: String) async throws {
         let (processor, dir) = try Self.processor()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let result = try await processor.process(Self.command(#"{"queue":"\#(queue)"}"#, userID: nil))
+        let result = try await processor.process(Self.command(#"{"queue":"\#(queue)"}"#, userID: "ops"))
         guard case .handled(.error(let error), _, _, _) = result else {
             Issue.record("expected a 2003 reply, got \(result)")
             return
@@ -55,13 +57,13 @@ struct ReplayPermissionTests {
     @Test func replayIdIsMadeUpWhenAbsentAndBodyIsChecked() async throws {
         let (processor, dir) = try Self.processor()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let result = try await processor.process(Self.command(#"{"queue":"availability-projector.replay.x"}"#, userID: nil))
+        let result = try await processor.process(Self.command(#"{"queue":"availability-projector.replay.x"}"#, userID: "ops"))
         guard case .replay(let request) = result else {
             Issue.record("expected a replay, got \(result)")
             return
         }
         #expect(request.replayId?.isEmpty == false)
-        let missing = try await processor.process(Self.command("{}", userID: nil))
+        let missing = try await processor.process(Self.command("{}", userID: "ops"))
         guard case .poison(.error(let error), _) = missing else {
             Issue.record("expected poison, got \(missing)")
             return

@@ -78,33 +78,38 @@ struct TransitionTests {
     }
 }
 
-@Suite("Authorisation")
+@Suite("Authorisation: changing a booking (cancel, reschedule)")
 struct AuthorizationTests {
-    static let admins: Set<String> = ["approval-system"]
+    static let policy = CallerPolicy(administrators: ["approval-system"])
 
-    @Test(arguments: [nil, "", "calendar-app", "someone-else", "approval-system"] as [String?])
-    func bookingWithoutRequesterIsOpenToAnyone(_ requester: String?) {
-        #expect(BookingRules.authorize(requester: requester, booking: Fixture.booking(requestedBy: nil),
-                                       administrators: Self.admins) == nil)
-        #expect(BookingRules.authorize(requester: requester, booking: Fixture.booking(requestedBy: ""),
-                                       administrators: []) == nil)
+    @Test func anonymousBookingIsOpenToAnonymousCallersAndAdmins() {
+        for requestedBy in [nil, ""] as [String?] {
+            let booking = Fixture.booking(requestedBy: requestedBy)
+            #expect(Self.policy.mayChange(booking, caller: Caller(userID: nil)) == nil)
+            #expect(Self.policy.mayChange(booking, caller: Caller(userID: "")) == nil)
+            #expect(Self.policy.mayChange(booking, caller: .user("approval-system")) == nil)
+        }
+    }
+
+    @Test(arguments: ["calendar-app", "someone-else"])
+    func namedOutsiderMayNotChangeAnonymousBooking(_ user: String) throws {
+        let booking = Fixture.booking(id: "b-9", requestedBy: nil)
+        let error = try #require(Self.policy.mayChange(booking, caller: .user(user)))
+        #expect(error.code == .notPermitted)
+        #expect(error.text.contains("b-9"))
     }
 
     @Test func sameRequesterMayChange() {
-        #expect(BookingRules.authorize(requester: "calendar-app", booking: Fixture.booking(requestedBy: "calendar-app"),
-                                       administrators: []) == nil)
+        #expect(CallerPolicy().mayChange(Fixture.booking(requestedBy: "calendar-app"), caller: .user("calendar-app")) == nil)
     }
 
     @Test func administratorMayChangeAnyBooking() {
-        #expect(BookingRules.authorize(requester: "approval-system",
-                                       booking: Fixture.booking(requestedBy: "calendar-app"),
-                                       administrators: Self.admins) == nil)
+        #expect(Self.policy.mayChange(Fixture.booking(requestedBy: "calendar-app"), caller: .user("approval-system")) == nil)
     }
 
     @Test func otherRequesterMayNot() throws {
         let booking = Fixture.booking(id: "b-42", requestedBy: "calendar-app")
-        let error = try #require(BookingRules.authorize(requester: "mallory", booking: booking,
-                                                        administrators: Self.admins))
+        let error = try #require(Self.policy.mayChange(booking, caller: .user("mallory")))
         #expect(error.code == .notPermitted)
         #expect(error.field == nil)
         #expect(error.text.contains("b-42"))
@@ -114,8 +119,7 @@ struct AuthorizationTests {
     @Test(arguments: [nil, ""] as [String?])
     func anonymousCommandMayNotChangeOwnedBooking(_ requester: String?) throws {
         let booking = Fixture.booking(id: "b-7", requestedBy: "calendar-app")
-        let error = try #require(BookingRules.authorize(requester: requester, booking: booking,
-                                                        administrators: Self.admins))
+        let error = try #require(Self.policy.mayChange(booking, caller: Caller(userID: requester)))
         #expect(error.code == .notPermitted)
         #expect(error.field == nil)
         #expect(error.text.contains("b-7"))
@@ -124,74 +128,118 @@ struct AuthorizationTests {
 
     @Test func matchingIsExact() {
         let booking = Fixture.booking(requestedBy: "calendar-app")
-        #expect(BookingRules.authorize(requester: "Calendar-App", booking: booking, administrators: [])?.code
-            == .notPermitted)
-        #expect(BookingRules.authorize(requester: "calendar-app ", booking: booking, administrators: [])?.code
-            == .notPermitted)
-        #expect(BookingRules.authorize(requester: "APPROVAL-SYSTEM", booking: booking, administrators: Self.admins)?
-            .code == .notPermitted)
-    }
-
-    @Test func ownerNeedsNoAdministrators() {
-        #expect(BookingRules.authorize(requester: "calendar-app", booking: Fixture.booking(requestedBy: "calendar-app"),
-                                       administrators: Self.admins) == nil)
+        #expect(Self.policy.mayChange(booking, caller: .user("Calendar-App"))?.code == .notPermitted)
+        #expect(Self.policy.mayChange(booking, caller: .user("calendar-app "))?.code == .notPermitted)
+        #expect(Self.policy.mayChange(booking, caller: .user("APPROVAL-SYSTEM"))?.code == .notPermitted)
     }
 }
 
-@Suite("Overlap")
-struct OverlapTests {
-    private static func slot(_ start: String, _ end: String) -> BookingSlot {
-        BookingSlot(date: "2026-11-23", start: start, end: end, timeZone: "UTC",
-                    startsAt: utc("2026-11-23T\(start):00Z"), endsAt: utc("2026-11-23T\(end):00Z"))
+@Suite("Authorisation: approving a pending booking")
+struct ApprovalTests {
+    static let policy = CallerPolicy(administrators: ["ops"])
+    static var room: Room {
+        var room = Fixture.berlin
+        room.requiresApproval = true
+        room.approvers = ["facility-desk", "calendar-app"]
+        return room
     }
 
-    private static func overlaps(_ a: (String, String), _ b: (String, String)) -> Bool {
-        BookingRules.overlaps(slot(a.0, a.1), slot(b.0, b.1).interval)
+    @Test func approverOfTheRoomMayConfirm() {
+        let booking = Fixture.booking(status: .pending, requestedBy: "calendar-app")
+        #expect(Self.policy.mayApprove(booking, room: Self.room, caller: .user("facility-desk")) == nil)
     }
 
-    @Test func backToBackDoesNotOverlap() {
-        #expect(!Self.overlaps(("09:00", "10:00"), ("10:00", "11:00")))
-        #expect(!Self.overlaps(("10:00", "11:00"), ("09:00", "10:00")))
+    @Test func requesterMayNotConfirmOwnBookingEvenAsApprover() throws {
+        let booking = Fixture.booking(id: "b-1", status: .pending, requestedBy: "calendar-app")
+        let error = try #require(Self.policy.mayApprove(booking, room: Self.room, caller: .user("calendar-app")))
+        #expect(error.code == .notPermitted)
+        #expect(error.text.contains("own requester"))
     }
 
-    @Test func disjointDoesNotOverlap() {
-        #expect(!Self.overlaps(("09:00", "10:00"), ("10:15", "11:00")))
-        #expect(!Self.overlaps(("12:00", "13:00"), ("07:00", "08:00")))
+    @Test func adminMayConfirmEvenOwnBooking() {
+        let booking = Fixture.booking(status: .pending, requestedBy: "ops")
+        #expect(Self.policy.mayApprove(booking, room: Self.room, caller: .user("ops")) == nil)
     }
 
-    @Test func identicalOverlaps() {
-        #expect(Self.overlaps(("09:00", "10:00"), ("09:00", "10:00")))
+    @Test(arguments: [nil, "", "someone-else"] as [String?])
+    func othersMayNotConfirm(_ user: String?) throws {
+        let booking = Fixture.booking(status: .pending, requestedBy: nil)
+        let error = try #require(Self.policy.mayApprove(booking, room: Self.room, caller: Caller(userID: user)))
+        #expect(error.code == .notPermitted)
     }
 
-    @Test func containmentOverlapsBothWays() {
-        #expect(Self.overlaps(("09:00", "12:00"), ("10:00", "11:00")))
-        #expect(Self.overlaps(("10:00", "11:00"), ("09:00", "12:00")))
-        // Sharing a boundary on one side.
-        #expect(Self.overlaps(("09:00", "12:00"), ("09:00", "10:00")))
-        #expect(Self.overlaps(("09:00", "12:00"), ("11:00", "12:00")))
+    @Test func roomWithoutApproversNeedsAnAdmin() throws {
+        var room = Self.room
+        room.approvers = nil
+        let booking = Fixture.booking(status: .pending, requestedBy: "calendar-app")
+        #expect(Self.policy.mayApprove(booking, room: room, caller: .user("facility-desk"))?.code == .notPermitted)
+        #expect(Self.policy.mayApprove(booking, room: room, caller: .user("ops")) == nil)
+    }
+}
+
+@Suite("Caller model: admission")
+struct AdmissionTests {
+    @Test func requireUserIDRefusesAnonymousCommandsOfEveryType() {
+        let policy = CallerPolicy(requireUserID: true)
+        for type in CommandType.allCases {
+            #expect(policy.admit(type, caller: .anonymous)?.code == .notPermitted, "\(type)")
+        }
+        #expect(policy.admit(.createBooking, caller: .user("calendar-app")) == nil)
     }
 
-    @Test func partialOverlapBothWays() {
-        #expect(Self.overlaps(("09:00", "10:30"), ("10:15", "11:00")))
-        #expect(Self.overlaps(("10:15", "11:00"), ("09:00", "10:30")))
+    @Test func roomsAreOpenUntilManagersOrAdminsAreNamed() {
+        let open = CallerPolicy()
+        #expect(open.admit(.registerRoom, caller: .anonymous) == nil)
+        #expect(open.admit(.registerRoom, caller: .user("calendar-app")) == nil)
+        for policy in [CallerPolicy(administrators: ["ops"]), CallerPolicy(roomManagers: ["facilities"])] {
+            #expect(policy.admit(.registerRoom, caller: .anonymous)?.code == .notPermitted)
+            #expect(policy.admit(.registerRoom, caller: .user("calendar-app"))?.code == .notPermitted)
+        }
+        let both = CallerPolicy(administrators: ["ops"], roomManagers: ["facilities"])
+        #expect(both.admit(.registerRoom, caller: .user("ops")) == nil)
+        #expect(both.admit(.registerRoom, caller: .user("facilities")) == nil)
     }
 
-    @Test func oneSecondIsEnough() {
-        let a = Self.slot("09:00", "10:00")
-        #expect(BookingRules.overlaps(a, (startsAt: utc("2026-11-23T09:59:59Z"), endsAt: utc("2026-11-23T11:00:00Z"))))
-        #expect(!BookingRules.overlaps(a, (startsAt: utc("2026-11-23T10:00:00Z"), endsAt: utc("2026-11-23T11:00:00Z"))))
-        #expect(BookingRules.overlaps(a, (startsAt: utc("2026-11-23T08:00:00Z"), endsAt: utc("2026-11-23T09:00:01Z"))))
-        #expect(!BookingRules.overlaps(a, (startsAt: utc("2026-11-23T08:00:00Z"), endsAt: utc("2026-11-23T09:00:00Z"))))
+    @Test func replayOnlyForReplayersAndAdmins() {
+        let policy = CallerPolicy(administrators: ["ops"], replayUsers: ["availability-projector"])
+        #expect(policy.admit(.replayBookings, caller: .user("availability-projector")) == nil)
+        #expect(policy.admit(.replayBookings, caller: .user("ops")) == nil)
+        #expect(policy.admit(.replayBookings, caller: .anonymous)?.code == .notPermitted)
+        #expect(policy.admit(.replayBookings, caller: .user("calendar-app"))?.code == .notPermitted)
+    }
+}
+
+@Suite("Caller model: reply_to")
+struct ReplyAddressTests {
+    @Test(arguments: [nil, "", "amq.rabbitmq.reply-to", "amq.rabbitmq.reply-to.g1h2AA==", "amq.gen-abc",
+                      "calendar-app.replies", "calendar-app.x.y"] as [String?])
+    func allowedForTheSender(_ replyTo: String?) {
+        #expect(ReplyAddress.refusal(replyTo, caller: .user("calendar-app")) == nil)
     }
 
-    @Test func comparesInstantsNotLocalTimes() throws {
-        // 09:00-10:00 in Berlin (08:00Z-09:00Z) against 08:30Z-09:30Z given as instants.
-        let berlin = try #require(expectSuccess(BookingRules.slot(room: Fixture.berlin,
-                                                                  date: .calendarDate("2026-11-23"),
-                                                                  start: "09:00", end: "10:00", now: Fixture.now)))
-        #expect(BookingRules.overlaps(berlin, (startsAt: utc("2026-11-23T08:30:00Z"),
-                                               endsAt: utc("2026-11-23T09:30:00Z"))))
-        #expect(!BookingRules.overlaps(berlin, (startsAt: utc("2026-11-23T09:00:00Z"),
-                                                endsAt: utc("2026-11-23T10:00:00Z"))))
+    @Test(arguments: ["passes.failed", "booking-handler.commands", "other-app.replies", "calendar-app", "calendar-app.",
+                      "calendar-apps.replies", "Calendar-App.replies"])
+    func refusedForTheSender(_ replyTo: String) {
+        #expect(ReplyAddress.refusal(replyTo, caller: .user("calendar-app")) != nil)
+    }
+
+    @Test func anonymousCallersGetOnlyServerNamedOrDirectReplies() {
+        #expect(ReplyAddress.refusal("amq.gen-abc", caller: .anonymous) == nil)
+        #expect(ReplyAddress.refusal("amq.rabbitmq.reply-to", caller: .anonymous) == nil)
+        #expect(ReplyAddress.refusal("external-publisher.replies", caller: .anonymous) != nil)
+    }
+}
+
+@Suite("Replay pacing")
+struct ReplayPacerTests {
+    @Test func waitsOnlyWhenAheadOfTheRate() {
+        let start = ContinuousClock.now
+        var pacer = ReplayPacer(rate: 1_000, start: start)
+        // 500 messages sent instantly: due at 0.5 s, so wait 0.5 s.
+        #expect(pacer.sent(500, now: start) == .milliseconds(500))
+        // The next 500 by 2 s: already behind the pace, no wait.
+        #expect(pacer.sent(500, now: start + .seconds(2)) == nil)
+        // 1,500 in total by 1.2 s: due at 1.5 s.
+        #expect(pacer.sent(500, now: start + .milliseconds(1_200)) == .milliseconds(300))
     }
 }

@@ -78,7 +78,7 @@ struct StoreTests {
             for i in 0..<20 {
                 group.addTask {
                     do {
-                        _ = try await store.execute(key: "job-\(i)", commandType: "test") { tx in
+                        _ = try await store.execute(key: InboxKey(scope: "", key: "job-\(i)", fingerprint: 0), commandType: "test") { tx in
                             try tx.enqueue(routingKey: "test", messageID: "m\(i)", body: Data("{}".utf8))
                             if i % 5 == 0 { throw Boom() }
                             return .failure(.invalidField, "fine")

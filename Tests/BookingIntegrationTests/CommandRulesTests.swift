@@ -51,15 +51,16 @@ struct CommandRulesEndToEndTests {
     }
 
     @Test func statusMachineAndEventsWithGrowingVersions() async throws {
-        let h = try await HandlerHarness.start()
+        // Confirming needs an approver or an admin (contract v1.1).
+        let h = try await HandlerHarness.start(administrators: ["guest"])
         _ = try await h.nextEvents(6)  // room.registered × 6
         // Boardroom requires approval: pending, then confirm.
         let pending = try #require(try await h.send("booking.create", json: createJSON(room: "Boardroom", start: "09:00", end: "10:00")).booking)
         #expect(pending.status == .pending)
-        let confirmed = try #require(try await h.send("booking.confirm", json: #"{"bookingId": "\#(pending.id)"}"#).booking)
+        let confirmed = try #require(try await h.send("booking.confirm", json: #"{"bookingId": "\#(pending.id)"}"#, userID: "guest").booking)
         #expect(confirmed.status == .confirmed)
         #expect(confirmed.version == 2)
-        let again = try #require(try await h.send("booking.confirm", json: #"{"bookingId": "\#(pending.id)"}"#).error)
+        let again = try #require(try await h.send("booking.confirm", json: #"{"bookingId": "\#(pending.id)"}"#, userID: "guest").error)
         #expect(again.code == .statusChangeNotAllowed)
         let moved = try #require(try await h.send("booking.reschedule", json: #"{"bookingId": "\#(pending.id)", "date": "\#(TestDates.tomorrow)", "start": "09:30", "end": "10:30"}"#).booking)
         #expect(moved.start == "09:30")

@@ -26,16 +26,21 @@ final class HandlerHarness: Sendable {
     /// Starts a handler. `url`/`dataDirectory` let a second handler share
     /// the first one's vhost and database.
     static func start(url: AMQPURL? = nil, dataDirectory: String? = nil, administrators: Set<String> = [],
-                      name: String = "handler") async throws -> HandlerHarness {
+                      policy: CallerPolicy? = nil, name: String = "handler",
+                      handlerURL: AMQPURL? = nil, replayRate: Int = ReplayPacer.defaultRate) async throws -> HandlerHarness {
         let ownsVhost = url == nil
         let url = try url ?? TestBroker.isolatedURL("booking")
         let dataDirectory = dataDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("handler-data")).path
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
         let logger = testLogger(name)
+        // `handlerURL`: the handler logs in as another user than the client
+        // (the shipped set's own users).
         let connection = try await AMQPConnection.connect(
-            configuration: AMQPConfiguration(url: url, connectionName: name), logger: logger)
+            configuration: AMQPConfiguration(url: handlerURL ?? url, connectionName: name), logger: logger)
         let app = try await BookingHandlerApp.build(connection: connection, dataDirectory: dataDirectory,
-                                                    roomsFile: roomsFile, administrators: administrators, logger: logger)
+                                                    roomsFile: roomsFile,
+                                                    policy: policy ?? CallerPolicy(administrators: administrators),
+                                                    replayRate: replayRate, logger: logger)
         let client = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: "client"), logger: logger)
         let eventsQueue = uniqueName("events")
         try await client.declare([
@@ -76,8 +81,8 @@ final class HandlerHarness: Sendable {
         return (try ContractJSON.decode(CommandReply.self, from: reply.body), reply)
     }
 
-    func send(_ type: String, json: String, messageID: String? = UUID().uuidString) async throws -> CommandReply {
-        try await send(type, Array(json.utf8), messageID: messageID).0
+    func send(_ type: String, json: String, messageID: String? = UUID().uuidString, userID: String? = nil) async throws -> CommandReply {
+        try await send(type, Array(json.utf8), messageID: messageID, userID: userID).0
     }
 
     func send<T: Encodable>(_ type: CommandType, _ command: T, messageID: String? = UUID().uuidString) async throws -> CommandReply {

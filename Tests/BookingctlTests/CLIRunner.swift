@@ -82,7 +82,7 @@ final class Handler: Sendable {
         let connection = try await AMQPConnection.connect(
             configuration: AMQPConfiguration(url: url, connectionName: "handler"), logger: logger)
         let app = try await BookingHandlerApp.build(connection: connection, dataDirectory: dataDirectory,
-                                                    roomsFile: Self.roomsFile, administrators: administrators,
+                                                    roomsFile: Self.roomsFile, policy: CallerPolicy(administrators: administrators),
                                                     logger: logger)
         var configuration = ServiceGroupConfiguration(
             services: app.services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) }, logger: logger)

@@ -49,7 +49,8 @@ struct OperatorTests {
         let again = PassRetryMessage.operatorRetry(of: stale, token: UUID().uuidString)
         let settledBefore = h.settled.current.count
         try await h.client.publish([UInt8](try ContractJSON.encode(again)), routingKey: PassQueues.retry,
-                                   properties: .persistentJSON(type: PassQueues.retryMessageType, messageID: UUID().uuidString))
+                                   properties: .persistentJSON(type: PassQueues.retryMessageType, messageID: UUID().uuidString,
+                                                               userID: h.client.user))
         try await h.settled.wait("second operator retry settled") { $0.count > settledBefore }
         #expect(h.settled.current.last?.summary?.gatewayCalls == 0)
         #expect(h.gateway.sentCounts[key] == 1)

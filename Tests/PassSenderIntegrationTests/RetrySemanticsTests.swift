@@ -218,7 +218,8 @@ struct RetrySemanticsTests {
         let dead = try await h.client.consume(queue: Topology.deadLetterQueue(for: Topology.passSenderEventsQueue))
         try await h.client.publish(Array("not json".utf8), exchange: Topology.eventsExchange,
                                    routingKey: EventType.bookingConfirmed.rawValue,
-                                   properties: .persistentJSON(type: EventType.bookingConfirmed.rawValue, messageID: "poison-1"))
+                                   properties: .persistentJSON(type: EventType.bookingConfirmed.rawValue, messageID: "poison-1",
+                                                               userID: h.client.user))
         let got = try await withTimeout(60, "poison in pass-sender.events.dead") { try await dead.take(1) }
         #expect(got.first?.properties.messageID == "poison-1")
         #expect(got.first?.properties.xDeath.first?.reason == "rejected")
@@ -226,7 +227,8 @@ struct RetrySemanticsTests {
         // A poison retry message goes to pass-sender.retry.dead.
         let deadRetry = try await h.client.consume(queue: Topology.deadLetterQueue(for: PassQueues.retry))
         try await h.client.publish(Array(#"{"schemaVersion":99}"#.utf8), routingKey: PassQueues.retry,
-                                   properties: .persistentJSON(type: PassQueues.retryMessageType, messageID: "poison-2"))
+                                   properties: .persistentJSON(type: PassQueues.retryMessageType, messageID: "poison-2",
+                                                               userID: h.client.user))
         let got2 = try await withTimeout(60, "poison in pass-sender.retry.dead") { try await deadRetry.take(1) }
         #expect(got2.first?.properties.messageID == "poison-2")
         deadRetry.stop()

@@ -211,7 +211,8 @@ func publishEvent(_ type: EventType, _ booking: Booking, on connection: AMQPConn
     let event = BookingEvent(eventId: UUID().uuidString, occurredAt: ContractFormat.timestamp(Date()), booking: booking)
     try await connection.publish([UInt8](try ContractJSON.encode(event)), exchange: Topology.eventsExchange,
                                  routingKey: type.rawValue,
-                                 properties: .persistentJSON(type: type.rawValue, messageID: event.eventId))
+                                 properties: .persistentJSON(type: type.rawValue, messageID: event.eventId,
+                                                             userID: connection.user))
 }
 
 /// What the tests see of the pass sender's output events.

@@ -84,7 +84,7 @@ struct ProjectorEndToEndTests {
         try await h.publishEvent(.bookingRescheduled, event("x2", "15:00", "16:00", .confirmed, 1))
         // An unreadable event is dead-lettered, not a crash.
         try await h.client.publish(Array("{oops".utf8), exchange: Topology.eventsExchange, routingKey: "booking.created",
-                                   properties: .persistentJSON(type: "booking.created"))
+                                   properties: .persistentJSON(type: "booking.created", userID: h.client.user))
         // Sentinel on another day.
         let sentinelDate = localDate(daysFromNow: 6)
         try await h.publishEvent(.bookingConfirmed, event("x3", "07:00", "08:00", .confirmed, 1, date: sentinelDate))

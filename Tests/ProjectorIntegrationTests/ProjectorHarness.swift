@@ -30,7 +30,8 @@ final class ProjectorHarness: Sendable {
 
     /// Starts the handler, and the projector unless `startProjector` is false
     /// (then call ``startProjector(eventConcurrency:)`` later).
-    static func start(startProjector: Bool = true, eventConcurrency: Int = 32) async throws -> ProjectorHarness {
+    static func start(startProjector: Bool = true, eventConcurrency: Int = 32,
+                      requireUserID: Bool = false) async throws -> ProjectorHarness {
         let url = try TestBroker.isolatedURL("projector")
         let temp = FileManager.default.temporaryDirectory
         let handlerDirectory = temp.appendingPathComponent(uniqueName("handler-data")).path
@@ -61,7 +62,7 @@ final class ProjectorHarness: Sendable {
         let harness = ProjectorHarness(url: url, client: client, changes: changes, httpPort: try freeTCPPort(),
                                        handlerDirectory: handlerDirectory, projectorDirectory: projectorDirectory,
                                        handlerRun: handlerRun, handlerGroup: handlerGroup)
-        if startProjector { try await harness.startProjector(eventConcurrency: eventConcurrency) }
+        if startProjector { try await harness.startProjector(eventConcurrency: eventConcurrency, requireUserID: requireUserID) }
         return harness
     }
 
@@ -87,12 +88,13 @@ final class ProjectorHarness: Sendable {
         return (group, Task { try await group.run() })
     }
 
-    func startProjector(eventConcurrency: Int = 32) async throws {
+    func startProjector(eventConcurrency: Int = 32, requireUserID: Bool = false) async throws {
         let logger = testLogger("projector")
         let connection = try await AMQPConnection.connect(
             configuration: AMQPConfiguration(url: url, connectionName: "projector"), logger: logger)
         let app = try await ProjectorApp.build(connection: connection, dataDirectory: projectorDirectory, httpPort: httpPort,
-                                               logger: logger, replayTimeout: .seconds(50), eventConcurrency: eventConcurrency)
+                                               logger: logger, replayTimeout: .seconds(50), eventConcurrency: eventConcurrency,
+                                               requireUserID: requireUserID)
         projector.withLock { $0 = app }
         projectorRun.withLock { $0 = Self.run(app.services, logger: logger) }
         // Ready when the HTTP server answers and the consumers run.
@@ -125,9 +127,10 @@ final class ProjectorHarness: Sendable {
     }
 
     /// An availability query over RPC.
-    func rpc(_ body: String) async throws -> AMQPMessage {
+    func rpc(_ body: String, userID: String? = nil) async throws -> AMQPMessage {
         var properties = AMQPProperties.persistentJSON(messageID: UUID().uuidString)
         properties.correlationID = UUID().uuidString
+        properties.userID = userID
         return try await client.call(Array(body.utf8), routingKey: Topology.availabilityQueriesQueue,
                                      properties: properties, timeout: .seconds(30))
     }
@@ -162,7 +165,7 @@ final class ProjectorHarness: Sendable {
     func publishEvent(_ type: EventType, _ body: some Encodable, messageID: String = UUID().uuidString) async throws {
         try await client.publish([UInt8](try ContractJSON.encode(body)), exchange: Topology.eventsExchange,
                                  routingKey: type.rawValue,
-                                 properties: .persistentJSON(type: type.rawValue, messageID: messageID))
+                                 properties: .persistentJSON(type: type.rawValue, messageID: messageID, userID: client.user))
     }
 
     func stop() async {

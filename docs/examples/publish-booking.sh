@@ -9,11 +9,19 @@ ROOM=${1:-Berlin}
 START=${2:-09:00}
 END=${3:-10:30}
 DATE=$(TZ=Europe/Berlin date -d tomorrow +%F)
-# With the broker of docker-compose.yml, the external-publisher user may only
-# declare and read queues named external-publisher.*.
-REPLIES=${REPLY_QUEUE:-external-publisher.replies}
-
-amqp-declare-queue --url="$URL" -q "$REPLIES" >/dev/null
+# Where the reply goes (contract v1.1): the handler answers only into direct
+# reply-to, a server-named amq.gen-* queue, or a queue named "<user>." of the
+# sender's verified user_id. amqp-publish cannot set user_id, so by default
+# this script asks the broker for a server-named queue and removes it after.
+# (The shipped docker-compose broker requires user_id, REQUIRE_USER_ID: use
+# a client that sets it there, e.g. scripts/container/amqp_client.py.)
+if [[ -n ${REPLY_QUEUE:-} ]]; then
+  REPLIES=$REPLY_QUEUE
+  amqp-declare-queue --url="$URL" -q "$REPLIES" >/dev/null
+else
+  REPLIES=$(amqp-declare-queue --url="$URL" -q "")
+  trap 'amqp-delete-queue --url="$URL" -q "$REPLIES" >/dev/null 2>&1 || true' EXIT
+fi
 amqp-publish --url="$URL" -e booking.commands -r booking.create -p -C application/json \
   -t "$REPLIES" -H "idempotency-key: my-system-$ROOM-$DATE-$START" \
   -b '{"room": "'"$ROOM"'", "date": "'"$DATE"'", "start": "'"$START"'", "end": "'"$END"'",

@@ -104,6 +104,7 @@ public final class ChangePublisher: Service, Sendable {
                     var properties = AMQPProperties.persistentJSON(type: EventType.availabilityChanged.rawValue,
                                                                    messageID: event.eventId)
                     properties.appID = "availability-projector"
+                    properties.userID = connection.user
                     messages.append(([UInt8](body), Topology.eventsExchange, EventType.availabilityChanged.rawValue, properties))
                     owners.append(i)
                 }

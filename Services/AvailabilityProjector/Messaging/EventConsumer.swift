@@ -3,6 +3,7 @@ import BookingContracts
 import Foundation
 import Logging
 import Metrics
+import ServiceSupport
 
 /// Reads a `room.registered` or booking event into a ``ModelChange``.
 enum EventReader {
@@ -12,6 +13,8 @@ enum EventReader {
         case ignored
         /// Unreadable: dead-letter.
         case poison(String)
+        /// Not published by the booking handler's user: dead-letter.
+        case untrusted(String)
     }
 
     static func read(type: String, body: [UInt8]) -> Outcome {
@@ -51,13 +54,19 @@ public struct EventConsumer: Sendable {
     let store: ProjectorStore
     let publisher: ChangePublisher
     let logger: Logger
+    /// Events count only when the booking handler's user published them.
+    let sender: SenderCheck
     private let lag = Timer(label: "projector_event_apply_seconds")
 
-    public init(connection: AMQPConnection, store: ProjectorStore, publisher: ChangePublisher, logger: Logger) {
+    /// - Parameter sender: whose events to apply; default this connection's
+    ///   own user (the one-user embedded set).
+    public init(connection: AMQPConnection, store: ProjectorStore, publisher: ChangePublisher, logger: Logger,
+                sender: SenderCheck? = nil) {
         self.connection = connection
         self.store = store
         self.publisher = publisher
         self.logger = logger
+        self.sender = sender ?? SenderCheck(trustedUser: connection.user)
     }
 
     public func service(prefetch: UInt16 = 256, concurrency: Int = 32) -> AMQPConsumerService {
@@ -70,7 +79,14 @@ public struct EventConsumer: Sendable {
     func handle(_ delivery: AMQPDelivery) async {
         let started = DispatchTime.now()
         let type = delivery.properties.type.flatMap { $0.isEmpty ? nil : $0 } ?? delivery.routingKey
-        switch EventReader.read(type: type, body: delivery.body) {
+        let outcome = sender.refusal(delivery.properties).map { EventReader.Outcome.untrusted($0) }
+            ?? EventReader.read(type: type, body: delivery.body)
+        switch outcome {
+        case .untrusted(let reason):
+            logger.warning("event from an untrusted sender dead-lettered",
+                           metadata: ["reason": .string(reason), "amqp.message_id": .string(delivery.properties.messageID ?? "")])
+            try? await delivery.reject(requeue: false)
+            Counter(label: "projector_events_total", dimensions: [("outcome", "untrusted-sender")]).increment()
         case .ignored:
             try? await delivery.ack()
             Counter(label: "projector_events_total", dimensions: [("outcome", "ignored")]).increment()

@@ -14,12 +14,15 @@ public struct QueryResponder: Sendable {
     let connection: AMQPConnection
     let engine: QueryEngine
     let logger: Logger
+    /// `REQUIRE_USER_ID`: queries without `user_id` get 2003.
+    let requireUserID: Bool
     private let latency = Timer(label: "projector_query_seconds", dimensions: [("via", "amqp")])
 
-    public init(connection: AMQPConnection, engine: QueryEngine, logger: Logger) {
+    public init(connection: AMQPConnection, engine: QueryEngine, logger: Logger, requireUserID: Bool = false) {
         self.connection = connection
         self.engine = engine
         self.logger = logger
+        self.requireUserID = requireUserID
     }
 
     public func service(prefetch: UInt16 = 64, concurrency: Int = 8) -> AMQPConsumerService {
@@ -38,9 +41,30 @@ public struct QueryResponder: Sendable {
         }
     }
 
+    /// The reply for a query from `caller`: 2003 when identities are
+    /// required and it has none, else ``answer(body:)``.
+    public func answer(body: [UInt8], caller: Caller) -> (body: [UInt8], ok: Bool) {
+        if requireUserID, caller == .anonymous {
+            let error = ReplyError(code: .notPermitted,
+                                   text: "queries must carry the AMQP user_id property (REQUIRE_USER_ID is set)")
+            return ((try? ContractJSON.encode(CommandReply.error(error))).map { [UInt8]($0) } ?? [], false)
+        }
+        return answer(body: body)
+    }
+
     func handle(_ delivery: AMQPDelivery) async {
         let started = DispatchTime.now()
-        let (body, ok) = answer(body: delivery.body)
+        let caller = Caller(userID: delivery.properties.userID)
+        if let reason = ReplyAddress.refusal(delivery.properties.replyTo, caller: caller) {
+            // Not answered: the reply would go into a queue the sender may
+            // not write to. Dead-lettered (availability.queries.dead) for
+            // whoever investigates.
+            logger.warning("query with a forbidden reply_to dead-lettered", metadata: ["reason": .string(reason)])
+            Counter(label: "projector_queries_total", dimensions: [("via", "amqp"), ("outcome", "reply-to-refused")]).increment()
+            try? await delivery.reject(requeue: false)
+            return
+        }
+        let (body, ok) = answer(body: delivery.body, caller: caller)
         Counter(label: "projector_queries_total", dimensions: [("via", "amqp"), ("outcome", ok ? "ok" : "rejected")]).increment()
         if let replyTo = delivery.properties.replyTo, !replyTo.isEmpty {
             let properties = AMQPProperties(
@@ -48,7 +72,7 @@ public struct QueryResponder: Sendable {
                 correlationID: MessageProperties.replyCorrelationID(correlationID: delivery.properties.correlationID,
                                                                     messageID: delivery.properties.messageID),
                 timestamp: UInt64(Date().timeIntervalSince1970), type: MessageProperties.availabilityReplyType,
-                appID: "availability-projector")
+                userID: connection.user, appID: "availability-projector")
             do {
                 try await connection.publish(body, exchange: "", routingKey: replyTo, properties: properties,
                                              mandatory: !replyTo.hasPrefix(MessageProperties.directReplyTo))

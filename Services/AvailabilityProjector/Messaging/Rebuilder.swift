@@ -2,6 +2,8 @@ import AMQPClient
 import BookingContracts
 import Foundation
 import Logging
+import Metrics
+import ServiceSupport
 import Synchronization
 
 /// The projector's control protocol (`bookingctl projector rebuild`).
@@ -68,12 +70,15 @@ public final class Rebuilder: Sendable {
     let publisher: ChangePublisher
     let logger: Logger
     let replayTimeout: Duration
+    /// Replayed state counts only when the booking handler's user sent it.
+    let sender: SenderCheck
     private let waiting = Mutex<[String: CheckedContinuation<ReplaySummary, any Error>]>([:])
     /// End markers that arrived before their waiter registered.
     private let ended = Mutex<[String: Result<ReplaySummary, ReplyError>]>([:])
 
     public init(connection: AMQPConnection, store: ProjectorStore, publisher: ChangePublisher, logger: Logger,
-                replayTimeout: Duration = .seconds(600)) {
+                replayTimeout: Duration = .seconds(600), sender: SenderCheck? = nil) {
+        self.sender = sender ?? SenderCheck(trustedUser: connection.user)
         self.connection = connection
         self.store = store
         self.publisher = publisher
@@ -145,6 +150,8 @@ public final class Rebuilder: Sendable {
         var properties = AMQPProperties.persistentJSON(type: CommandType.replayBookings.rawValue,
                                                        messageID: RandomID.uuidString())
         properties.appID = "availability-projector"
+        // The handler replays only for REPLAY_USERS and ADMIN_USERS.
+        properties.userID = connection.user
         let message = try await connection.call(body, exchange: Topology.commandsExchange,
                                                 routingKey: CommandType.replayBookings.rawValue,
                                                 properties: properties, timeout: replayTimeout)
@@ -174,6 +181,13 @@ public final class Rebuilder: Sendable {
     }
 
     func handleReplayed(_ delivery: AMQPDelivery) async {
+        if let reason = sender.refusal(delivery.properties) {
+            // Someone else writing into the replay queue: never applied.
+            logger.warning("replayed message from an untrusted sender dropped", metadata: ["reason": .string(reason)])
+            Counter(label: "projector_events_total", dimensions: [("outcome", "untrusted-sender")]).increment()
+            try? await delivery.ack()
+            return
+        }
         guard case .string(let replayId)? = delivery.properties.headers[ReplayStream.replayIdHeader],
               store.rebuildProgress?.replayId == replayId else {
             // A stream nobody waits for (an abandoned rebuild): drop it.
@@ -205,7 +219,7 @@ public final class Rebuilder: Sendable {
                 logger.error("replayed change failed; the rebuild will report missing items", metadata: ["error": "\(error)"])
                 try? await delivery.ack()
             }
-        case .ignored, .poison:
+        case .ignored, .poison, .untrusted:
             try? await delivery.ack()
         }
     }

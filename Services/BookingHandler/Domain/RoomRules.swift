@@ -54,7 +54,28 @@ extension BookingRules {
         if closes <= opens {
             return .failure(invalid("closes", "closes \(room.closes) is not after opens \(room.opens)"))
         }
+        if let error = validateApprovers(room.approvers ?? []) { return .failure(error) }
         return .success(room)
+    }
+
+    /// Most ``Room/approvers`` a room may name.
+    public static let maxApprovers = 50
+
+    /// Approvers are broker user names: 1 to 200 bytes (RabbitMQ's own
+    /// limit is 255), no duplicates, at most ``maxApprovers``.
+    static func validateApprovers(_ approvers: [String]) -> ReplyError? {
+        if approvers.count > maxApprovers {
+            return invalid("approvers", "at most \(maxApprovers) approvers, got \(approvers.count)")
+        }
+        for (index, user) in approvers.enumerated() {
+            if user.isEmpty || user.utf8.count > 200 {
+                return invalid("approvers[\(index)]", "an approver is a broker user name of 1 to 200 bytes")
+            }
+        }
+        if Set(approvers).count != approvers.count {
+            return invalid("approvers", "approvers must not repeat a user")
+        }
+        return nil
     }
 
     private static func invalid(_ field: String, _ text: String) -> ReplyError {

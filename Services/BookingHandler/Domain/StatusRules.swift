@@ -38,24 +38,4 @@ extension BookingRules {
                                        text: "booking is \(status.rawValue); cannot \(action.rawValue)"))
         }
     }
-
-    /// Whether `requester` (the command's AMQP `user_id`, nil when it had
-    /// none) may change `booking`; nil when allowed, else 2003 without
-    /// `field`.
-    ///
-    /// Anyone may change a booking without ``Booking/requestedBy``.
-    /// Otherwise only the same broker user, or one of `administrators`
-    /// (broker users allowed to act on every booking, e.g. an approval
-    /// system). An empty `user_id` or `requestedBy` counts as absent. The
-    /// text names the booking id but never the booking's requester.
-    public static func authorize(requester: String?, booking: Booking, administrators: Set<String>) -> ReplyError? {
-        guard let owner = booking.requestedBy, !owner.isEmpty else { return nil }
-        guard let requester, !requester.isEmpty else {
-            return ReplyError(
-                code: .notPermitted,
-                text: "booking \(booking.id) can only be changed by its requester; the command has no user_id")
-        }
-        if requester == owner || administrators.contains(requester) { return nil }
-        return ReplyError(code: .notPermitted, text: "booking \(booking.id) can only be changed by its requester")
-    }
 }

@@ -19,13 +19,22 @@ public struct CommandConsumer: Sendable {
     let processor: CommandProcessor
     let relay: OutboxRelay
     let logger: Logger
+    /// Replays under way, one per requester.
+    let replays = ReplayGate()
+    /// Most messages per second one replay publishes (``ReplayPacer``).
+    let replayRate: Int
     private let latency = Timer(label: "booking_command_duration_seconds")
 
-    public init(connection: AMQPConnection, processor: CommandProcessor, relay: OutboxRelay, logger: Logger) {
+    /// - Parameter replayRate: the most messages per second one replay
+    ///   publishes (`REPLAY_MAX_RATE`), so a replay cannot crowd out
+    ///   commands on the broker, the disk or this process.
+    public init(connection: AMQPConnection, processor: CommandProcessor, relay: OutboxRelay, logger: Logger,
+                replayRate: Int = ReplayPacer.defaultRate) {
         self.connection = connection
         self.processor = processor
         self.relay = relay
         self.logger = logger
+        self.replayRate = replayRate
     }
 
     /// The consumer as a service. Up to `concurrency` commands are in
@@ -51,7 +60,8 @@ public struct CommandConsumer: Sendable {
         let typeLabel = CommandType.resolve(typeProperty: p.type, routingKey: delivery.routingKey)?.rawValue ?? "unknown"
         let command = IncomingCommand(
             body: delivery.body, typeProperty: p.type, routingKey: delivery.routingKey, messageID: p.messageID,
-            idempotencyKeyHeader: p.headers[MessageProperties.idempotencyKeyHeader]?.stringValue, userID: p.userID)
+            idempotencyKeyHeader: p.headers[MessageProperties.idempotencyKeyHeader]?.stringValue, userID: p.userID,
+            replyTo: p.replyTo)
 
         let result: ProcessingResult
         do {
@@ -76,7 +86,7 @@ public struct CommandConsumer: Sendable {
                 try await sendReply(json.map { [UInt8]($0) } ?? [UInt8](try ContractJSON.encode(reply)), to: delivery, log: log)
                 try await delivery.ack()
                 if !duplicate { relay.kick() }
-                let outcome = duplicate ? "duplicate" : (reply.isOK ? "ok" : "rejected")
+                let outcome = duplicate ? "duplicate" : (reply.isOK ? "ok" : (replyCode(reply) == 2003 ? "refused" : "rejected"))
                 Counter(label: "booking_commands_total", dimensions: [("type", type.rawValue), ("outcome", outcome)]).increment()
                 log.logger.info(duplicate ? "repeated command answered from the inbox" : "command handled",
                             metadata: ["outcome": .string(outcome)])
@@ -86,12 +96,26 @@ public struct CommandConsumer: Sendable {
                 try await delivery.ack()
                 Counter(label: "booking_commands_total", dimensions: [("type", typeLabel), ("outcome", "dead-lettered")]).increment()
                 log.logger.warning("poison command dead-lettered", metadata: ["reason": .string(reason)])
+            case .refused(let reason):
+                // Not executed and not answered: the reply would have gone
+                // into a queue the sender may not write to.
+                try await deadLetter(delivery, reason: reason, code: ErrorCode.notPermitted.rawValue)
+                try await delivery.ack()
+                Counter(label: "booking_commands_total", dimensions: [("type", typeLabel), ("outcome", "reply-to-refused")]).increment()
+                log.logger.warning("command with a forbidden reply_to dead-lettered, not executed",
+                                   metadata: ["reason": .string(reason), "amqp.user_id": .string(p.userID ?? "")])
             case .replay(let request):
                 let reply: CommandReply
-                do {
-                    reply = .replay(try await replay(request, logger: log.logger))
-                } catch let error as ReplyError {
-                    reply = .error(error)
+                let requester = Caller(userID: p.userID)
+                if replays.begin(requester) {
+                    defer { replays.end(requester) }
+                    do {
+                        reply = .replay(try await replay(request, logger: log.logger))
+                    } catch let error as ReplyError {
+                        reply = .error(error)
+                    }
+                } else {
+                    reply = .failure(.notPermitted, "a replay requested by \(requester) is already running; one at a time")
                 }
                 try await sendReply([UInt8](try ContractJSON.encode(reply)), to: delivery, log: log)
                 try await delivery.ack()
@@ -130,6 +154,7 @@ public struct CommandConsumer: Sendable {
         func message(_ type: String, _ body: Data) -> (body: [UInt8], exchange: String, routingKey: String, properties: AMQPProperties) {
             var properties = AMQPProperties.persistentJSON(type: type, messageID: RandomID.uuidString(), headers: headers)
             properties.appID = "booking-handler"
+            properties.userID = connection.user
             return ([UInt8](body), "", queue, properties)
         }
         func publish(_ batch: [(body: [UInt8], exchange: String, routingKey: String, properties: AMQPProperties)]) async throws {
@@ -137,12 +162,14 @@ public struct CommandConsumer: Sendable {
             if let error = await connection.publish(batch: batch).compactMap({ $0 }).first { throw error }
         }
         let now = ContractFormat.timestamp(Date())
+        var pacer = ReplayPacer(rate: replayRate, start: ContinuousClock.now)
         let rooms = try await processor.store.replayRooms()
         try await publish(try rooms.map { entry in
             message(EventType.roomRegistered.rawValue, try ContractJSON.encode(
                 RoomRegistered(eventId: RandomID.uuidString(), occurredAt: ContractFormat.timestamp(entry.updatedAt),
                                room: entry.room)))
         })
+        if let wait = pacer.sent(rooms.count, now: ContinuousClock.now) { try? await Task.sleep(for: wait) }
         var bookings = 0
         var after: String?
         while true {
@@ -154,6 +181,9 @@ public struct CommandConsumer: Sendable {
             })
             bookings += page.count
             after = page.last?.id
+            // Paced: a replay of a million bookings must not starve the
+            // commands that share this connection, the disk and the broker.
+            if let wait = pacer.sent(page.count, now: ContinuousClock.now) { try? await Task.sleep(for: wait) }
         }
         let summary = ReplaySummary(replayId: replayId, queue: queue, rooms: rooms.count, bookings: bookings)
         try await publish([message(ReplayStream.endType, try ContractJSON.encode(summary))])
@@ -175,7 +205,8 @@ public struct CommandConsumer: Sendable {
             contentType: MessageProperties.contentType, deliveryMode: .persistent,
             correlationID: MessageProperties.replyCorrelationID(
                 correlationID: delivery.properties.correlationID, messageID: delivery.properties.messageID),
-            timestamp: UInt64(Date().timeIntervalSince1970), type: MessageProperties.replyType, appID: "booking-handler")
+            timestamp: UInt64(Date().timeIntervalSince1970), type: MessageProperties.replyType,
+            userID: connection.user, appID: "booking-handler")
         do {
             // Mandatory, so a vanished reply queue is noticed; but not for
             // direct reply-to, which RabbitMQ delivers and still reports as
@@ -196,8 +227,19 @@ public struct CommandConsumer: Sendable {
     /// Re-publishes a poison command to `booking.dead-letter` (routed to
     /// `booking-handler.commands.dead`) with the reason in headers; a plain
     /// nack would dead-letter it too, but without saying why.
+    ///
+    /// The copy carries this service's `user_id` and no `expiration`: RabbitMQ
+    /// refuses a publish whose `user_id` is not the connection's user, so
+    /// copying another sender's would fail (and redeliver the poison
+    /// forever), and an expiration would let the dead copy vanish. Both
+    /// originals are kept in headers (`x-original-user-id`,
+    /// `x-original-expiration`), the sender's identity for whoever looks.
     private func deadLetter(_ delivery: AMQPDelivery, reason: String, code: Int) async throws {
         var properties = delivery.properties
+        if let original = properties.userID { properties.headers["x-original-user-id"] = .string(original) }
+        if let original = properties.expiration { properties.headers["x-original-expiration"] = .string(original) }
+        properties.userID = connection.user
+        properties.expiration = nil
         properties.headers["x-death-reason"] = .string(reason)
         properties.headers["x-error-code"] = .int64(Int64(code))
         properties.headers["x-original-routing-key"] = .string(delivery.routingKey)

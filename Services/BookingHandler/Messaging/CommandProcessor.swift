@@ -12,15 +12,18 @@ public struct IncomingCommand: Sendable {
     public var idempotencyKeyHeader: String?
     /// The authenticated broker user (`user_id`, checked by RabbitMQ).
     public var userID: String?
+    /// Where the reply goes (`reply_to`); checked by ``ReplyAddress``.
+    public var replyTo: String?
 
     public init(body: [UInt8], typeProperty: String?, routingKey: String, messageID: String?,
-                idempotencyKeyHeader: String?, userID: String?) {
+                idempotencyKeyHeader: String?, userID: String?, replyTo: String? = nil) {
         self.body = body
         self.typeProperty = typeProperty
         self.routingKey = routingKey
         self.messageID = messageID
         self.idempotencyKeyHeader = idempotencyKeyHeader
         self.userID = userID
+        self.replyTo = replyTo
     }
 
     /// The idempotency key: `message_id`, else the `idempotency-key` header.
@@ -37,6 +40,10 @@ public enum ProcessingResult: Sendable, Equatable {
     /// Not a command we can run (no usable type, not JSON, wrong shape):
     /// reply with `reply` and dead-letter it with `reason`.
     case poison(CommandReply, reason: String)
+    /// Not executed and not answered, because its `reply_to` names a queue
+    /// the sender may not reply into (``ReplyAddress``): dead-letter it
+    /// with `reason`.
+    case refused(reason: String)
     /// A permitted `booking.replay` (``ReplayBookings/replayId`` filled in):
     /// the consumer publishes the state to the queue, then replies. Not
     /// recorded in the inbox: repeating a replay is harmless.
@@ -47,29 +54,42 @@ public enum ProcessingResult: Sendable, Equatable {
 /// transaction each (see ``BookingStore``).
 public struct CommandProcessor: Sendable {
     let store: BookingStore
-    let administrators: Set<String>
+    /// Who may do what (docs/security.md).
+    public let policy: CallerPolicy
     let now: @Sendable () -> Date
     let newID: @Sendable () -> String
 
     /// - Parameters:
-    ///   - administrators: broker users allowed to confirm, cancel or
-    ///     reschedule anybody's booking (`ADMIN_USERS`).
-    public init(store: BookingStore, administrators: Set<String> = [],
+    ///   - policy: the caller model: admins, room managers, replayers,
+    ///     whether `user_id` is required.
+    public init(store: BookingStore, policy: CallerPolicy = CallerPolicy(),
                 now: @escaping @Sendable () -> Date = { Date() },
                 newID: @escaping @Sendable () -> String = { RandomID.uuidString() }) {
         self.store = store
-        self.administrators = administrators
+        self.policy = policy
         self.now = now
         self.newID = newID
     }
 
     /// Processes one command. Throws only for infrastructure failures
     /// (database), which the caller retries by redelivery.
+    ///
+    /// Order of checks, cheapest and least revealing first: where the reply
+    /// would go (a forbidden `reply_to` is never answered), the command type,
+    /// the caller's admission (``CallerPolicy/admit(_:caller:)``), the body,
+    /// then the inbox (scoped by caller) and the command's own rules.
     public func process(_ command: IncomingCommand) async throws -> ProcessingResult {
+        let caller = Caller(userID: command.userID)
+        if let reason = ReplyAddress.refusal(command.replyTo, caller: caller) {
+            return .refused(reason: reason)
+        }
         guard let type = CommandType.resolve(typeProperty: command.typeProperty, routingKey: command.routingKey) else {
             let name = command.typeProperty ?? command.routingKey
             return .poison(.failure(.unknownCommand, "unknown command type '\(name.prefix(100))'"),
                            reason: "unknown command type")
+        }
+        if let refusal = policy.admit(type, caller: caller) {
+            return .handled(.error(refusal), type: type, duplicate: false)
         }
         let decoded: Command
         do {
@@ -79,18 +99,21 @@ public struct CommandProcessor: Sendable {
             return .poison(.error(replyError), reason: "\(replyError.code.rawValue) \(replyError.text)")
         }
         if case .replayBookings(let request) = decoded {
-            return authorizeReplay(request, requester: command.userID)
+            return authorizeReplay(request)
         }
         let now = self.now()
-        let requester = command.userID
+        let requester = caller.name
+        let key = command.idempotencyKey.map {
+            InboxKey(caller: caller, key: $0, commandType: type.rawValue, body: command.body)
+        }
         let outcome: BookingStore.Outcome
         if case .createBooking(let create) = decoded, let prepared = prepare(create, requester: requester, now: now) {
-            outcome = try await store.execute(key: command.idempotencyKey, commandType: type.rawValue) { [self] tx in
-                try commit(prepared, create, tx, requester: requester, now: now)
+            outcome = try await store.execute(key: key, commandType: type.rawValue) { [self] tx in
+                try commit(prepared, create, tx, caller: caller, now: now)
             }
         } else {
-            outcome = try await store.execute(key: command.idempotencyKey, commandType: type.rawValue) { [self] tx in
-                try apply(decoded, tx, requester: requester, now: now)
+            outcome = try await store.execute(key: key, commandType: type.rawValue) { [self] tx in
+                try apply(decoded, tx, caller: caller, now: now)
             }
         }
         return .handled(outcome.reply, type: type, duplicate: outcome.duplicate, json: outcome.json)
@@ -110,7 +133,7 @@ public struct CommandProcessor: Sendable {
     /// the inserts.
     struct PreparedCreate: Sendable {
         /// The room's JSON this was validated against; the transaction
-        /// re-reads the row and falls back to ``apply(_:_:requester:now:)``
+        /// re-reads the row and falls back to ``apply(_:_:caller:now:)``
         /// when it differs.
         let roomJSON: Data
         let result: Result<PreparedBooking, ReplyError>
@@ -139,10 +162,10 @@ public struct CommandProcessor: Sendable {
     }
 
     func commit(_ prepared: PreparedCreate, _ create: CreateBooking, _ tx: StoreTransaction,
-                requester: String?, now: Date) throws -> ReplyBody {
+                caller: Caller, now: Date) throws -> ReplyBody {
         guard try tx.roomJSON(named: create.room) == prepared.roomJSON else {
             // Re-registered (perhaps by another process) since it was cached.
-            return try apply(.createBooking(create), tx, requester: requester, now: now)
+            return try apply(.createBooking(create), tx, caller: caller, now: now)
         }
         switch prepared.result {
         case .failure(let error): return ReplyBody(.error(error))
@@ -204,18 +227,14 @@ public struct CommandProcessor: Sendable {
 
     // MARK: Replay
 
-    /// Who may ask for a replay and where it may go (docs/contract/README.md,
-    /// "Replay (booking.replay)"): a command without `user_id` (a service
-    /// inside the broker's permission boundary) or from one of
-    /// `administrators`; the queue must start with `availability-projector.`,
-    /// so the state (attendees included) only reaches queues of the service
-    /// that already receives every event. Otherwise 2003.
-    func authorizeReplay(_ request: ReplayBookings, requester: String?) -> ProcessingResult {
+    /// Where a replay may go (docs/contract/README.md, "Replay
+    /// (booking.replay)"); who may ask was checked by
+    /// ``CallerPolicy/admit(_:caller:)`` (REPLAY_USERS and ADMIN_USERS). The
+    /// queue must start with `availability-projector.`, so the state
+    /// (attendees included) only reaches queues of the service that already
+    /// receives every event. Otherwise 2003.
+    func authorizeReplay(_ request: ReplayBookings) -> ProcessingResult {
         let type = CommandType.replayBookings
-        if let requester, !requester.isEmpty, !administrators.contains(requester) {
-            return .handled(.failure(.notPermitted, "booking.replay is only permitted for ADMIN_USERS"),
-                            type: type, duplicate: false)
-        }
         guard request.queue.hasPrefix(ReplayStream.queuePrefix), request.queue.utf8.count <= 255 else {
             return .handled(.failure(.notPermitted, "booking.replay may only publish to queues starting with '\(ReplayStream.queuePrefix)'",
                                      field: "queue"), type: type, duplicate: false)
@@ -231,7 +250,8 @@ public struct CommandProcessor: Sendable {
 
     // MARK: Commands
 
-    func apply(_ command: Command, _ tx: StoreTransaction, requester: String?, now: Date) throws -> ReplyBody {
+    func apply(_ command: Command, _ tx: StoreTransaction, caller: Caller, now: Date) throws -> ReplyBody {
+        let requester = caller.name
         switch command {
         case .registerRoom(let c):
             switch BookingRules.validateRoom(c) {
@@ -250,19 +270,19 @@ public struct CommandProcessor: Sendable {
             }
 
         case .confirmBooking(let c):
-            return try change(c.bookingId, .confirm, tx, requester: requester, now: now) { booking, _ in
+            return try change(c.bookingId, .confirm, tx, caller: caller, now: now) { booking, _ in
                 (booking, .bookingConfirmed)
             }
 
         case .cancelBooking(let c):
-            return try change(c.bookingId, .cancel, tx, requester: requester, now: now) { booking, _ in
+            return try change(c.bookingId, .cancel, tx, caller: caller, now: now) { booking, _ in
                 var b = booking
                 b.cancelReason = c.reason
                 return (b, .bookingCancelled)
             }
 
         case .rescheduleBooking(let c):
-            return try change(c.bookingId, .reschedule, tx, requester: requester, now: now) { booking, room in
+            return try change(c.bookingId, .reschedule, tx, caller: caller, now: now) { booking, room in
                 let slot: BookingSlot
                 switch BookingRules.slot(room: room, date: c.date, start: c.start, end: c.end, now: now) {
                 case .failure(let error): throw error
@@ -285,23 +305,26 @@ public struct CommandProcessor: Sendable {
         }
     }
 
-    /// The common path of confirm/cancel/reschedule: load, authorise, check
+    /// The common path of confirm/cancel/reschedule: load, authorise (confirm:
+    /// ``CallerPolicy/mayApprove(_:room:caller:)``, the others:
+    /// ``CallerPolicy/mayChange(_:caller:)``), check
     /// the status transition, let `modify` change the booking, bump the
     /// version, save, queue the event. A `ReplyError` thrown by `modify`
     /// becomes the reply (and nothing is written).
     private func change(
-        _ id: String, _ action: BookingAction, _ tx: StoreTransaction, requester: String?, now: Date,
+        _ id: String, _ action: BookingAction, _ tx: StoreTransaction, caller: Caller, now: Date,
         _ modify: (Booking, Room) throws -> (Booking, EventType)
     ) throws -> ReplyBody {
         guard let booking = try tx.booking(id: id) else {
             return ReplyBody(.failure(.bookingNotFound, "booking '\(id.prefix(100))' not found", field: "bookingId"))
         }
-        if let error = BookingRules.authorize(requester: requester, booking: booking, administrators: administrators) {
-            return ReplyBody(.error(error))
-        }
         guard let room = try tx.room(named: booking.room) else {
+            if let error = policy.mayChange(booking, caller: caller) { return ReplyBody(.error(error)) }
             return ReplyBody(.failure(.unknownRoom, "room '\(booking.room)' no longer exists", field: "room"))
         }
+        let refusal = action == .confirm ? policy.mayApprove(booking, room: room, caller: caller)
+            : policy.mayChange(booking, caller: caller)
+        if let refusal { return ReplyBody(.error(refusal)) }
         let status: BookingStatus
         switch BookingRules.transition(action, from: booking.status, requiresApproval: room.requiresApproval) {
         case .failure(let error): return ReplyBody(.error(error))

@@ -157,9 +157,13 @@ public final class OutboxRelay: Service, Sendable {
         }
         // One ordered batch: the events reach the channel in that order, all
         // in flight at once.
+        // user_id = this service's broker user: consumers of booking.events
+        // trust only events the broker vouches came from the handler.
+        let publisher = connection.user
         let outcomes = await connection.publish(batch: events.map { event in
             (body: event.body, exchange: Topology.eventsExchange, routingKey: event.routingKey,
-             properties: AMQPProperties.persistentJSON(type: event.routingKey, messageID: event.messageID))
+             properties: AMQPProperties.persistentJSON(type: event.routingKey, messageID: event.messageID,
+                                                       userID: publisher))
         })
         let results = zip(events, outcomes).map { ($0.id, $1) }
         let ok = results.filter { $0.1 == nil }.map(\.0)

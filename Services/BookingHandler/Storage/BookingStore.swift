@@ -133,6 +133,27 @@ public final class BookingStore: Sendable {
             }
             try db.create(index: "outbox_pending", on: "outbox", columns: ["publishedAt", "id"])
         }
+        // Idempotency keys scoped by sender (contract v1.1): the key alone
+        // let one user read or pre-empt another's replies. Old rows keep
+        // answering any sender (``InboxKey/legacyScope``) until retention
+        // removes them, so nothing redelivered across the upgrade runs twice.
+        migrator.registerMigration("v2-inbox-scope") { db in
+            try db.execute(sql: """
+                CREATE TABLE inbox_scoped (
+                    scope TEXT NOT NULL,
+                    key TEXT NOT NULL,
+                    commandType TEXT,
+                    fingerprint INTEGER,
+                    reply BLOB NOT NULL,
+                    createdAt DOUBLE NOT NULL,
+                    PRIMARY KEY (scope, key)
+                ) WITHOUT ROWID;
+                INSERT INTO inbox_scoped (scope, key, commandType, fingerprint, reply, createdAt)
+                    SELECT '\(InboxKey.legacyScope)', key, commandType, NULL, reply, createdAt FROM inbox;
+                DROP TABLE inbox;
+                ALTER TABLE inbox_scoped RENAME TO inbox;
+                """)
+        }
         return migrator
     }
 
@@ -145,11 +166,16 @@ public final class BookingStore: Sendable {
         /// True when the key was seen before: `reply` is the stored one and
         /// nothing was changed.
         public var duplicate: Bool
+        /// True when the sender had used the key for a different command:
+        /// `reply` is 1009 and nothing was changed or stored.
+        public var keyReused: Bool = false
     }
 
-    /// Runs a command: when `key` is already in the inbox, returns its
-    /// stored reply and does nothing else; otherwise runs `body` and stores
-    /// its effect, its events and its reply in the same transaction.
+    /// Runs a command: when `key` is already in the inbox (in the sender's
+    /// scope), returns its stored reply — or 1009 when the sender used it
+    /// for a different command — and does nothing else; otherwise runs
+    /// `body` and stores its effect, its events and its reply in the same
+    /// transaction.
     ///
     /// Commands submitted while a transaction is running are grouped into
     /// the next one (group commit), each inside its own savepoint: one
@@ -157,7 +183,7 @@ public final class BookingStore: Sendable {
     /// with the same isolation — they still run one after another under the
     /// write lock.
     public func execute(
-        key: String?, commandType: String, _ body: @Sendable @escaping (StoreTransaction) throws -> CommandReply
+        key: InboxKey?, commandType: String, _ body: @Sendable @escaping (StoreTransaction) throws -> CommandReply
     ) async throws -> Outcome {
         try await execute(key: key, commandType: commandType) { tx in ReplyBody(try body(tx)) }
     }
@@ -165,7 +191,7 @@ public final class BookingStore: Sendable {
     /// Like ``execute(key:commandType:_:)-(_,_,(StoreTransaction)->CommandReply)``, for a body that may
     /// return its reply already encoded.
     public func execute(
-        key: String?, commandType: String, _ body: @Sendable @escaping (StoreTransaction) throws -> ReplyBody
+        key: InboxKey?, commandType: String, _ body: @Sendable @escaping (StoreTransaction) throws -> ReplyBody
     ) async throws -> Outcome {
         try await withCheckedThrowingContinuation { (promise: CheckedContinuation<Outcome, any Error>) in
             let lead = batch.withLock { state -> Bool in
@@ -181,7 +207,7 @@ public final class BookingStore: Sendable {
     }
 
     struct Job: Sendable {
-        let key: String?
+        let key: InboxKey?
         let commandType: String
         let body: @Sendable (StoreTransaction) throws -> ReplyBody
         let promise: CheckedContinuation<Outcome, any Error>
@@ -250,14 +276,28 @@ public final class BookingStore: Sendable {
     private static func run(_ job: Job, _ tx: StoreTransaction) throws -> Outcome {
         let db = tx.db
         if let key = job.key,
-           let stored = try Data.fetchOne(db.cachedStatement(sql: "SELECT reply FROM inbox WHERE key = ?"), arguments: [key]) {
+           let row = try Row.fetchOne(db.cachedStatement(sql: """
+               SELECT scope, commandType, fingerprint, reply FROM inbox
+               WHERE key = ? AND scope IN (?, '\(InboxKey.legacyScope)') ORDER BY scope = '\(InboxKey.legacyScope)' LIMIT 1
+               """), arguments: [key.key, key.scope]) {
+            let stored: Data = row["reply"]
+            let scope: String = row["scope"]
+            let fingerprint: Int64? = row["fingerprint"]
+            let storedType: String? = row["commandType"]
+            if scope != InboxKey.legacyScope, fingerprint != key.fingerprint || storedType != job.commandType {
+                let reply = CommandReply.failure(
+                    .idempotencyKeyReused,
+                    "idempotency key '\(key.key.prefix(100))' was already used by this sender for a different command")
+                return Outcome(reply: reply, json: try ContractJSON.encode(reply), duplicate: false, keyReused: true)
+            }
             return Outcome(reply: try ContractJSON.decode(CommandReply.self, from: stored), json: stored, duplicate: true)
         }
         let result = try job.body(tx)
         let json = try result.json ?? ContractJSON.encode(result.reply)
         if let key = job.key {
-            try db.cachedStatement(sql: "INSERT INTO inbox (key, commandType, reply, createdAt) VALUES (?, ?, ?, ?)")
-                .execute(arguments: [key, job.commandType, json, Date().timeIntervalSince1970])
+            try db.cachedStatement(sql: """
+                INSERT INTO inbox (scope, key, commandType, fingerprint, reply, createdAt) VALUES (?, ?, ?, ?, ?, ?)
+                """).execute(arguments: [key.scope, key.key, job.commandType, key.fingerprint, json, Date().timeIntervalSince1970])
         }
         return Outcome(reply: result.reply, json: json, duplicate: false)
     }

@@ -1,0 +1,37 @@
+import Foundation
+import ServiceSupport
+
+/// The booking handler's own settings (README, "Settings"); the common ones
+/// (`AMQP_URL`, `DATA_DIR`, …) are ``CommonSettings``. A bad value throws a
+/// ``SettingsError`` naming the variable: the service exits 2.
+public struct HandlerSettings: Sendable, Equatable {
+    /// The caller model: `ADMIN_USERS`, `ROOM_MANAGERS`, `REPLAY_USERS`,
+    /// `REQUIRE_USER_ID`.
+    public var policy: CallerPolicy
+    /// `REPLAY_MAX_RATE`: messages per second one replay publishes at most.
+    public var replayRate: Int
+    /// `INBOX_RETENTION_DAYS`, default 7.
+    public var retentionDays: Int
+    /// `ROOMS_FILE`: rooms to upsert at start-up.
+    public var roomsFile: String?
+
+    /// Reads the settings. `REPLAY_USERS` unset leaves the policy's
+    /// replayers empty, which ``BookingHandlerApp/build`` turns into the
+    /// handler's own broker user.
+    public init(environment: [String: String]) throws {
+        func value(_ name: String) -> String? {
+            guard let v = environment[name]?.trimmingCharacters(in: .whitespaces), !v.isEmpty else { return nil }
+            return v
+        }
+        policy = CallerPolicy(
+            administrators: CommonSettings.userList(value("ADMIN_USERS")),
+            roomManagers: CommonSettings.userList(value("ROOM_MANAGERS")),
+            replayUsers: CommonSettings.userList(value("REPLAY_USERS")),
+            requireUserID: try CommonSettings.boolean(value("REQUIRE_USER_ID"), name: "REQUIRE_USER_ID", default: false))
+        replayRate = try CommonSettings.integer(value("REPLAY_MAX_RATE"), name: "REPLAY_MAX_RATE",
+                                                default: ReplayPacer.defaultRate, range: 1...1_000_000)
+        retentionDays = try CommonSettings.integer(value("INBOX_RETENTION_DAYS"), name: "INBOX_RETENTION_DAYS",
+                                                   default: 7, range: 1...3650)
+        roomsFile = value("ROOMS_FILE")
+    }
+}

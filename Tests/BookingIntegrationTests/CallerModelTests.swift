@@ -1,0 +1,273 @@
+import AMQPClient
+import BookingContracts
+import BookingHandler
+import Foundation
+import Testing
+import TestSupport
+
+/// The caller model against the real broker with the shipped users and
+/// permissions (`deploy/rabbitmq/definitions.json`, imported into a vhost
+/// of its own): the handler logs in as `booking-handler`, two outside
+/// systems (`partner-a`, `partner-b`) and an approver (`facility-desk`)
+/// have exactly `external-publisher`'s rights, the operators' `bookingctl`
+/// is the admin. Every refusal is checked for its code and for nothing
+/// having changed (docs/security.md).
+@Suite("Caller model (shipped broker users)", .serialized)
+struct CallerModelTests {
+    /// What docker-compose sets.
+    static let composePolicy = CallerPolicy(administrators: ["bookingctl"], roomManagers: ["facility-desk"],
+                                            replayUsers: ["availability-projector"], requireUserID: true)
+
+    /// A handler on a vhost with the shipped definitions.
+    struct World {
+        let vhost: ShippedVhost
+        let handler: HandlerHarness
+        private let connections = LockedBox<[String: AMQPConnection]>([:])
+
+        static func start(policy: CallerPolicy = CallerModelTests.composePolicy,
+                          replayRate: Int = ReplayPacer.defaultRate) async throws -> World {
+            let vhost = try ShippedBroker.vhost("callers", outsideSystems: ["partner-a", "partner-b", "facility-desk"])
+            let handler = try await HandlerHarness.start(url: vhost.adminURL, policy: policy, name: "booking-handler",
+                                                         handlerURL: vhost.url("booking-handler"), replayRate: replayRate)
+            return World(vhost: vhost, handler: handler)
+        }
+
+        /// A connection logged in as `user` (one per user, reused).
+        func connection(_ user: String) async throws -> AMQPConnection {
+            if let existing = connections.withLock({ $0[user] }) { return existing }
+            let c = try await AMQPConnection.connect(
+                configuration: AMQPConfiguration(url: vhost.url(user), connectionName: user), logger: testLogger(user))
+            connections.withLock { $0[user] = c }
+            return c
+        }
+
+        /// Sends a command as `user` (its `user_id` set unless `anonymous`)
+        /// over direct reply-to and returns the reply.
+        func send(_ type: String, _ json: String, as user: String, key: String = UUID().uuidString,
+                  anonymous: Bool = false, expiration: String? = nil) async throws -> CommandReply {
+            let c = try await connection(user)
+            var properties = AMQPProperties.persistentJSON(type: type, messageID: key)
+            properties.userID = anonymous ? nil : user
+            properties.expiration = expiration
+            let reply = try await c.call(Array(json.utf8), exchange: Topology.commandsExchange, routingKey: type,
+                                         properties: properties, timeout: .seconds(60))
+            #expect(reply.properties.userID == "booking-handler", "replies carry the handler's verified user")
+            return try ContractJSON.decode(CommandReply.self, from: reply.body)
+        }
+
+        func booking(_ id: String) async throws -> Booking? {
+            try await handler.app.store.transaction { tx in try tx.booking(id: id) }
+        }
+
+        func room(_ name: String) async throws -> Room? {
+            try await handler.app.store.transaction { tx in try tx.room(named: name) }
+        }
+
+        var bookingCount: Int {
+            get async throws { try await handler.app.store.counts().bookings }
+        }
+
+        /// The next message in `booking-handler.commands.dead`.
+        func nextDeadCommand() async throws -> AMQPDelivery {
+            let dead = try await handler.client.consume(queue: Topology.deadLetterQueue(for: Topology.handlerCommandsQueue))
+            defer { dead.stop() }
+            return try await withTimeout(60, "a dead-lettered command") { try await dead.take(1) }[0]
+        }
+
+        func stop() async {
+            for c in connections.withLock({ Array($0.values) }) { await c.close() }
+            await handler.stop()
+            vhost.delete()
+        }
+    }
+
+    static func create(start: String = "09:00", end: String = "10:00", room: String = "Berlin",
+                       attendee: String = "Ada Lovelace", email: String = "ada@example.com") -> String {
+        #"{"room": "\#(room)", "date": "\#(TestDates.tomorrow)", "start": "\#(start)", "end": "\#(end)", "title": "T", "attendees": [{"name": "\#(attendee)", "email": "\#(email)", "phone": "0170 1234567"}]}"#
+    }
+
+    @Test func roomsAreForRoomManagersAndAdminsOnly() async throws {
+        let w = try await World.start()
+        let before = try #require(try await w.room("Berlin"))
+        let takeover = #"{"name": "Berlin", "capacity": 999, "opens": "00:00", "closes": "23:45", "requiresApproval": false}"#
+        for user in ["partner-a", "partner-b"] {
+            let refused = try await w.send("room.register", takeover, as: user)
+            #expect(refused.error?.code == .notPermitted)
+        }
+        #expect(try await w.room("Berlin") == before, "the room is unchanged")
+        // The room manager and the admin may.
+        let managed = try await w.send("room.register", #"{"name": "Annex", "capacity": 4}"#, as: "facility-desk")
+        #expect(managed.isOK)
+        let admin = try await w.send("room.register", #"{"name": "Annex", "capacity": 6}"#, as: "bookingctl")
+        #expect(admin.isOK)
+        #expect(try await w.room("Annex")?.capacity == 6)
+        await w.stop()
+    }
+
+    @Test func idempotencyKeysAreScopedBySender() async throws {
+        let w = try await World.start()
+        // The same key from two systems: two commands, each its own reply.
+        let a = try #require(try await w.send("booking.create", Self.create(start: "09:00", end: "10:00"),
+                                              as: "partner-a", key: "shared-key").booking)
+        let b = try #require(try await w.send("booking.create",
+                                              Self.create(start: "11:00", end: "12:00", attendee: "Bob", email: "bob@example.com"),
+                                              as: "partner-b", key: "shared-key").booking)
+        #expect(a.id != b.id)
+        #expect(b.requestedBy == "partner-b")
+        #expect(b.attendees.map(\.email) == ["bob@example.com"], "partner-b never sees partner-a's attendees")
+        // Squatting a key first does not pre-empt the other system's command.
+        let squat = try await w.send("booking.cancel", #"{"bookingId": "nope"}"#, as: "partner-b", key: "k-squat")
+        #expect(squat.error?.code == .bookingNotFound)
+        let own = try #require(try await w.send("booking.create", Self.create(start: "13:00", end: "14:00"),
+                                                as: "partner-a", key: "k-squat").booking)
+        #expect(own.requestedBy == "partner-a")
+        // The same key from the same system for another command: 1009.
+        let count = try await w.bookingCount
+        let reused = try await w.send("booking.create", Self.create(start: "15:00", end: "16:00"), as: "partner-a",
+                                      key: "shared-key")
+        #expect(reused.error?.code == .idempotencyKeyReused)
+        #expect(try await w.bookingCount == count)
+        // And the same command again is its stored reply.
+        let again = try await w.send("booking.create", Self.create(start: "09:00", end: "10:00"), as: "partner-a",
+                                     key: "shared-key")
+        #expect(again.booking?.id == a.id)
+        await w.stop()
+    }
+
+    @Test func pendingBookingsAreApprovedByApproversAndAdminsNotTheirRequester() async throws {
+        let w = try await World.start()
+        let room = #"{"name": "Council", "capacity": 8, "requiresApproval": true, "approvers": ["facility-desk"]}"#
+        #expect(try await w.send("room.register", room, as: "bookingctl").isOK)
+        let pending = try #require(try await w.send("booking.create", Self.create(room: "Council"), as: "partner-a").booking)
+        #expect(pending.status == .pending)
+        let confirm = #"{"bookingId": "\#(pending.id)"}"#
+        #expect(try await w.send("booking.confirm", confirm, as: "partner-a").error?.code == .notPermitted)
+        #expect(try await w.send("booking.confirm", confirm, as: "partner-b").error?.code == .notPermitted)
+        #expect(try await w.booking(pending.id)?.status == .pending, "still pending after the refusals")
+        let approved = try #require(try await w.send("booking.confirm", confirm, as: "facility-desk").booking)
+        #expect(approved.status == .confirmed)
+        // An admin may approve its own booking.
+        let own = try #require(try await w.send("booking.create", Self.create(start: "11:00", end: "12:00", room: "Council"),
+                                                as: "bookingctl").booking)
+        #expect(try await w.send("booking.confirm", #"{"bookingId": "\#(own.id)"}"#, as: "bookingctl").booking?.status
+            == .confirmed)
+        await w.stop()
+    }
+
+    @Test func aForbiddenReplyToIsNeitherExecutedNorAnswered() async throws {
+        let w = try await World.start()
+        let c = try await w.connection("partner-a")
+        let count = try await w.bookingCount
+        var properties = AMQPProperties.persistentJSON(type: "booking.create", messageID: UUID().uuidString,
+                                                       replyTo: Topology.passesFailedQueue)
+        properties.userID = "partner-a"
+        try await c.publish(Array(Self.create().utf8), exchange: Topology.commandsExchange, routingKey: "booking.create",
+                            properties: properties)
+        let dead = try await w.nextDeadCommand()
+        #expect(dead.properties.headers["x-death-reason"]?.stringValue?.contains("reply_to") == true)
+        #expect(dead.properties.headers["x-original-user-id"]?.stringValue == "partner-a")
+        #expect(dead.properties.userID == "booking-handler")
+        #expect(try await w.handler.client.queueInfo(Topology.passesFailedQueue).messageCount == 0)
+        #expect(try await w.bookingCount == count, "not executed")
+        // Another system's queue is refused the same way; the sender's own works.
+        properties.replyTo = "partner-b.replies"
+        try await c.publish(Array(Self.create(start: "11:00", end: "12:00").utf8), exchange: Topology.commandsExchange,
+                            routingKey: "booking.create", properties: properties)
+        let second = try await w.nextDeadCommand()
+        #expect(second.properties.headers["x-death-reason"]?.stringValue?.contains("partner-b.replies") == true)
+        try await c.declare([.queue(QueueDeclaration("partner-a.replies", type: .classic, durable: false, autoDelete: true))])
+        let replies = try await c.consume(queue: "partner-a.replies")
+        properties.replyTo = "partner-a.replies"
+        try await c.publish(Array(Self.create(start: "13:00", end: "14:00").utf8), exchange: Topology.commandsExchange,
+                            routingKey: "booking.create", properties: properties)
+        let reply = try await withTimeout(60, "reply in partner-a.replies") { try await replies.take(1) }[0]
+        #expect(try ContractJSON.decode(CommandReply.self, from: reply.body).booking?.requestedBy == "partner-a")
+        replies.stop()
+        #expect(try await w.bookingCount == count + 1)
+        await w.stop()
+    }
+
+    @Test func withRequireUserIDAnonymousCommandsAreRefused() async throws {
+        let w = try await World.start()
+        let count = try await w.bookingCount
+        let refused = try await w.send("booking.create", Self.create(), as: "partner-a", anonymous: true)
+        #expect(refused.error?.code == .notPermitted)
+        #expect(refused.error?.text.contains("user_id") == true)
+        #expect(try await w.bookingCount == count)
+        await w.stop()
+    }
+
+    @Test func replayIsForTheProjectorAndAdminsOneAtATime() async throws {
+        // One message a second: the first replay is still pacing when the second arrives.
+        let w = try await World.start(replayRate: 1)
+        try await w.handler.client.declare([.queue(QueueDeclaration("availability-projector.replay.t", type: .classic))])
+        let replay = #"{"queue": "availability-projector.replay.t"}"#
+        #expect(try await w.send("booking.replay", replay, as: "partner-a").error?.code == .notPermitted)
+        #expect(try await w.send("booking.replay", replay, as: "partner-b", anonymous: true).error?.code == .notPermitted)
+        #expect(try await w.handler.client.queueInfo("availability-projector.replay.t").messageCount == 0)
+        // The projector's user may: its first replay is running (its first
+        // message arrived, and its rooms at 1/s take seconds), so a second one
+        // from the same user is refused, while an admin's runs.
+        let replayed = try await w.handler.client.consume(queue: "availability-projector.replay.t")
+        let projector = try await w.connection("availability-projector")
+        var properties = AMQPProperties.persistentJSON(type: "booking.replay", messageID: UUID().uuidString)
+        properties.userID = "availability-projector"
+        async let first = projector.call(Array(replay.utf8), exchange: Topology.commandsExchange, routingKey: "booking.replay",
+                                         properties: properties, timeout: .seconds(60))
+        _ = try await withTimeout(60, "the first replayed message") { try await replayed.take(1) }
+        let second = try await w.send("booking.replay", replay, as: "availability-projector")
+        #expect(second.error?.code == .notPermitted)
+        #expect(second.error?.text.contains("already running") == true)
+        let done = try ContractJSON.decode(CommandReply.self, from: try await first.body)
+        #expect(done.isOK)
+        replayed.stop()
+        await w.stop()
+    }
+
+    @Test func poisonFromAnyUserIsDeadLetteredWithItsSenderKept() async throws {
+        let w = try await World.start()
+        let reply = try await w.send("booking.create", "not json", as: "partner-a", expiration: "600000")
+        #expect(reply.error?.code == .invalidJSON)
+        let dead = try await w.nextDeadCommand()
+        #expect(dead.body == Array("not json".utf8))
+        #expect(dead.properties.headers["x-original-user-id"]?.stringValue == "partner-a")
+        #expect(dead.properties.headers["x-original-expiration"]?.stringValue == "600000")
+        #expect(dead.properties.expiration == nil, "a dead copy never expires")
+        #expect(dead.properties.userID == "booking-handler")
+        await w.stop()
+    }
+
+    @Test func eventsCarryTheHandlersUser() async throws {
+        let w = try await World.start()
+        _ = try #require(try await w.send("booking.create", Self.create(), as: "partner-a").booking)
+        let events = try await withTimeout(60, "events up to booking.confirmed") {
+            var seen: [AMQPDelivery] = []
+            while seen.last?.routingKey != "booking.confirmed" { seen += try await w.handler.events.take(1) }
+            return seen
+        }
+        #expect(events.count > 2)
+        #expect(events.allSatisfy { $0.properties.userID == "booking-handler" })
+        await w.stop()
+    }
+
+    @Test func embeddedDefaultAnonymousCallersShareOnlyAnonymousBookings() async throws {
+        let w = try await World.start(policy: CallerPolicy())
+        let anonymous = try #require(try await w.send("booking.create", Self.create(), as: "partner-b", anonymous: true).booking)
+        #expect(anonymous.requestedBy == nil)
+        let owned = try #require(try await w.send("booking.create", Self.create(start: "11:00", end: "12:00"),
+                                                  as: "partner-a").booking)
+        // A named system may not touch the anonymous booking …
+        #expect(try await w.send("booking.cancel", #"{"bookingId": "\#(anonymous.id)"}"#, as: "partner-a").error?.code
+            == .notPermitted)
+        // … an anonymous caller may not touch partner-a's …
+        #expect(try await w.send("booking.cancel", #"{"bookingId": "\#(owned.id)"}"#, as: "partner-b", anonymous: true)
+            .error?.code == .notPermitted)
+        #expect(try await w.booking(anonymous.id)?.status == .confirmed)
+        #expect(try await w.booking(owned.id)?.status == .confirmed)
+        // … and any anonymous caller may change the anonymous one (the
+        // documented weakness of the embedded default).
+        #expect(try await w.send("booking.cancel", #"{"bookingId": "\#(anonymous.id)"}"#, as: "partner-a", anonymous: true)
+            .booking?.status == .cancelled)
+        await w.stop()
+    }
+}

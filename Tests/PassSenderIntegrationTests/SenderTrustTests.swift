@@ -1,0 +1,55 @@
+import AMQPClient
+import BookingContracts
+import Foundation
+import PassSender
+import Testing
+import TestSupport
+
+/// The pass sender acts only on events the booking handler's broker user
+/// published, and on retries from itself or an operator (docs/security.md):
+/// a peer user that can write into its queues through the default
+/// exchange must not make it text arbitrary numbers.
+@Suite("Pass sender: trusted senders only", .serialized)
+struct SenderTrustTests {
+    @Test func anEventFromAnotherUserSendsNothingAndIsDeadLettered() async throws {
+        let gateway = try await FaultGateway.start()
+        let h = try await PassHarness.start(gateway: gateway, name: "trust")
+        let peerURL = try TestBroker.addUser(uniqueName("peer"), to: h.url)
+        let peer = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: peerURL, connectionName: "peer"),
+                                                    logger: testLogger("peer"))
+        let forged = makeBooking(attendees: 2)
+        let event = BookingEvent(eventId: "forged-1", occurredAt: ContractFormat.timestamp(Date()), booking: forged)
+        // Straight into the pass sender's queue, as the default exchange allows.
+        try await peer.publish([UInt8](try ContractJSON.encode(event)), routingKey: Topology.passSenderEventsQueue,
+                               properties: .persistentJSON(type: EventType.bookingConfirmed.rawValue, messageID: "forged-1",
+                                                           userID: peerURL.user))
+        // And one without any user_id.
+        try await peer.publish([UInt8](try ContractJSON.encode(event)), routingKey: Topology.passSenderEventsQueue,
+                               properties: .persistentJSON(type: EventType.bookingConfirmed.rawValue, messageID: "forged-2"))
+        try await h.settled.wait("both forged events settled") { $0.count >= 2 }
+        #expect(h.settled.current.prefix(2).allSatisfy { $0.outcome == .deadLettered("untrusted sender") })
+        let dead = try await h.client.consume(queue: Topology.deadLetterQueue(for: Topology.passSenderEventsQueue))
+        let got = try await withTimeout(60, "forged events in pass-sender.events.dead") { try await dead.take(2) }
+        #expect(Set(got.compactMap(\.properties.messageID)) == ["forged-1", "forged-2"])
+        dead.stop()
+        // A retry message from the peer is refused too.
+        let retry = PassRetryMessage.operatorRetry(
+            of: FailedPass(bookingId: forged.id, version: 1, attendeeIndex: 0, name: "X", email: "x@example.com",
+                           phone: "+491701234567", attempts: 1, firstFailureAt: ContractFormat.timestamp(Date()),
+                           lastFailureAt: ContractFormat.timestamp(Date()), lastErrorCode: 4001, lastErrorText: "x",
+                           room: forged.room, date: forged.date, start: forged.start, end: forged.end, title: forged.title),
+            token: UUID().uuidString)
+        try await peer.publish([UInt8](try ContractJSON.encode(retry)), routingKey: PassQueues.retry,
+                               properties: .persistentJSON(type: PassQueues.retryMessageType, messageID: "forged-3",
+                                                           userID: peerURL.user))
+        try await h.settled.wait("forged retry settled") { $0.count >= 3 }
+        #expect(h.settled.current[2].outcome == .deadLettered("untrusted sender"))
+        #expect(gateway.state.current.sent.isEmpty, "nothing was sent to anyone")
+        // The real handler's events still work.
+        let real = makeBooking(attendees: 1)
+        try await h.publish(.bookingConfirmed, real)
+        try await h.waitDelivered(real, indexes: [0])
+        await peer.close()
+        await h.stop()
+    }
+}
