@@ -93,6 +93,12 @@ total=$(sed -nE 's/^. Test run with ([0-9]+) tests?.*/\1/p' <<<"$summary")
 failed=$(grep -E '^✘ Test .* failed after' "$TEST_LOG" | grep -vc '^✘ Test run with' || true)
 passed=$(( ${total:-0} - failed ))
 rm -f "$TEST_LOG"
+# The fuzz targets (scripts/fuzz.sh): 2 x at most 10 s plus their builds;
+# a crash fails this script. Its own summary line comes before ours.
+section "fuzzing (scripts/fuzz.sh --seconds 10)"
+fuzz_rc=0
+"$ROOT/scripts/fuzz.sh" --seconds 10 || fuzz_rc=$?
+((fuzz_rc == 0)) || { echo "fuzzing failed (scripts/fuzz.sh exit $fuzz_rc)"; ((rc != 0)) || rc=1; }
 echo
 echo "tests: $passed passed, $failed failed"
 ((rc == 0 && failed == 0)) || rc=${rc/#0/1}

@@ -82,6 +82,14 @@ public struct AvailabilityQuery: Codable, Sendable, Equatable {
         self.freeTo = freeTo
         self.availableNextHour = availableNextHour
     }
+
+    /// Decodes an RPC query body: ``BodyTooLarge`` for a body over
+    /// ``ContractLimits/maxBodyBytes`` (checked before any decoding), else
+    /// `DecodingError`. Map either with ``ContractJSON/replyError(for:)``.
+    public static func decode(body: [UInt8]) throws -> AvailabilityQuery {
+        try ContractLimits.checkBody(body)
+        return try ContractJSON.decode(AvailabilityQuery.self, from: body)
+    }
 }
 
 /// One room of an availability reply, in the legacy `getrooms` shape. The

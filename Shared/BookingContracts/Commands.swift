@@ -171,9 +171,14 @@ public enum Command: Sendable, Equatable {
         }
     }
 
-    /// Decodes a body of the given type. Throws `DecodingError` (map it with
-    /// ``ContractJSON/replyError(for:)``).
+    /// Decodes a body of the given type. Throws ``BodyTooLarge`` for a body
+    /// over ``ContractLimits/maxBodyBytes`` (256 KiB), checked before any
+    /// decoding so an oversized body costs nothing but its length, else
+    /// `DecodingError`. Map either with ``ContractJSON/replyError(for:)``
+    /// (1000 for the first: like any body that cannot be decoded, it is
+    /// not a command the handler can run).
     public static func decode(type: CommandType, body: [UInt8]) throws -> Command {
+        try ContractLimits.checkBody(body)
         switch type {
         case .registerRoom: return .registerRoom(try ContractJSON.decode(RegisterRoom.self, from: body))
         case .createBooking: return .createBooking(try ContractJSON.decode(CreateBooking.self, from: body))

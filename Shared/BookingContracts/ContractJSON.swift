@@ -68,8 +68,13 @@ public enum ContractJSON {
 
     /// The reply for a body that failed to decode: ``ErrorCode/invalidField``
     /// naming the field when the error points at one, else
-    /// ``ErrorCode/invalidJSON``. Any other error gives ``ErrorCode/invalidJSON``.
+    /// ``ErrorCode/invalidJSON``. ``BodyTooLarge`` gives ``ErrorCode/invalidJSON``
+    /// with the text `body is larger than 256 KiB (N bytes)`. Any other
+    /// error gives ``ErrorCode/invalidJSON``.
     public static func replyError(for error: any Error) -> ReplyError {
+        if let tooLarge = error as? BodyTooLarge {
+            return ReplyError(code: .invalidJSON, text: tooLarge.description)
+        }
         guard let decodingError = error as? DecodingError else {
             return ReplyError(code: .invalidJSON, text: "body is not valid JSON")
         }

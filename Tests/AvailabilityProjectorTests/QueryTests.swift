@@ -124,4 +124,22 @@ struct QueryTests {
         #expect(bodyError("{}") == nil)
         #expect(bodyError(#"{"date":"now","future":1}"#) == nil)
     }
+
+    /// The RPC body limit: 256 KiB, checked before decoding; over it the
+    /// reply is the error form with 1000.
+    @Test func queryBodySizeLimit() {
+        func padded(_ count: Int) -> [UInt8] {
+            let json = Array(#"{"name":"ber"}"#.utf8)
+            return json + [UInt8](repeating: UInt8(ascii: " "), count: count - json.count)
+        }
+        if case .failure(let error) = QueryEngine.parse(body: padded(262_144)) {
+            Issue.record("a body of exactly 256 KiB was refused: \(error.text)")
+        }
+        guard case .failure(let error) = QueryEngine.parse(body: padded(262_145)) else {
+            Issue.record("a body over 256 KiB was accepted")
+            return
+        }
+        #expect(error.code == .invalidJSON)
+        #expect(error.text.hasPrefix("body is larger than 256 KiB"))
+    }
 }

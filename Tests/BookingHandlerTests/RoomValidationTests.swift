@@ -21,7 +21,8 @@ struct RoomValidationTests {
 
     @Test func everyOptionalFieldIsTaken() throws {
         let command = RegisterRoom(name: "Oslo", location: "Annex", equipment: ["whiteboard"], size: "10m2",
-                                   capacity: 10_000, images: ["a", "b", "c"],
+                                   capacity: 10_000,
+                                   images: ["https://a.example/1.jpg", "HTTP://b.example/2", "http://c.example:8080/x?y=z"],
                                    timeZone: "America/Argentina/Buenos_Aires",
                                    opens: "00:00", closes: "23:45", requiresApproval: true)
         let room = try #require(expectSuccess(BookingRules.validateRoom(command)))
@@ -39,7 +40,7 @@ struct RoomValidationTests {
     }
 
     @Test func nameLength() {
-        let max = String(repeating: "n", count: 100)
+        let max = String(repeating: "n", count: 200)
         _ = expectSuccess(BookingRules.validateRoom(RegisterRoom(name: max, capacity: 8)))
         _ = expectSuccess(BookingRules.validateRoom(RegisterRoom(name: " \(max) ", capacity: 8)))
         expectFailure(BookingRules.validateRoom(RegisterRoom(name: max + "n", capacity: 8)), .invalidField,
@@ -59,7 +60,8 @@ struct RoomValidationTests {
 
     @Test func images() {
         _ = expectSuccess(BookingRules.validateRoom(RegisterRoom(name: "B", capacity: 1, images: [])))
-        _ = expectSuccess(BookingRules.validateRoom(RegisterRoom(name: "B", capacity: 1, images: ["1", "2", "3"])))
+        let three = ["https://example.com/1.jpg", "https://example.com/2.jpg", "https://example.com/3.jpg"]
+        _ = expectSuccess(BookingRules.validateRoom(RegisterRoom(name: "B", capacity: 1, images: three)))
         expectFailure(BookingRules.validateRoom(RegisterRoom(name: "B", capacity: 1, images: ["1", "2", "3", "4"])),
                       .invalidField, field: "images")
     }

@@ -30,26 +30,28 @@ struct TextTests {
     }
 
     @Test func titleLength() throws {
-        let max = String(repeating: "t", count: 200)
+        let max = String(repeating: "t", count: 400)
         #expect(try #require(expectSuccess(BookingRules.text(title: max, description: nil))).title == max)
         #expect(try #require(expectSuccess(BookingRules.text(title: "  \(max)  ", description: nil))).title == max)
         expectFailure(BookingRules.text(title: max + "t", description: nil), .invalidField, field: "title")
-        // Characters, not bytes.
-        let emoji = String(repeating: "🎉", count: 200)
+        // UTF-8 bytes, not characters: 100 four-byte emoji fill the 400 bytes.
+        let emoji = String(repeating: "🎉", count: 100)
         #expect(try #require(expectSuccess(BookingRules.text(title: emoji, description: nil))).title == emoji)
-        expectFailure(BookingRules.text(title: emoji + "🎉", description: nil), .invalidField, field: "title")
+        expectFailure(BookingRules.text(title: emoji + "t", description: nil), .invalidField, field: "title")
     }
 
     @Test func descriptionLength() throws {
-        let max = String(repeating: "d", count: 2000)
+        let max = String(repeating: "d", count: 4000)
         #expect(try #require(expectSuccess(BookingRules.text(title: "T", description: max))).description == max)
         expectFailure(BookingRules.text(title: "T", description: max + "d"), .invalidField, field: "description")
+        #expect(try #require(expectSuccess(BookingRules.text(title: "T", description: String(repeating: "ü", count: 2000))))
+            .description?.utf8.count == 4000)
         expectFailure(BookingRules.text(title: "T", description: String(repeating: "ü", count: 2001)), .invalidField,
                       field: "description")
     }
 
     @Test func titleIsCheckedBeforeDescription() {
-        expectFailure(BookingRules.text(title: "", description: String(repeating: "d", count: 2001)), .invalidField,
+        expectFailure(BookingRules.text(title: "", description: String(repeating: "d", count: 4001)), .invalidField,
                       field: "title")
     }
 }

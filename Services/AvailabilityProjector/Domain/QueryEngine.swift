@@ -59,11 +59,12 @@ public struct QueryEngine: Sendable {
                                      freeFrom: from, freeTo: to, availableNextHour: q.availableNextHour ?? false))
     }
 
-    /// Parses an RPC body (a JSON object, every field optional).
+    /// Parses an RPC body (a JSON object, every field optional). A body over
+    /// 256 KiB is refused with 1000 before decoding (``AvailabilityQuery/decode(body:)``).
     public static func parse(body: [UInt8]) -> Result<CheckedQuery, ReplyError> {
         let query: AvailabilityQuery
         do {
-            query = try ContractJSON.decode(AvailabilityQuery.self, from: body)
+            query = try AvailabilityQuery.decode(body: body)
         } catch {
             return .failure(ContractJSON.replyError(for: error))
         }

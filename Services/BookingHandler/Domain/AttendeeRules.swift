@@ -10,13 +10,17 @@ extension BookingRules {
     public static let maxEmailLength = 254
     /// Longest local part of an e-mail address, in UTF-8 bytes (RFC 5321).
     public static let maxEmailLocalPartLength = 64
+    /// Longest attendee name, in UTF-8 bytes, after trimming (``ContractLimits``).
+    public static let maxAttendeeNameBytes = ContractLimits.maxNameBytes
 
     /// Validates and normalises the attendees of a booking.
     ///
     /// Checks, first failure wins: at least one attendee (1100, field
     /// `attendees`); at most `capacity` (1106, field `attendees`); then each
     /// attendee in order, and within one attendee name, e-mail, phone:
-    /// - name non-empty after trimming (1110, field `attendees[i].name`);
+    /// - name non-empty after trimming (1110, field `attendees[i].name`) and
+    ///   at most ``maxAttendeeNameBytes`` UTF-8 bytes (1100, same field: a
+    ///   size limit like every other field's, see ``ContractLimits``);
     /// - e-mail valid per ``isValidEmail(_:)`` (1111, field `attendees[i].email`);
     /// - phone normalisable to E.164, numbers without country code being
     ///   German (3000, field `attendees[i].phone`).
@@ -40,6 +44,11 @@ extension BookingRules {
             if name.isEmpty {
                 return .failure(ReplyError(code: .attendeeNameInvalid,
                                            text: "attendee \(index): name must not be empty",
+                                           field: "attendees[\(index)].name"))
+            }
+            if name.utf8.count > maxAttendeeNameBytes {
+                return .failure(ReplyError(code: .invalidField,
+                                           text: "attendee \(index): name is longer than \(maxAttendeeNameBytes) bytes (UTF-8)",
                                            field: "attendees[\(index)].name"))
             }
             guard let email = isValidEmail(attendee.email) else {

@@ -8,10 +8,10 @@ import Foundation
 /// Failures are ``ReplyError``s ready for the reply: code, a human-readable
 /// text and the offending `field` path (`start`, `attendees[1].email`, …).
 public enum BookingRules: Sendable {
-    /// Longest title, in characters, after trimming.
-    public static let maxTitleLength = 200
-    /// Longest description, in characters, after trimming.
-    public static let maxDescriptionLength = 2000
+    /// Longest title, in UTF-8 bytes, after trimming (``ContractLimits``).
+    public static let maxTitleBytes = ContractLimits.maxTitleBytes
+    /// Longest description, in UTF-8 bytes, after trimming.
+    public static let maxDescriptionBytes = ContractLimits.maxDescriptionBytes
 
     // MARK: Slot
 
@@ -148,9 +148,12 @@ public enum BookingRules: Sendable {
     /// Checks and normalises the texts of `booking.create`.
     ///
     /// The title must be non-empty after trimming whitespace and at most
-    /// ``maxTitleLength`` characters (1100, field `title`); the description at
-    /// most ``maxDescriptionLength`` characters (1100, field `description`).
+    /// ``maxTitleBytes`` UTF-8 bytes (1100, field `title`); the description at
+    /// most ``maxDescriptionBytes`` bytes (1100, field `description`).
     /// Returns both trimmed; a description that is blank becomes nil.
+    ///
+    /// Bytes, not characters: a letter with a thousand combining marks is
+    /// one character but 2,001 bytes (see ``ContractLimits``).
     public static func text(title: String, description: String?)
         -> Result<(title: String, description: String?), ReplyError>
     {
@@ -158,20 +161,32 @@ public enum BookingRules: Sendable {
         if trimmedTitle.isEmpty {
             return .failure(ReplyError(code: .invalidField, text: "title must not be empty", field: "title"))
         }
-        if trimmedTitle.count > maxTitleLength {
+        if trimmedTitle.utf8.count > maxTitleBytes {
             return .failure(ReplyError(code: .invalidField,
-                                       text: "title is longer than \(maxTitleLength) characters", field: "title"))
+                                       text: "title is longer than \(maxTitleBytes) bytes (UTF-8)", field: "title"))
         }
         var trimmedDescription = description?.trimmingCharacters(in: .whitespacesAndNewlines)
         if let text = trimmedDescription {
-            if text.count > maxDescriptionLength {
+            if text.utf8.count > maxDescriptionBytes {
                 return .failure(ReplyError(code: .invalidField,
-                                           text: "description is longer than \(maxDescriptionLength) characters",
+                                           text: "description is longer than \(maxDescriptionBytes) bytes (UTF-8)",
                                            field: "description"))
             }
             if text.isEmpty { trimmedDescription = nil }
         }
         return .success((title: trimmedTitle, description: trimmedDescription))
+    }
+
+    /// Longest free-text `reason` (`booking.cancel`), in UTF-8 bytes.
+    public static let maxReasonBytes = ContractLimits.maxReasonBytes
+
+    /// Checks the `reason` of `booking.cancel`: at most ``maxReasonBytes``
+    /// UTF-8 bytes (1100, field `reason`); nil when fine or absent. Kept
+    /// as given otherwise.
+    public static func reason(_ reason: String?) -> ReplyError? {
+        guard let reason, reason.utf8.count > maxReasonBytes else { return nil }
+        return ReplyError(code: .invalidField, text: "reason is longer than \(maxReasonBytes) bytes (UTF-8)",
+                          field: "reason")
     }
 
     // MARK: booking.create

@@ -2,18 +2,27 @@ import BookingContracts
 import Foundation
 
 extension BookingRules {
-    /// Longest room name, in characters, after trimming.
-    public static let maxRoomNameLength = 100
+    /// Longest room name, `location`, `size` and `equipment` item, in UTF-8
+    /// bytes (the name after trimming; see ``ContractLimits``).
+    public static let maxRoomTextBytes = ContractLimits.maxNameBytes
+    /// Longest image URL, in UTF-8 bytes.
+    public static let maxImageURLBytes = ContractLimits.maxImageURLBytes
     /// Largest room capacity.
     public static let maxCapacity = 10_000
 
     /// Validates `room.register` (and each element of `ROOMS_FILE`) and
     /// returns the room with the contract's defaults applied
     /// (``RegisterRoom/resolved()``). Checks, first failure wins, all 1100:
-    /// - `name` non-empty after trimming, at most ``maxRoomNameLength``
-    ///   characters (field `name`); the returned room carries the trimmed name;
+    /// - `name` non-empty after trimming, at most ``maxRoomTextBytes``
+    ///   UTF-8 bytes (field `name`); the returned room carries the trimmed name;
+    /// - `location`, `size` and each `equipment` item at most
+    ///   ``maxRoomTextBytes`` bytes (fields `location`, `size`,
+    ///   `equipment[i]`); kept as given;
     /// - `capacity` in 1...``maxCapacity`` (field `capacity`);
-    /// - at most ``Room/maxImages`` images (field `images`);
+    /// - at most ``Room/maxImages`` images (field `images`), each an absolute
+    ///   `http` or `https` URL with a host, at most ``maxImageURLBytes``
+    ///   bytes (field `images[i]`): the page and the passes link to them, so
+    ///   `javascript:`, `data:` or `file:` URLs must not get that far;
     /// - `timeZone` a known IANA zone, `TimeZone(identifier:)` non-nil (field
     ///   `timeZone`); kept as given;
     /// - `opens` and `closes` `HH:mm` on the 15-minute grid (fields `opens`,
@@ -24,15 +33,34 @@ extension BookingRules {
         if name.isEmpty {
             return .failure(invalid("name", "room name must not be empty"))
         }
-        if name.count > maxRoomNameLength {
-            return .failure(invalid("name", "room name is longer than \(maxRoomNameLength) characters"))
+        if name.utf8.count > maxRoomTextBytes {
+            return .failure(invalid("name", "room name is longer than \(maxRoomTextBytes) bytes (UTF-8)"))
         }
         room.name = name
+        if let location = room.location, location.utf8.count > maxRoomTextBytes {
+            return .failure(invalid("location", "location is longer than \(maxRoomTextBytes) bytes (UTF-8)"))
+        }
+        if let size = room.size, size.utf8.count > maxRoomTextBytes {
+            return .failure(invalid("size", "size is longer than \(maxRoomTextBytes) bytes (UTF-8)"))
+        }
+        if let index = room.equipment.firstIndex(where: { $0.utf8.count > maxRoomTextBytes }) {
+            return .failure(invalid("equipment[\(index)]",
+                                    "equipment \(index) is longer than \(maxRoomTextBytes) bytes (UTF-8)"))
+        }
         if !(1...maxCapacity).contains(room.capacity) {
             return .failure(invalid("capacity", "capacity must be between 1 and \(maxCapacity), got \(room.capacity)"))
         }
         if room.images.count > Room.maxImages {
             return .failure(invalid("images", "at most \(Room.maxImages) images, got \(room.images.count)"))
+        }
+        for (index, url) in room.images.enumerated() {
+            if url.utf8.count > maxImageURLBytes {
+                return .failure(invalid("images[\(index)]",
+                                        "image \(index) is longer than \(maxImageURLBytes) bytes (UTF-8)"))
+            }
+            if !isWebURL(url) {
+                return .failure(invalid("images[\(index)]", "image \(index) is not an http or https URL"))
+            }
         }
         if room.timeZone.isEmpty || TimeZone(identifier: room.timeZone) == nil {
             return .failure(invalid("timeZone", "unknown time zone \"\(room.timeZone)\""))
@@ -76,6 +104,16 @@ extension BookingRules {
             return invalid("approvers", "approvers must not repeat a user")
         }
         return nil
+    }
+
+    /// Whether `text` is an absolute `http`/`https` URL (scheme in any
+    /// case) with a non-empty host, as `URLComponents` parses it (which
+    /// refuses spaces and control characters).
+    static func isWebURL(_ text: String) -> Bool {
+        guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased(),
+              scheme == "http" || scheme == "https", let host = components.host, !host.isEmpty
+        else { return false }
+        return true
     }
 
     private static func invalid(_ field: String, _ text: String) -> ReplyError {

@@ -275,6 +275,7 @@ public struct CommandProcessor: Sendable {
             }
 
         case .cancelBooking(let c):
+            if let error = BookingRules.reason(c.reason) { return ReplyBody(.error(error)) }
             return try change(c.bookingId, .cancel, tx, caller: caller, now: now) { booking, _ in
                 var b = booking
                 b.cancelReason = c.reason

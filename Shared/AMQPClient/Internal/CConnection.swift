@@ -157,14 +157,20 @@ final class CConnection {
     }
 
     /// Reads the header and body frames following a `basic.deliver`/`basic.return`.
-    func readMessage(channel: amqp_channel_t) throws(AMQPError) -> (properties: AMQPProperties, body: [UInt8]) {
+    /// `truncatedHeaders` counts header values nested deeper than
+    /// ``CDecode/maxDepth`` that were decoded as `.void`.
+    func readMessage(channel: amqp_channel_t) throws(AMQPError)
+        -> (properties: AMQPProperties, body: [UInt8], truncatedHeaders: Int)
+    {
         var message = amqp_message_t()
         let reply = amqp_read_message(state, channel, &message, 0)
         guard reply.reply_type == AMQP_RESPONSE_NORMAL else {
             throw AMQPError(.connectionLost, "failed reading message content: \(describe(reply))")
         }
         defer { amqp_destroy_message(&message) }
-        return (CDecode.properties(message.properties), message.body.array)
+        var truncated = 0
+        let properties = CDecode.properties(message.properties, truncated: &truncated)
+        return (properties, message.body.array, truncated)
     }
 
     /// Gives rabbitmq-c's pools back once no frame references them.

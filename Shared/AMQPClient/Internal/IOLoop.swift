@@ -173,6 +173,9 @@ final class IOLoop: @unchecked Sendable {
     private let publishedCounter: Counter
     private let publishFailedCounter: Counter
     private let deliveredCounter: Counter
+    /// Header values of deliveries cut to `.void` for nesting deeper than
+    /// ``CDecode/maxDepth``.
+    private let truncatedHeadersCounter: Counter
     /// `amqp_messages_consumed_total` per queue and type, looked up once:
     /// the metrics registry takes a lock, and this runs for every delivery
     /// on the I/O thread (which alone touches this dictionary).
@@ -191,6 +194,7 @@ final class IOLoop: @unchecked Sendable {
         publishedCounter = Counter(label: "amqp_published_total", dimensions: dims)
         publishFailedCounter = Counter(label: "amqp_publish_failures_total", dimensions: dims)
         deliveredCounter = Counter(label: "amqp_deliveries_total", dimensions: dims)
+        truncatedHeadersCounter = Counter(label: "amqp_header_values_truncated_total", dimensions: dims)
     }
 
     /// Starts the I/O thread; `startup` is resumed once the first connection
@@ -465,6 +469,14 @@ final class IOLoop: @unchecked Sendable {
             let tag = d.consumer_tag.string, deliveryTag = d.delivery_tag, redelivered = d.redelivered != 0
             let exchange = d.exchange.string, routingKey = d.routing_key.string
             let content = try c.readMessage(channel: channel)
+            if content.truncatedHeaders > 0 {
+                // See CDecode: over-deep header values were cut to .void.
+                truncatedHeadersCounter.increment(by: content.truncatedHeaders)
+                logger.warning("delivery headers nested too deep; deeper values decoded as void", metadata: [
+                    "amqp.message_id": "\(content.properties.messageID ?? "-")", "amqp.routing_key": "\(routingKey)",
+                    "amqp.truncated_values": "\(content.truncatedHeaders)", "amqp.max_depth": "\(CDecode.maxDepth)",
+                ])
+            }
             if tag != rpcReplyConsumerTag && consumerByTag[tag] == nil {
                 // A delivery that overtook our basic.cancel: hand it back at
                 // once rather than leave it unacked on a lingering channel.
