@@ -60,6 +60,13 @@ private func decodeProperties(_ payload: [UInt8]) throws -> (properties: AMQPPro
     return (properties, truncated)
 }
 
+private func isContainer(_ value: AMQPFieldValue) -> Bool {
+    switch value {
+    case .table, .array: true
+    default: false
+    }
+}
+
 /// How many tables and arrays are nested in `value` along its first
 /// entries (0 for a scalar or `.void`), and what the innermost one holds.
 private func nesting(of value: AMQPFieldValue) -> (levels: Int, innermost: AMQPFieldValue) {
@@ -69,11 +76,11 @@ private func nesting(of value: AMQPFieldValue) -> (levels: Int, innermost: AMQPF
         switch current {
         case .table(let t):
             levels += 1
-            guard let next = t["n"] else { return (levels, current) }
+            guard let next = t["n"], isContainer(next) else { return (levels, current) }
             current = next
         case .array(let items):
             levels += 1
-            guard let next = items.first else { return (levels, current) }
+            guard let next = items.first, isContainer(next) else { return (levels, current) }
             current = next
         default:
             return (levels, current)
