@@ -35,11 +35,22 @@ public enum Caller: Sendable, Hashable, CustomStringConvertible {
 /// sending user. Anything else would let a caller make the handler publish
 /// into another party's queue (e.g. the operators' `passes.failed`).
 public enum ReplyAddress {
+    /// Queue-name prefixes that belong to the services (contract v1 and the
+    /// services' own queues): never a reply address.
+    public static let reservedPrefixes = [
+        "booking.", "booking-handler.", "pass-sender.", "passes.", "availability.", "availability-projector.",
+    ]
+
     /// Nil when replying to `replyTo` is allowed for `caller` (or there is
     /// no `reply_to`); else the reason, for the dead-letter header and log.
     public static func refusal(_ replyTo: String?, caller: Caller) -> String? {
         guard let replyTo, !replyTo.isEmpty else { return nil }
         if replyTo.hasPrefix(MessageProperties.directReplyTo) || replyTo.hasPrefix("amq.gen-") { return nil }
+        // The set's own queues are never a reply address, whatever a broker
+        // user happens to be called (a user `passes` owns no `passes.failed`).
+        if reservedPrefixes.contains(where: { replyTo.hasPrefix($0) }) {
+            return "reply_to '\(String(replyTo.prefix(100)))' names a queue of the booking services"
+        }
         if let name = caller.name, replyTo.count > name.count + 1, replyTo.hasPrefix(name + ".") { return nil }
         let shown = String(replyTo.prefix(100))
         switch caller {

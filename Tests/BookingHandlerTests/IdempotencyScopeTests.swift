@@ -79,24 +79,39 @@ struct IdempotencyScopeTests {
         #expect(stored?.title == "T")
     }
 
-    @Test func rowsFromBeforeScopesStillAnswerARedelivery() async throws {
+    @Test func rowsFromBeforeScopesAnswerTheirRequesterOnly() async throws {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        // A database as the previous version left it: schema v1 with an
-        // unscoped inbox row.
+        // A database as the previous version left it: schema v1 with
+        // unscoped inbox rows — a booking of partner-a's, and an error.
         let old = try DatabaseQueue(path: path)
         try BookingStore.migrator.migrate(old, upTo: "v1")
-        let stored = try ContractJSON.encode(CommandReply.failure(.overlap, "stored before the upgrade"))
+        var booking = Fixture.booking(id: "old-booking", requestedBy: "partner-a")
+        booking.attendees = [Attendee(name: "Ada", email: "ada@example.com", phone: "+491701234567")]
+        let bookingReply = try ContractJSON.encode(CommandReply.booking(booking))
+        let errorReply = try ContractJSON.encode(CommandReply.failure(.overlap, "stored before the upgrade"))
         try await old.write { db in
-            try db.execute(sql: "INSERT INTO inbox (key, commandType, reply, createdAt) VALUES (?, ?, ?, ?)",
-                           arguments: ["old-key", "booking.create", stored, Date().timeIntervalSince1970])
+            for (key, reply) in [("old-booking-key", bookingReply), ("old-error-key", errorReply)] {
+                try db.execute(sql: "INSERT INTO inbox (key, commandType, reply, createdAt) VALUES (?, ?, ?, ?)",
+                               arguments: [key, "booking.create", reply, Date().timeIntervalSince1970])
+            }
         }
         try old.close()
         let processor = try await processor()
-        let (answer, duplicate) = try await reply(processor, create("09:00", "10:00", key: "old-key", user: "partner-a"))
+        // The requester's redelivery is answered from the inbox …
+        let (mine, duplicate) = try await reply(processor, create("09:00", "10:00", key: "old-booking-key", user: "partner-a"))
         #expect(duplicate)
-        #expect(answer.errorValue?.text == "stored before the upgrade")
-        #expect(try await processor.store.counts().bookings == 0)
+        #expect(mine.bookingValue?.id == "old-booking")
+        // … another user's command with that key is its own command and
+        // never sees partner-a's attendees.
+        let (theirs, theirsDuplicate) = try await reply(processor, create("11:00", "12:00", key: "old-booking-key", user: "partner-b"))
+        #expect(!theirsDuplicate)
+        #expect(theirs.bookingValue?.requestedBy == "partner-b")
+        #expect(theirs.bookingValue?.id != "old-booking")
+        // An old error reply (no personal data) still answers any sender.
+        let (error, errorDuplicate) = try await reply(processor, create("13:00", "14:00", key: "old-error-key", user: "partner-b"))
+        #expect(errorDuplicate)
+        #expect(error.errorValue?.text == "stored before the upgrade")
     }
 }
 

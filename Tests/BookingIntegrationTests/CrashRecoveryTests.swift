@@ -44,7 +44,8 @@ struct CrashRecoveryTests {
 
         let client = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: "crash-client"),
                                                       logger: testLogger("crash"))
-        let replies = uniqueName("replies"), events = uniqueName("events")
+        // Replies may only go to a queue named after the sender (v1.1).
+        let replies = "\(url.user).\(uniqueName("replies"))", events = uniqueName("events")
         try await client.declare(ContractTopology.declarations(queues: [Topology.handlerCommandsQueue]) + [
             .queue(QueueDeclaration(replies, type: .classic)),
             .queue(QueueDeclaration(events, type: .classic)),
@@ -64,7 +65,8 @@ struct CrashRecoveryTests {
         }
         for command in commands {
             try await client.publish(Array(command.json.utf8), exchange: Topology.commandsExchange, routingKey: "booking.create",
-                                     properties: .persistentJSON(type: "booking.create", messageID: command.id, replyTo: replies),
+                                     properties: .persistentJSON(type: "booking.create", messageID: command.id, replyTo: replies,
+                                                                 userID: url.user),
                                      mandatory: true)
         }
 

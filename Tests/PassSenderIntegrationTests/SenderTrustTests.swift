@@ -52,4 +52,45 @@ struct SenderTrustTests {
         await peer.close()
         await h.stop()
     }
+
+    /// As deployed: the handler and the operators are other broker users
+    /// than the pass sender, named through the environment.
+    @Test func trustsTheConfiguredHandlerAndOperatorsNotItself() async throws {
+        let gateway = try await FaultGateway.start()
+        let handlerUser = uniqueName("handler"), operatorUser = uniqueName("operator")
+        let h = try await PassHarness.start(gateway: gateway, name: "trust-env",
+                                            environment: ["BOOKING_HANDLER_USER": handlerUser, "ADMIN_USERS": operatorUser])
+        let handlerURL = try TestBroker.addUser(handlerUser, to: h.url)
+        let operatorURL = try TestBroker.addUser(operatorUser, to: h.url)
+        let handler = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: handlerURL, connectionName: "h"),
+                                                       logger: testLogger("h"))
+        let operators = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: operatorURL, connectionName: "o"),
+                                                         logger: testLogger("o"))
+        // The pass sender's own user is no longer the handler.
+        let own = makeBooking(attendees: 1)
+        try await publishEvent(.bookingConfirmed, own, on: h.client)
+        try await h.settled.wait("own-user event settled") { $0.count >= 1 }
+        #expect(h.settled.current[0].outcome == .deadLettered("untrusted sender"))
+        // The configured handler's event is delivered.
+        let real = makeBooking(attendees: 1)
+        try await publishEvent(.bookingConfirmed, real, on: handler)
+        try await h.waitDelivered(real, indexes: [0])
+        // An operator's retry is accepted (and finds the pass delivered).
+        let settledBefore = h.settled.current.count
+        let pass = FailedPass(bookingId: real.id, version: 1, attendeeIndex: 0, name: real.attendees[0].name,
+                              email: real.attendees[0].email, phone: real.attendees[0].phone, attempts: 1,
+                              firstFailureAt: ContractFormat.timestamp(Date()), lastFailureAt: ContractFormat.timestamp(Date()),
+                              lastErrorCode: 4001, lastErrorText: "x", room: real.room, date: real.date, start: real.start,
+                              end: real.end, title: real.title)
+        let retry = PassRetryMessage.operatorRetry(of: pass, token: UUID().uuidString)
+        try await operators.publish([UInt8](try ContractJSON.encode(retry)), routingKey: PassQueues.retry,
+                                    properties: .persistentJSON(type: PassQueues.retryMessageType, messageID: "op-1",
+                                                                userID: operatorUser))
+        try await h.settled.wait("operator retry settled") { $0.count > settledBefore }
+        #expect(h.settled.current.last?.outcome == .acked)
+        #expect(gateway.sentCounts[PassKey(bookingId: real.id, version: 1, index: 0)] == 1, "sent once, not again")
+        await handler.close()
+        await operators.close()
+        await h.stop()
+    }
 }

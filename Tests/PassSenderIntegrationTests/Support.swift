@@ -239,14 +239,20 @@ final class PassHarness: Sendable {
     private let eventConsumer: AMQPConsumer
 
     static func start(gateway: FaultGateway, maxAttempts: Int = 3, delays: String = "100ms,200ms",
-                      timeout: Duration = .milliseconds(500), name: String = "pass") async throws -> PassHarness {
+                      timeout: Duration = .milliseconds(500), name: String = "pass",
+                      environment: [String: String] = [:]) async throws -> PassHarness {
         let url = try TestBroker.isolatedURL(name)
         let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("pass-data")).path
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
         let logger = testLogger(name)
-        let settings = PassSenderSettings(gatewayURL: gateway.url, maxAttempts: maxAttempts,
+        var settings = PassSenderSettings(gatewayURL: gateway.url, maxAttempts: maxAttempts,
                                           retryDelays: try RetryDelay.parseList(delays), gatewayTimeout: timeout,
                                           concurrency: 4)
+        // Settings a deployment gives through the environment
+        // (BOOKING_HANDLER_USER, ADMIN_USERS), read as main reads them.
+        let fromEnvironment = try PassSenderSettings(environment: environment)
+        settings.bookingHandlerUser = fromEnvironment.bookingHandlerUser
+        settings.administrators = fromEnvironment.administrators
         let connection = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: name),
                                                           logger: logger)
         let settled = Observed([PassConsumer.Settled]())

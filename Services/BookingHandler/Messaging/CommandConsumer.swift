@@ -236,6 +236,10 @@ public struct CommandConsumer: Sendable {
     /// `x-original-expiration`), the sender's identity for whoever looks.
     private func deadLetter(_ delivery: AMQPDelivery, reason: String, code: Int) async throws {
         var properties = delivery.properties
+        // Set only from the real properties: a sender could put either
+        // header on its own message to blame someone else.
+        properties.headers["x-original-user-id"] = nil
+        properties.headers["x-original-expiration"] = nil
         if let original = properties.userID { properties.headers["x-original-user-id"] = .string(original) }
         if let original = properties.expiration { properties.headers["x-original-expiration"] = .string(original) }
         properties.userID = connection.user

@@ -134,9 +134,9 @@ public final class BookingStore: Sendable {
             try db.create(index: "outbox_pending", on: "outbox", columns: ["publishedAt", "id"])
         }
         // Idempotency keys scoped by sender (contract v1.1): the key alone
-        // let one user read or pre-empt another's replies. Old rows keep
-        // answering any sender (``InboxKey/legacyScope``) until retention
-        // removes them, so nothing redelivered across the upgrade runs twice.
+        // let one user read or pre-empt another's replies. Old rows get the
+        // scope of the booking their reply shows (``InboxKey/migratedScope(ofReply:)``),
+        // so a redelivery across the upgrade is still answered, not run twice.
         migrator.registerMigration("v2-inbox-scope") { db in
             try db.execute(sql: """
                 CREATE TABLE inbox_scoped (
@@ -147,12 +147,21 @@ public final class BookingStore: Sendable {
                     reply BLOB NOT NULL,
                     createdAt DOUBLE NOT NULL,
                     PRIMARY KEY (scope, key)
-                ) WITHOUT ROWID;
-                INSERT INTO inbox_scoped (scope, key, commandType, fingerprint, reply, createdAt)
-                    SELECT '\(InboxKey.legacyScope)', key, commandType, NULL, reply, createdAt FROM inbox;
-                DROP TABLE inbox;
-                ALTER TABLE inbox_scoped RENAME TO inbox;
+                ) WITHOUT ROWID
                 """)
+            let insert = try db.makeStatement(sql: """
+                INSERT OR IGNORE INTO inbox_scoped (scope, key, commandType, fingerprint, reply, createdAt)
+                VALUES (?, ?, ?, NULL, ?, ?)
+                """)
+            let rows = try Row.fetchCursor(db, sql: "SELECT key, commandType, reply, createdAt FROM inbox")
+            while let row = try rows.next() {
+                let reply: Data = row["reply"]
+                let key: String = row["key"]
+                let commandType: String? = row["commandType"]
+                let createdAt: Double = row["createdAt"]
+                try insert.execute(arguments: [InboxKey.migratedScope(ofReply: reply), key, commandType, reply, createdAt])
+            }
+            try db.execute(sql: "DROP TABLE inbox; ALTER TABLE inbox_scoped RENAME TO inbox")
         }
         return migrator
     }
@@ -284,7 +293,8 @@ public final class BookingStore: Sendable {
             let scope: String = row["scope"]
             let fingerprint: Int64? = row["fingerprint"]
             let storedType: String? = row["commandType"]
-            if scope != InboxKey.legacyScope, fingerprint != key.fingerprint || storedType != job.commandType {
+            // Migrated rows have no fingerprint: their stored reply stands.
+            if scope != InboxKey.legacyScope, let fingerprint, fingerprint != key.fingerprint || storedType != job.commandType {
                 let reply = CommandReply.failure(
                     .idempotencyKeyReused,
                     "idempotency key '\(key.key.prefix(100))' was already used by this sender for a different command")

@@ -1,4 +1,5 @@
 import BookingContracts
+import Foundation
 
 /// A command's idempotency key as the inbox stores it: scoped by the
 /// sender, with a fingerprint of what was sent (contract v1.1).
@@ -12,10 +13,14 @@ import BookingContracts
 ///   (about 2⁻⁶⁴ per pair) could only hurt that sender, and no one else
 ///   can aim for one. A body re-serialised with other whitespace or key
 ///   order is a different body: retries must resend the same bytes.
-/// - Rows stored before scopes existed have the scope ``legacyScope`` and no
-///   fingerprint; they answer any sender as before, so a command
-///   redelivered across the upgrade is not executed twice. They age out
-///   with `INBOX_RETENTION_DAYS`.
+/// - Rows stored before scopes existed get a scope when the database is
+///   migrated (``migratedScope(ofReply:)``): a reply that shows a booking
+///   belongs to that booking's requester (or to the anonymous scope), so
+///   nobody else can read its attendees; other replies (errors, rooms,
+///   replays: no personal data) keep ``legacyScope`` and answer any sender.
+///   Migrated rows have no fingerprint and answer with their stored reply,
+///   so a command redelivered across the upgrade is not executed twice.
+///   They age out with `INBOX_RETENTION_DAYS`.
 public struct InboxKey: Sendable, Hashable {
     /// `u:<user>` or `""` (anonymous).
     public var scope: String
@@ -42,6 +47,18 @@ public struct InboxKey: Sendable, Hashable {
     /// The inbox scope of `caller`.
     public static func scope(of caller: Caller) -> String {
         caller.name.map { "u:" + $0 } ?? ""
+    }
+
+    /// The scope a row stored before scopes existed gets: its booking's
+    /// requester's (anonymous when none) when the reply shows a booking,
+    /// else ``legacyScope``. An admin's redelivered cancel of someone
+    /// else's booking therefore runs again after the upgrade — and finds
+    /// the booking already cancelled (2002), a second effect of nothing.
+    public static func migratedScope(ofReply reply: Data) -> String {
+        guard case .booking(let booking)? = try? ContractJSON.decode(CommandReply.self, from: reply) else {
+            return legacyScope
+        }
+        return scope(of: Caller(userID: booking.requestedBy))
     }
 
     /// FNV-1a 64 of `commandType`, a NUL byte and `body`.
