@@ -243,3 +243,24 @@ struct ReplayPacerTests {
         #expect(pacer.sent(500, now: start + .milliseconds(1_200)) == .milliseconds(300))
     }
 }
+
+@Suite("Authorisation: confirming a booking that is not pending")
+struct ConfirmNonPendingTests {
+    @Test func whoMaySeeTheBookingLearnsItsStatusOthersDoNot() throws {
+        var room = Fixture.berlin
+        room.approvers = ["facility-desk"]
+        let policy = CallerPolicy(administrators: ["ops"])
+        let confirmed = Fixture.booking(status: .confirmed, requestedBy: "calendar-app")
+        // Requester, approver and admin pass on to the status machine (2002).
+        for user in ["calendar-app", "facility-desk", "ops"] {
+            #expect(policy.refusal(.confirm, of: confirmed, in: room, caller: .user(user)) == nil, "\(user)")
+        }
+        // Anyone else: 2003.
+        #expect(policy.refusal(.confirm, of: confirmed, in: room, caller: .user("mallory"))?.code == .notPermitted)
+        #expect(policy.refusal(.confirm, of: confirmed, in: room, caller: .anonymous)?.code == .notPermitted)
+        // A pending one is an approval: the requester is refused.
+        let pending = Fixture.booking(status: .pending, requestedBy: "calendar-app")
+        #expect(policy.refusal(.confirm, of: pending, in: room, caller: .user("calendar-app"))?.code == .notPermitted)
+        #expect(policy.refusal(.confirm, of: pending, in: room, caller: .user("facility-desk")) == nil)
+    }
+}

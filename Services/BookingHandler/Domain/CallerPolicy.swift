@@ -114,4 +114,21 @@ public struct CallerPolicy: Sendable, Equatable {
         return ReplyError(code: .notPermitted,
                           text: "booking \(booking.id) can only be confirmed by the room's approvers or ADMIN_USERS")
     }
+
+    /// Whether `caller` may take `action` on `booking` in `room`; nil when
+    /// allowed (the status machine may still refuse it with 2002).
+    ///
+    /// Confirming a pending booking is an approval
+    /// (``mayApprove(_:room:caller:)``). Confirming one that is not pending
+    /// is a status error, which whoever may see the booking — its requester,
+    /// an approver of the room, an admin — is told as 2002; anyone else
+    /// gets 2003 and learns nothing about its status. Cancel and reschedule:
+    /// ``mayChange(_:caller:)``.
+    public func refusal(_ action: BookingAction, of booking: Booking, in room: Room, caller: Caller) -> ReplyError? {
+        guard action == .confirm else { return mayChange(booking, caller: caller) }
+        let approval = mayApprove(booking, room: room, caller: caller)
+        if booking.status == .pending || approval == nil { return approval }
+        let isApprover = caller.name.map { (room.approvers ?? []).contains($0) } ?? false
+        return mayChange(booking, caller: caller) == nil || isApprover ? nil : approval
+    }
 }

@@ -323,9 +323,7 @@ public struct CommandProcessor: Sendable {
             if let error = policy.mayChange(booking, caller: caller) { return ReplyBody(.error(error)) }
             return ReplyBody(.failure(.unknownRoom, "room '\(booking.room)' no longer exists", field: "room"))
         }
-        let refusal = action == .confirm ? policy.mayApprove(booking, room: room, caller: caller)
-            : policy.mayChange(booking, caller: caller)
-        if let refusal { return ReplyBody(.error(refusal)) }
+        if let refusal = policy.refusal(action, of: booking, in: room, caller: caller) { return ReplyBody(.error(refusal)) }
         let status: BookingStatus
         switch BookingRules.transition(action, from: booking.status, requiresApproval: room.requiresApproval) {
         case .failure(let error): return ReplyBody(.error(error))
