@@ -165,6 +165,16 @@ public enum TestBroker {
         _ = try? RabbitMQNode.script(["ctl", "--dir", directory, "delete_vhost", vhost])
     }
 
+    /// Runs `rabbitmqctl` against the shared broker (one this process can
+    /// administer: scripts/test.sh's or its own) and returns its output.
+    public static func ctl(_ arguments: [String]) throws -> String {
+        _ = try url()
+        let directory = ProcessInfo.processInfo.environment["RABBITMQ_TEST_DIR"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? ownedNode.withLock { $0?.directory }
+        guard let directory else { throw NodeError("rabbitmqctl needs a broker started by scripts/test.sh or the tests") }
+        return try RabbitMQNode.script(["ctl", "--dir", directory] + arguments)
+    }
+
     /// Adds a broker user with full rights on `url`'s vhost and returns a URL for it.
     public static func addUser(_ user: String, to url: AMQPURL) throws -> AMQPURL {
         let directory = ProcessInfo.processInfo.environment["RABBITMQ_TEST_DIR"].flatMap { $0.isEmpty ? nil : $0 }
