@@ -18,8 +18,17 @@
 #      target runtime-prebuilt) and room-booking-rabbitmq:latest
 #      (deploy/rabbitmq/Dockerfile)
 #   6. docker-compose up -d, waits until all four containers are healthy
-#   7. checks: guest cannot log in; the external publisher may not publish
-#      to booking.events (ACCESS_REFUSED); books a room as external-publisher
+#   6a. the broker refuses to start with BIND_ADDRESS=0.0.0.0 and the
+#      compose file's default passwords (a project of its own, broker only)
+#   7. checks: guest cannot log in; user limits are imported; a service user
+#      cannot configure the shared exchanges; two outside users
+#      (external-publisher and partner-system, added with rabbitmqctl with
+#      the same permissions) cannot publish to booking.events or the default
+#      exchange, read other queues, configure booking.commands, or set
+#      another user_id; a message over max_message_size is refused; the
+#      handler-side caller model (group caller-model: room.register and
+#      booking.replay refused for outside systems, message_id scoped per
+#      user, foreign reply_to dead-lettered, user_id required); books a room as external-publisher
 #      (user_id set, named reply queue) and gets ok:true with requestedBy;
 #      a second booking over direct reply-to; the pass is delivered
 #      (pass.delivered event and a spool file in the pass sender's volume);
@@ -37,7 +46,9 @@
 #                        there (what scripts/test.sh leaves behind), else they
 #                        are built with `swift build` (debug).
 #   CONTAINER_TEST_SKIP  comma-separated checks to skip: pass, availability,
-#                        restart, lint (skipped checks are listed at the end)
+#                        restart, lint, refuse, caller-model (skipped checks
+#                        are listed at the end). caller-model needs the
+#                        booking handler of issue 11 (contract v1.1).
 #   CONTAINER_TEST_CACHE where the debootstrap tarball is kept (default
 #                        /var/cache/room-booking)
 #   CONTAINER_TEST_TIMEOUT  seconds to wait for healthy containers (default 180)
@@ -165,6 +176,7 @@ cleanup() {
   if [[ -n $DOCKERD_PID ]] && kill -0 "$DOCKERD_PID" 2>/dev/null; then
     if ((rc != 0)); then diagnostics; fi
     timeout 120 "$COMPOSE" "${COMPOSE_ARGS[@]}" down -v --remove-orphans --timeout 20 >/dev/null 2>&1 || true
+    timeout 60 "$COMPOSE" -p "$PROJECT-refuse" -f "$ROOT/docker-compose.yml" down -v --remove-orphans --timeout 5 >/dev/null 2>&1 || true
     timeout 60 "$DOCKER" image rm -f room-booking:latest room-booking-rabbitmq:latest debian:bookworm-slim >/dev/null 2>&1 || true
     kill "$DOCKERD_PID" 2>/dev/null || true
     for _ in $(seq 1 100); do
@@ -210,6 +222,31 @@ import json, sys
 d = json.load(open("deploy/rabbitmq/definitions.json"))
 names = [u["name"] for u in d["users"]]
 sys.exit("guest defined" if "guest" in names else 0)'
+  check "definitions: nobody may configure the shared exchanges" "$PYTHON" -c '
+import json, re, sys
+d = json.load(open("deploy/rabbitmq/definitions.json"))
+bad = [(p["user"], x) for p in d["permissions"] for x in ("booking.commands", "booking.events", "booking.dead-letter")
+       if re.search(p["configure"], x)]
+sys.exit(f"configure granted: {bad}" if bad else 0)'
+  check "definitions: amq.default write only for booking-handler, pass-sender, availability-projector, bookingctl" "$PYTHON" -c '
+import json, re, sys
+d = json.load(open("deploy/rabbitmq/definitions.json"))
+users = sorted(p["user"] for p in d["permissions"] if re.search(p["write"], "amq.default"))
+sys.exit(0 if users == ["availability-projector", "booking-handler", "bookingctl", "pass-sender"] else f"amq.default writers: {users}")'
+  check "definitions: every user has max-connections and max-channels" "$PYTHON" -c '
+import json, sys
+d = json.load(open("deploy/rabbitmq/definitions.json"))
+bad = [u["name"] for u in d["users"] if not {"max-connections", "max-channels"} <= set(u.get("limits") or {})]
+sys.exit(f"no limits: {bad}" if bad else 0)'
+  check "definitions: dead-letter queues and passes.failed drop nothing (no length limit, overflow, TTL, expiry, policy)" "$PYTHON" -c '
+import json, sys
+d = json.load(open("deploy/rabbitmq/definitions.json"))
+dropping = {"x-max-length", "x-max-length-bytes", "x-overflow", "x-message-ttl", "x-expires"}
+queues = [q for q in d["queues"] if q["name"].endswith(".dead") or q["name"] == "passes.failed"]
+bad = [q["name"] for q in queues if dropping & set(q["arguments"])]
+if len(queues) < 5 or bad or d.get("policies"):
+    sys.exit("queues %s, dropping %s, policies %s" % ([q["name"] for q in queues], bad, d.get("policies")))'
+  check "rabbitmq.conf: max_message_size is 1 MiB" grep -qx 'max_message_size = 1048576' deploy/rabbitmq/rabbitmq.conf
 fi
 
 # ---- 3. dockerd ------------------------------------------------------------
@@ -313,11 +350,49 @@ free_port() {
 }
 AMQP_PORT=$(free_port) MANAGEMENT_PORT=$(free_port) PROMETHEUS_PORT=$(free_port) PROJECTOR_PORT=$(free_port)
 export AMQP_PORT MANAGEMENT_PORT PROMETHEUS_PORT PROJECTOR_PORT
+# The broker refuses to start beyond loopback with the default passwords
+# (a compose project of its own, only the broker; the passwords are not set
+# yet, so the compose file's defaults apply).
+REFUSE_PROJECT=$PROJECT-refuse
+refuse_compose() { "$COMPOSE" -p "$REFUSE_PROJECT" -f "$ROOT/docker-compose.yml" "$@"; }
+if skipped refuse; then skip "broker refuses default passwords beyond loopback (CONTAINER_TEST_SKIP=refuse)"; else
+  section "BIND_ADDRESS=0.0.0.0 with the default passwords: the broker must refuse to start"
+  refused_out=$WORK/refuse.log
+  (
+    unset BOOKING_HANDLER_PASSWORD PASS_SENDER_PASSWORD AVAILABILITY_PROJECTOR_PASSWORD BOOKINGCTL_PASSWORD EXTERNAL_PUBLISHER_PASSWORD
+    export BIND_ADDRESS=0.0.0.0 AMQP_PORT MANAGEMENT_PORT PROMETHEUS_PORT
+    AMQP_PORT=$(free_port) MANAGEMENT_PORT=$(free_port) PROMETHEUS_PORT=$(free_port)
+    refuse_compose up -d --no-build rabbitmq
+  ) >"$refused_out" 2>&1 || true
+  check "broker with BIND_ADDRESS=0.0.0.0 and default passwords exits non-zero naming the variables" bash -c "
+    for i in \$(seq 1 60); do
+      id=\$('$COMPOSE' -p '$REFUSE_PROJECT' -f '$ROOT/docker-compose.yml' ps -q rabbitmq 2>/dev/null)
+      if [[ -n \$id ]]; then
+        code=\$('$DOCKER' inspect -f '{{.State.ExitCode}}' \$id)
+        logs=\$('$DOCKER' logs \$id 2>&1)
+        if [[ \$code != 0 ]] && grep -q 'refusing to start: BIND_ADDRESS=0.0.0.0' <<<\"\$logs\" &&
+          grep -q BOOKING_HANDLER_PASSWORD <<<\"\$logs\" && grep -q EXTERNAL_PUBLISHER_PASSWORD <<<\"\$logs\" &&
+          ! grep -q 'Starting broker' <<<\"\$logs\"; then
+          echo \"exit code \$code\"; grep rabbitmq: <<<\"\$logs\" | head -8; exit 0
+        fi
+      fi
+      sleep 1
+    done
+    cat '$refused_out'; echo \"exit code \${code:-none}\"; printf '%s\n' \"\${logs:-no logs}\" | tail -20; exit 1"
+  refuse_compose down -v --remove-orphans --timeout 5 >/dev/null 2>&1 || true
+fi
+
 # Passwords for this run (the compose file's defaults are for local runs).
 for v in BOOKING_HANDLER PASS_SENDER AVAILABILITY_PROJECTOR BOOKINGCTL EXTERNAL_PUBLISHER; do
   export "${v}_PASSWORD=$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
 done
+# A second outside system, added with rabbitmqctl after the broker is up
+# (the shipped definitions hold only external-publisher).
+PARTNER=partner-system
+PARTNER_PASSWORD=$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
 EXT_URL=amqp://external-publisher:$EXTERNAL_PUBLISHER_PASSWORD@127.0.0.1:$AMQP_PORT/%2f
+PARTNER_URL=amqp://$PARTNER:$PARTNER_PASSWORD@127.0.0.1:$AMQP_PORT/%2f
+HANDLER_URL=amqp://booking-handler:$BOOKING_HANDLER_PASSWORD@127.0.0.1:$AMQP_PORT/%2f
 OPS_URL=amqp://bookingctl:$BOOKINGCTL_PASSWORD@127.0.0.1:$AMQP_PORT/%2f
 GUEST_URL=amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f
 CLIENT=(timeout 120 "$PYTHON" "$ROOT/scripts/container/amqp_client.py")
@@ -360,17 +435,64 @@ wait_healthy "compose up" || die "the set did not become healthy"
 section "broker users and permissions"
 check "no guest user (login refused)" bash -c "! amqp-declare-queue --url='$GUEST_URL' -q x >/dev/null 2>&1"
 check "guest not defined" bash -c "! '$COMPOSE' ${COMPOSE_ARGS[*]} exec -T rabbitmq rabbitmqctl -q list_users | grep -q '^guest'"
-check "external publisher may not publish to booking.events (ACCESS_REFUSED)" \
-  "${CLIENT[@]}" refused "$EXT_URL" --exchange booking.events --routing-key booking.confirmed
-check "external publisher may not publish to the default exchange (ACCESS_REFUSED)" \
-  "${CLIENT[@]}" refused "$EXT_URL" --exchange "" --routing-key booking-handler.commands
-check "external publisher may not declare queues outside external-publisher.*" \
-  bash -c "! amqp-declare-queue --url='$EXT_URL' -q booking-handler.sneaky >/dev/null 2>&1"
-check "external publisher may not read passes.failed" \
-  bash -c "! amqp-get --url='$EXT_URL' -q passes.failed >/dev/null 2>&1"
-check "a user_id other than the login is refused (PRECONDITION_FAILED)" \
+check "user limits imported from the definitions (external-publisher: max-connections 20, max-channels 200)" \
+  bash -c "out=\$('$COMPOSE' ${COMPOSE_ARGS[*]} exec -T rabbitmq rabbitmqctl -q list_user_limits --user external-publisher); echo \"\$out\"; grep -q '\"max-connections\":20' <<<\"\$out\" && grep -q '\"max-channels\":200' <<<\"\$out\""
+check "a service user cannot configure booking.commands (booking-handler: ACCESS_REFUSED) and started anyway" \
+  "${CLIENT[@]}" denied "$HANDLER_URL" --op declare-exchange --name booking.commands
+
+# The second outside user: exactly external-publisher's permissions and
+# limits, with its own name in the patterns.
+read -r P_CONF P_WRITE P_READ P_LIMITS < <("$PYTHON" -c '
+import json, sys
+d = json.load(open("deploy/rabbitmq/definitions.json"))
+p = next(p for p in d["permissions"] if p["user"] == "external-publisher")
+u = next(u for u in d["users"] if u["name"] == "external-publisher")
+sub = lambda x: x.replace("external-publisher", sys.argv[1])
+print(sub(p["configure"]), sub(p["write"]), sub(p["read"]), json.dumps(u["limits"], separators=(",", ":")))' "$PARTNER")
+check "second outside user $PARTNER added with external-publisher's permissions ($P_CONF $P_WRITE $P_READ) and limits" bash -c "
+  set -e
+  '$COMPOSE' ${COMPOSE_ARGS[*]} exec -T rabbitmq rabbitmqctl -q add_user '$PARTNER' '$PARTNER_PASSWORD'
+  '$COMPOSE' ${COMPOSE_ARGS[*]} exec -T rabbitmq rabbitmqctl -q set_permissions -p / '$PARTNER' '$P_CONF' '$P_WRITE' '$P_READ'
+  '$COMPOSE' ${COMPOSE_ARGS[*]} exec -T rabbitmq rabbitmqctl -q set_user_limits '$PARTNER' '$P_LIMITS'"
+# Each one's own durable inbox, which the other then tries to reach.
+check "each outside user declares a queue of its own" bash -c "
+  ${CLIENT[*]@Q} declare-queue '$EXT_URL' --queue external-publisher.ct-inbox &&
+  ${CLIENT[*]@Q} declare-queue '$PARTNER_URL' --queue $PARTNER.ct-inbox"
+
+outside_user_checks() { # outside_user_checks USER URL OTHER_USER
+  local u=$1 url=$2 other=$3
+  check "$u may not publish to booking.events (ACCESS_REFUSED)" \
+    "${CLIENT[@]}" refused "$url" --exchange booking.events --routing-key booking.confirmed
+  check "$u may not publish to the default exchange into passes.failed (ACCESS_REFUSED)" \
+    "${CLIENT[@]}" refused "$url" --exchange "" --routing-key passes.failed
+  check "$u may not publish to the default exchange into booking-handler.commands (ACCESS_REFUSED)" \
+    "${CLIENT[@]}" refused "$url" --exchange "" --routing-key booking-handler.commands
+  check "$u may not publish to the default exchange into $other's queue (ACCESS_REFUSED)" \
+    "${CLIENT[@]}" refused "$url" --exchange "" --routing-key "$other.ct-inbox"
+  check "$u may not read booking-handler.commands (basic.get: ACCESS_REFUSED)" \
+    "${CLIENT[@]}" denied "$url" --op get --name booking-handler.commands
+  check "$u may not read passes.failed (basic.consume: ACCESS_REFUSED)" \
+    "${CLIENT[@]}" denied "$url" --op consume --name passes.failed
+  check "$u may not read $other's queue (basic.get: ACCESS_REFUSED)" \
+    "${CLIENT[@]}" denied "$url" --op get --name "$other.ct-inbox"
+  check "$u may not declare queues outside $u.* (ACCESS_REFUSED)" \
+    "${CLIENT[@]}" denied "$url" --op declare-queue --name booking-handler.sneaky
+  check "$u may not configure booking.commands (exchange.declare: ACCESS_REFUSED)" \
+    "${CLIENT[@]}" denied "$url" --op declare-exchange --name booking.commands
+  check "$u may not delete booking.commands (exchange.delete: ACCESS_REFUSED)" \
+    "${CLIENT[@]}" denied "$url" --op delete-exchange --name booking.commands
+  check "$u may not set user_id $other (PRECONDITION_FAILED)" \
+    "${CLIENT[@]}" refused "$url" --exchange booking.commands --routing-key booking.create \
+    --user-id "$other" --expect-code 406
+  check "$u may not set user_id booking-handler (PRECONDITION_FAILED)" \
+    "${CLIENT[@]}" refused "$url" --exchange booking.commands --routing-key booking.create \
+    --user-id booking-handler --expect-code 406
+}
+outside_user_checks external-publisher "$EXT_URL" "$PARTNER"
+outside_user_checks "$PARTNER" "$PARTNER_URL" external-publisher
+check "a message over max_message_size (1.5 MiB) is refused (PRECONDITION_FAILED)" \
   "${CLIENT[@]}" refused "$EXT_URL" --exchange booking.commands --routing-key booking.create \
-  --user-id booking-handler --expect-code 406
+  --user-id external-publisher --size 1572864 --expect-code 406
 
 # Operator's taps on booking.events, bound before the first booking.
 check "operator (bookingctl user) binds its tap queues to booking.events" bash -c "
@@ -440,6 +562,89 @@ if book "first" 09:00 10:30 queue; then
   availability_changed "first" 09:00 10:30
 fi
 book "direct reply-to" 11:00 11:30 direct || true
+
+# ---- the handler's caller model (contract v1.1, issue 11) -----------------
+# What the booking handler must do for outside systems sharing the broker.
+# These need the handler of issue 11; run with CONTAINER_TEST_SKIP=caller-model
+# before it is merged.
+queue_messages() { # queue_messages QUEUE: its message count (ready + unacked)
+  "$COMPOSE" -p "$PROJECT" -f "$ROOT/docker-compose.yml" exec -T rabbitmq rabbitmqctl -q list_queues name messages |
+    awk -v q="$1" '$1 == q {print $2}'
+}
+export -f queue_messages
+if skipped caller-model; then
+  for c in "(a) room.register from external-publisher -> 2003" "(a) the room is unchanged" \
+    "(b) same message_id from two users -> two different bookings" "(b) the second user gets its own reply" \
+    "(c) reply_to passes.failed -> booking-handler.commands.dead" "(c) no reply landed in passes.failed" \
+    "(c) it was not executed" "(d) booking.create without user_id -> 2003" \
+    "(e) booking.replay from external-publisher -> 2003"; do
+    skip "caller model $c (CONTAINER_TEST_SKIP=caller-model)"
+  done
+else
+  section "caller model: what one outside system may not do to another (needs issue 11's booking handler)"
+  rooms_url="http://127.0.0.1:$PROJECTOR_PORT/rooms?date=$DATE&name=Hamburg"
+  room_snapshot() { curl -fsS "$rooms_url" | "$PYTHON" -c 'import json,sys; r=[x for x in json.load(sys.stdin) if x["name"]=="Hamburg"]; print(json.dumps({k: r[0].get(k) for k in ("capacity","location","equipment")} if r else None, sort_keys=True))'; }
+  HAMBURG_BEFORE=$(room_snapshot 2>/dev/null || echo "unavailable")
+  # (a) room.register is for admins and ROOM_MANAGERS only.
+  check "caller model (a): room.register from external-publisher -> 2003" \
+    "${CLIENT[@]}" command "$EXT_URL" --type room.register --user-id external-publisher --expect-code 2003 \
+    --body '{"name":"Hamburg","location":"taken over by container test","equipment":[],"size":"1m2","capacity":1,"images":[]}'
+  export -f room_snapshot
+  export rooms_url PYTHON
+  check "caller model (a): the room is unchanged (GET /rooms: Hamburg still $HAMBURG_BEFORE)" \
+    env BEFORE="$HAMBURG_BEFORE" bash -c '
+    sleep 3
+    after=$(room_snapshot)
+    echo "before: $BEFORE"; echo "after:  $after"
+    [[ $BEFORE != unavailable && $after == "$BEFORE" ]]'
+
+  # (b) the same message_id from two users is two commands.
+  shared_id=ct-shared-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')
+  b_body() { printf '{"room":"Berlin","date":"%s","start":"%s","end":"%s","title":"container test %s","attendees":[{"name":"%s","email":"%s","phone":"0170 1234567"}]}' "$DATE" "$1" "$2" "$3" "$3" "$4"; }
+  # stdout is the reply (or nothing); diagnostics go to stderr
+  ext_reply=$("${CLIENT[@]}" command "$EXT_URL" --type booking.create --user-id external-publisher \
+    --message-id "$shared_id" --body "$(b_body 15:00 15:30 external-publisher ext-secret@example.com)" 2>/dev/null) || true
+  partner_reply=$("${CLIENT[@]}" command "$PARTNER_URL" --type booking.create --user-id "$PARTNER" \
+    --message-id "$shared_id" --body "$(b_body 15:30 16:00 "$PARTNER" partner@example.com)" 2>/dev/null) || true
+  check "caller model (b): same message_id from external-publisher and $PARTNER -> two different bookings" \
+    "$PYTHON" -c '
+import json, sys
+print("external-publisher:", sys.argv[1] or "no reply"); print("partner:", sys.argv[2] or "no reply")
+a, b = (json.loads(x) if x else {} for x in sys.argv[1:3])
+ok = a.get("ok") is True and b.get("ok") is True and a["booking"]["id"] != b["booking"]["id"]
+sys.exit(0 if ok else "not two ok replies with different bookings")' "$ext_reply" "$partner_reply"
+  check "caller model (b): $PARTNER gets its own reply (requestedBy $PARTNER, without external-publisher's attendee e-mail)" \
+    "$PYTHON" -c '
+import json, sys
+raw = sys.argv[1]
+b = json.loads(raw) if raw else {}
+ok = b.get("ok") is True and "ext-secret@example.com" not in raw and b["booking"].get("requestedBy") == sys.argv[2]
+sys.exit(0 if ok else "reply: %s" % (raw or "none"))' "$partner_reply" "$PARTNER"
+
+  # (c) a reply_to that is not the sender's: not answered, not executed, dead-lettered.
+  failed_before=$(queue_messages passes.failed)
+  foreign_id=ct-foreign-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')
+  "${CLIENT[@]}" command "$EXT_URL" --type booking.create --user-id external-publisher --message-id "$foreign_id" \
+    --reply-to passes.failed --body "$(b_body 17:00 17:30 external-publisher foreign@example.com)" >/dev/null 2>&1 || true
+  check "caller model (c): a command with reply_to passes.failed lands in booking-handler.commands.dead" \
+    "${CLIENT[@]}" find "$OPS_URL" --queue booking-handler.commands.dead --message-id "$foreign_id" --timeout 30
+  check "caller model (c): no reply landed in passes.failed (still ${failed_before:-?} messages)" bash -c "
+    now=\$(queue_messages passes.failed); echo \"passes.failed: before ${failed_before:-?}, now \$now\"
+    [[ -n '$failed_before' && \$now == '$failed_before' ]]"
+  check "caller model (c): it was not executed (17:00-17:30 can still be booked)" \
+    "${CLIENT[@]}" command "$EXT_URL" --type booking.create --user-id external-publisher --expect-ok \
+    --body "$(b_body 17:00 17:30 external-publisher after-foreign@example.com)"
+
+  # (d) REQUIRE_USER_ID=true in the shipped compose.
+  check "caller model (d): booking.create without user_id -> 2003" \
+    "${CLIENT[@]}" command "$EXT_URL" --type booking.create --expect-code 2003 \
+    --body "$(b_body 18:00 18:30 anonymous anonymous@example.com)"
+
+  # (e) booking.replay is for admins and REPLAY_USERS.
+  check "caller model (e): booking.replay from external-publisher -> 2003" \
+    "${CLIENT[@]}" command "$EXT_URL" --type booking.replay --user-id external-publisher --expect-code 2003 \
+    --body '{"queue":"external-publisher.ct-inbox","replayId":"container-test"}'
+fi
 
 section "metrics"
 check "booking-handler /metrics has booking_outbox_backlog" \

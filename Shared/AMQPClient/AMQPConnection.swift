@@ -64,6 +64,13 @@ public final class AMQPConnection: Sendable, Service {
 
     /// Declares exchanges, queues and bindings, and remembers them so they
     /// are declared again after every reconnect.
+    ///
+    /// An exchange that already exists is only checked (passive declare,
+    /// which needs no `configure` permission; its kind is not compared) and
+    /// declared for real only when the broker does not know it, so a service
+    /// also starts on a broker whose definitions own the shared exchanges
+    /// and deny it `configure` on them. Queues and bindings are always
+    /// declared (arguments that differ give `PRECONDITION_FAILED`).
     public func declare(_ items: [TopologyItem]) async throws(AMQPError) {
         for item in items { try AMQPLimits.topology(item) }
         try await loop.submit { .declare(items, $0) }

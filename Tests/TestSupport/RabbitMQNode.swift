@@ -165,8 +165,8 @@ public enum TestBroker {
         _ = try? RabbitMQNode.script(["ctl", "--dir", directory, "delete_vhost", vhost])
     }
 
-    /// Runs `rabbitmqctl` against the shared broker (the one scripts/test.sh
-    /// started, or this process's own).
+    /// Runs `rabbitmqctl` against the shared broker (one this process can
+    /// administer: scripts/test.sh's or its own) and returns its output.
     @discardableResult
     public static func ctl(_ arguments: [String]) throws -> String {
         _ = try url()

@@ -8,8 +8,8 @@ and an operator do against the broker, with python `pika`.
       reply_to = direct reply-to or an exclusive queue `<user>.replies.<uuid>`,
       waits for the one reply and prints it (JSON). Exit 0 when ok:true.
       (The reply queue is named after the login user, not --user-id.)
-  amqp_client.py refused URL --exchange X --routing-key K [--user-id U] [--expect-code N]
-      Publishes `{}` to X and expects the broker to refuse it with code N
+  amqp_client.py refused URL --exchange X --routing-key K [--user-id U] [--expect-code N] [--size BYTES]
+      Publishes `{}` (or a JSON body of BYTES bytes) to X and expects the broker to refuse it with code N
       (default 403 ACCESS_REFUSED; a foreign user_id gives 406
       PRECONDITION_FAILED). Exit 0 when refused so, 1 otherwise.
   amqp_client.py watch URL --queue Q --key K [--key K...]
@@ -21,6 +21,27 @@ and an operator do against the broker, with python `pika`.
       fields K=V, whose `avail` does not offer the booked range) arrives;
       prints it.
   amqp_client.py delete-queue URL --queue Q
+  amqp_client.py denied URL --op OP --name N [--expect-code N]
+      Tries one operation the login user must not be allowed and expects the
+      broker to close the channel with code N (default 403 ACCESS_REFUSED).
+      OP: get (basic.get from queue N), consume (basic.consume on N),
+      declare-exchange (active declare of the direct exchange N),
+      delete-exchange (N), declare-queue (N). Exit 0 when refused so.
+  amqp_client.py declare-queue URL --queue Q
+      Declares a durable classic queue Q (an inbox another user then tries).
+  amqp_client.py command URL --type T --body JSON [--user-id U]
+        [--message-id ID] [--reply direct|queue|none] [--reply-to Q]
+        [--timeout S] [--expect-ok | --expect-code N] [--absent TEXT...]
+      Publishes command T to booking.commands with the body (user_id,
+      message_id as given), waits for its reply (direct reply-to, or an
+      exclusive `<login>.replies.<uuid>` queue) and prints it. --reply-to Q
+      sets reply_to to Q verbatim and does not wait (--reply none: no
+      reply_to). Exit 0 when the reply is ok:true (--expect-ok) or an
+      error with code N (--expect-code) and contains none of the --absent
+      texts.
+  amqp_client.py find URL --queue Q --message-id ID [--timeout S]
+      basic.get from Q without acking (everything is requeued when the
+      connection closes) until a message with that message_id shows up.
 """
 import argparse
 import json
@@ -87,7 +108,8 @@ def cmd_refused(a):
     ch = conn.channel()
     ch.confirm_delivery()
     try:
-        ch.basic_publish(a.exchange, a.routing_key, b"{}",
+        body = b"{}" if not a.size else b'{"x":"' + b"x" * (a.size - 8) + b'"}'
+        ch.basic_publish(a.exchange, a.routing_key, body,
                          pika.BasicProperties(content_type="application/json", user_id=a.user_id))
         # Confirmed: the broker accepted it.
         print(f"publish to {a.exchange!r} was accepted", file=sys.stderr)
@@ -98,6 +120,117 @@ def cmd_refused(a):
     finally:
         if conn.is_open:
             conn.close()
+
+
+def cmd_denied(a):
+    conn = connect(a.url)
+    ch = conn.channel()
+    try:
+        if a.op == "get":
+            ch.basic_get(a.name, auto_ack=False)
+        elif a.op == "consume":
+            ch.basic_consume(a.name, lambda *args: None)
+        elif a.op == "declare-exchange":
+            ch.exchange_declare(a.name, "direct", durable=True)
+        elif a.op == "delete-exchange":
+            ch.exchange_delete(a.name)
+        elif a.op == "declare-queue":
+            ch.queue_declare(a.name, durable=True, arguments={"x-queue-type": "classic"})
+        print(f"{a.op} {a.name!r} was allowed", file=sys.stderr)
+        return 1
+    except pika.exceptions.ChannelClosedByBroker as e:
+        print(f"refused: {e.reply_code} {e.reply_text}")
+        return 0 if e.reply_code == a.expect_code else 1
+    finally:
+        if conn.is_open:
+            conn.close()
+
+
+def cmd_declare_queue(a):
+    conn = connect(a.url)
+    conn.channel().queue_declare(a.queue, durable=True, arguments={"x-queue-type": "classic"})
+    conn.close()
+    return 0
+
+
+def cmd_command(a):
+    conn = connect(a.url)
+    ch = conn.channel()
+    ch.confirm_delivery()
+    replies = []
+    wait = a.reply_to is None and a.reply != "none"
+    if a.reply_to is not None:
+        reply_to = a.reply_to
+    elif a.reply == "none":
+        reply_to = None
+    elif a.reply == "direct":
+        reply_to = "amq.rabbitmq.reply-to"
+    else:
+        reply_to = f"{user_of(a.url)}.replies.{uuid.uuid4()}"
+        ch.queue_declare(reply_to, exclusive=True, auto_delete=True, arguments={"x-queue-type": "classic"})
+    if wait:
+        ch.basic_consume(reply_to, lambda c, m, p, b: replies.append((p, b)), auto_ack=True)
+    message_id = a.message_id or str(uuid.uuid4())
+    props = pika.BasicProperties(
+        content_type="application/json", delivery_mode=2, type=a.type, message_id=message_id,
+        correlation_id=message_id, reply_to=reply_to, timestamp=int(time.time()), user_id=a.user_id)
+    ch.basic_publish("booking.commands", a.type, a.body.encode(), props, mandatory=True)
+    if not wait:
+        conn.close()
+        print(f"published {a.type} {message_id} with reply_to {reply_to!r}")
+        return 0
+    deadline = time.time() + a.timeout
+    while not replies and time.time() < deadline:
+        conn.process_data_events(time_limit=0.5)
+    conn.close()
+    if not replies:
+        print(f"no reply within {a.timeout:.0f} s", file=sys.stderr)
+        return 1
+    raw = replies[0][1].decode("utf-8", "replace")
+    print(raw)
+    try:
+        reply = json.loads(raw)
+    except ValueError:
+        print("reply is not JSON", file=sys.stderr)
+        return 1
+    for text in a.absent:
+        if text in raw:
+            print(f"reply contains {text!r}", file=sys.stderr)
+            return 1
+    if a.expect_code is not None:
+        code = (reply.get("error") or {}).get("code") if isinstance(reply, dict) else None
+        if reply.get("ok") is not False or code != a.expect_code:
+            print(f"expected ok:false with code {a.expect_code}", file=sys.stderr)
+            return 1
+        return 0
+    return 0 if reply.get("ok") is True else 1
+
+
+def cmd_find(a):
+    deadline = time.time() + a.timeout
+    while True:
+        # Each round on a new connection: closing it requeues what was got.
+        conn = connect(a.url)
+        ch = conn.channel()
+        seen = 0
+        try:
+            while True:
+                method, props, _ = ch.basic_get(a.queue, auto_ack=False)
+                if method is None:
+                    break
+                seen += 1
+                if props.message_id == a.message_id:
+                    print(json.dumps({"queue": a.queue, "message_id": props.message_id,
+                                      "headers": {k: str(v) for k, v in (props.headers or {}).items()}}))
+                    return 0
+        finally:
+            if conn.is_open:
+                conn.close()
+        if time.time() >= deadline:
+            print(f"no message {a.message_id} in {a.queue} within {a.timeout:.0f} s ({seen} other messages)",
+                  file=sys.stderr)
+            return 1
+        time.sleep(1)
 
 
 def cmd_watch(a):
@@ -191,6 +324,7 @@ def main():
     r.add_argument("--routing-key", required=True)
     r.add_argument("--user-id")
     r.add_argument("--expect-code", type=int, default=403, help="403 ACCESS_REFUSED, 406 PRECONDITION_FAILED")
+    r.add_argument("--size", type=int, default=0, help="body of this many bytes instead of {}")
     w = sub.add_parser("watch")
     w.add_argument("url")
     w.add_argument("--queue", required=True)
@@ -203,13 +337,39 @@ def main():
     e.add_argument("--field", action="append", default=[], help="KEY=VALUE a top-level field must have")
     e.add_argument("--booked", help="HH:MM-HH:MM that the event's avail list must not offer")
     e.add_argument("--timeout", type=float, default=60)
+    dn = sub.add_parser("denied")
+    dn.add_argument("url")
+    dn.add_argument("--op", required=True, choices=["get", "consume", "declare-exchange", "delete-exchange", "declare-queue"])
+    dn.add_argument("--name", required=True)
+    dn.add_argument("--expect-code", type=int, default=403)
+    dq = sub.add_parser("declare-queue")
+    dq.add_argument("url")
+    dq.add_argument("--queue", required=True)
+    c = sub.add_parser("command")
+    c.add_argument("url")
+    c.add_argument("--type", required=True)
+    c.add_argument("--body", required=True)
+    c.add_argument("--user-id")
+    c.add_argument("--message-id")
+    c.add_argument("--reply", choices=["direct", "queue", "none"], default="direct")
+    c.add_argument("--reply-to")
+    c.add_argument("--timeout", type=float, default=30)
+    c.add_argument("--expect-ok", action="store_true")
+    c.add_argument("--expect-code", type=int)
+    c.add_argument("--absent", action="append", default=[])
+    f = sub.add_parser("find")
+    f.add_argument("url")
+    f.add_argument("--queue", required=True)
+    f.add_argument("--message-id", required=True)
+    f.add_argument("--timeout", type=float, default=30)
     d = sub.add_parser("delete-queue")
     d.add_argument("url")
     d.add_argument("--queue", required=True)
     a = p.parse_args()
     try:
         return {"book": cmd_book, "refused": cmd_refused, "watch": cmd_watch,
-                "wait-event": cmd_wait_event, "delete-queue": cmd_delete_queue}[a.cmd](a)
+                "wait-event": cmd_wait_event, "delete-queue": cmd_delete_queue, "denied": cmd_denied,
+                "declare-queue": cmd_declare_queue, "command": cmd_command, "find": cmd_find}[a.cmd](a)
     except pika.exceptions.AMQPError as e:
         print(f"AMQP error: {e!r}", file=sys.stderr)
         return 1

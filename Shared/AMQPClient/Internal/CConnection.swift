@@ -266,6 +266,17 @@ final class CConnection {
         }
     }
 
+    /// `exchange.declare` passive: succeeds when the exchange exists (its
+    /// kind and flags are not compared), else a channel error 404. RabbitMQ
+    /// checks no permission for it, so a user without `configure` on a
+    /// shared exchange can still make sure it is there.
+    func exchangeExists(_ name: String, channel: amqp_channel_t) throws(AMQPError) {
+        defer { arena.reset() }
+        _ = amqp_exchange_declare(state, channel, arena.bytes(name), crabbitmq_bytes(nil, 0), 1, 0, 0, 0,
+                                  crabbitmq_empty_table())
+        try rpcResult(channel: channel, "exchange.declare passive \(name)")
+    }
+
     /// `queue.declare` passive: (ready messages, consumers), or a channel error 404.
     func inspectQueue(_ name: String, channel: amqp_channel_t) throws(AMQPError) -> (messages: UInt32, consumers: UInt32) {
         defer { arena.reset() }

@@ -313,7 +313,7 @@ final class IOLoop: @unchecked Sendable {
         controlChannelOpen = true
         for item in topology {
             do {
-                try c.declare(item, channel: Self.controlChannel)
+                try declare(item, c)
             } catch where error.code == .channelClosed {
                 // Someone changed the object on the broker; keep going with
                 // the rest and say so loudly. The service's own declare at
@@ -586,6 +586,30 @@ final class IOLoop: @unchecked Sendable {
         }
     }
 
+    /// Declares one topology item on the control channel. An exchange is
+    /// first declared passively and only declared for real when that answers
+    /// 404 (it does not exist): a broker whose definitions already hold the
+    /// shared exchanges may deny the service `configure` on them, and
+    /// RabbitMQ checks no permission for a passive declare. The 404 closes
+    /// the control channel; it is reopened (new generation, so settlements of
+    /// `basic.get` deliveries from before fail as stale) before the real
+    /// declare. Queues and bindings are declared as they are.
+    private func declare(_ item: TopologyItem, _ c: CConnection) throws(AMQPError) {
+        guard case .exchange(let exchange) = item else {
+            try c.declare(item, channel: Self.controlChannel)
+            return
+        }
+        do {
+            try c.exchangeExists(exchange.name, channel: Self.controlChannel)
+            return
+        } catch where error.code == .channelClosed && error.replyCode == 404 {
+            channelGeneration[Self.controlChannel] = nil
+            controlChannelOpen = false
+            try ensureControlChannel(c)
+        }
+        try c.declare(item, channel: Self.controlChannel)
+    }
+
     private func ensureControlChannel(_ c: CConnection) throws(AMQPError) {
         if !controlChannelOpen {
             try c.openChannel(Self.controlChannel)
@@ -679,7 +703,7 @@ final class IOLoop: @unchecked Sendable {
             do {
                 try ensureControlChannel(c)
                 for item in items {
-                    try c.declare(item, channel: Self.controlChannel)
+                    try declare(item, c)
                     if !topology.contains(item) { topology.append(item) }
                 }
                 promise.resume()
