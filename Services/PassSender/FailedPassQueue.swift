@@ -42,8 +42,21 @@ public struct FailedPassQueue: Sendable {
 
     /// Declares `passes.failed` and the pass sender's retry and audit queues
     /// (idempotent; the same arguments as the pass sender uses).
+    ///
+    /// On the shipped broker the operators' user may not configure the pass
+    /// sender's queues (only use them): each is looked up passively first,
+    /// and only when one is missing (a fresh embedded broker) are they
+    /// declared.
     public func declare() async throws {
-        try await connection.declare(ContractTopologyItems.failedAndRetry)
+        let items = ContractTopologyItems.failedAndRetry
+        for case .queue(let queue) in items {
+            do {
+                _ = try await connection.queueInfo(queue.name)
+            } catch {
+                try await connection.declare(items)
+                return
+            }
+        }
     }
 
     /// Every message, oldest first; the queue is left as it was.
