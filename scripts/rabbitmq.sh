@@ -262,6 +262,12 @@ cmd_start() {
   while [[ $TLS_PORT == "$PORT" || $TLS_PORT == "$dist" ]]; do
     TLS_PORT=$(pick_port 20000 10000) || die "no free TLS port found"
   done
+  # The management API on loopback: policies (bookingctl topology upgrade)
+  # can only be set through it or rabbitmqctl.
+  MGMT_PORT=$PORT
+  while [[ $MGMT_PORT == "$PORT" || $MGMT_PORT == "$dist" || $MGMT_PORT == "$TLS_PORT" ]]; do
+    MGMT_PORT=$(pick_port 20000 10000) || die "no free management port found"
+  done
 
   NODENAME=rabbit-$PORT@localhost
   NODE_PORT=$PORT
@@ -318,8 +324,11 @@ ssl_options.certfile = $DIR/tls/server.pem
 ssl_options.keyfile = $DIR/tls/server.key
 ssl_options.verify = verify_none
 ssl_options.fail_if_no_peer_cert = false
+# The management API (HTTP) on 127.0.0.1:$MGMT_PORT.
+management.tcp.ip = 127.0.0.1
+management.tcp.port = $MGMT_PORT
 EOF
-  [[ -f $DIR/enabled_plugins ]] || echo '[].' >"$DIR/enabled_plugins"
+  echo '[rabbitmq_management].' >"$DIR/enabled_plugins"
   : >"$DIR/rabbitmq-env.conf"
   if [[ -n $OWNER ]]; then
     chown "$OWNER" "$DIR" "$DIR/rabbitmq.conf" "$DIR/enabled_plugins" "$DIR/rabbitmq-env.conf"
@@ -343,6 +352,7 @@ EOF
     printf 'RABBITMQ_DIR=%s\n' "$DIR"
     printf 'AMQPS_URL=amqps://guest:guest@localhost:%s/%%2f\n' "$TLS_PORT"
     printf 'AMQPS_CA_FILE=%s\n' "$DIR/tls/ca.pem"
+    printf 'MANAGEMENT_URL=http://127.0.0.1:%s\n' "$MGMT_PORT"
   } >"$DIR/env"
 
   say "starting $NODENAME (AMQP 127.0.0.1:$NODE_PORT, distribution $DIST_PORT) in $DIR"

@@ -63,11 +63,11 @@ struct RoomsCommand: AsyncParsableCommand {
     }
 }
 
-/// `bookingctl topology declare`.
+/// `bookingctl topology declare` and `upgrade`.
 struct TopologyCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "topology", abstract: "The contract's exchanges and queues on the broker.",
-        subcommands: [Declare.self])
+        subcommands: [Declare.self, TopologyUpgrade.self])
 
     struct Declare: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

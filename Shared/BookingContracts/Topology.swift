@@ -19,6 +19,20 @@ public enum Topology {
     /// `booking.dead-letter`, topic exchange: poison messages from any service
     /// queue, routed to `<queue>.dead`.
     public static let deadLetterExchange = "booking.dead-letter"
+    /// `booking.commands.unrouted`, internal fanout exchange: the alternate
+    /// exchange of ``commandsExchange`` (contract v1.1). A command whose
+    /// routing key names no command type lands here and, through the
+    /// binding to ``handlerCommandsQueue``, at the booking handler, which
+    /// answers 1001 and dead-letters it — instead of the broker returning
+    /// it unroutable. Internal: nobody publishes to it directly.
+    public static let commandsUnroutedExchange = "booking.commands.unrouted"
+    /// The policy that makes ``commandsUnroutedExchange`` the alternate
+    /// exchange of ``commandsExchange`` on brokers where `booking.commands`
+    /// already exists without the argument (an exchange cannot be
+    /// re-declared with new arguments): `deploy/rabbitmq/definitions.json`
+    /// and `bookingctl topology upgrade` set it.
+    public static let commandsAlternateExchangePolicy = (name: "booking-commands-unrouted",
+                                                         pattern: "^booking\\.commands$")
     /// The AMQP default exchange (`""`): RPC queries, replies and `passes.failed`
     /// are published through it with the queue name as routing key.
     public static let defaultExchange = ""
@@ -52,7 +66,8 @@ public enum Topology {
 
     // MARK: Binding keys
 
-    /// Binding keys of ``handlerCommandsQueue`` on ``commandsExchange``: every command type.
+    /// Binding keys of ``handlerCommandsQueue`` on ``commandsExchange``: every
+    /// command type (and, on ``commandsUnroutedExchange``, everything else).
     public static let handlerCommandsBindingKeys: [String] = CommandType.allCases.map(\.rawValue)
     /// Binding keys of ``passSenderEventsQueue`` on ``eventsExchange``.
     public static let passSenderEventsBindingKeys: [String] = [
@@ -75,6 +90,8 @@ public enum Topology {
         case direct
         /// Dot-separated pattern match (`*`, `#`).
         case topic
+        /// Every bound queue, whatever the routing key.
+        case fanout
     }
 
     /// An exchange of the contract.
@@ -83,11 +100,18 @@ public enum Topology {
         public let name: String
         /// Exchange kind; always durable, never auto-deleted.
         public let kind: ExchangeKind
+        /// Internal: only reachable from other exchanges (alternate exchange).
+        public let isInternal: Bool
+        /// The `alternate-exchange` argument, for brokers where the exchange
+        /// is created fresh (elsewhere the policy sets it).
+        public let alternateExchange: String?
 
         /// Creates a description of a durable exchange.
-        public init(name: String, kind: ExchangeKind) {
+        public init(name: String, kind: ExchangeKind, isInternal: Bool = false, alternateExchange: String? = nil) {
             self.name = name
             self.kind = kind
+            self.isInternal = isInternal
+            self.alternateExchange = alternateExchange
         }
     }
 
@@ -151,7 +175,8 @@ public enum Topology {
 
     /// Every exchange of the contract.
     public static let exchanges: [Exchange] = [
-        Exchange(name: commandsExchange, kind: .direct),
+        Exchange(name: commandsUnroutedExchange, kind: .fanout, isInternal: true),
+        Exchange(name: commandsExchange, kind: .direct, alternateExchange: commandsUnroutedExchange),
         Exchange(name: eventsExchange, kind: .topic),
         Exchange(name: deadLetterExchange, kind: .topic),
     ]
@@ -159,7 +184,8 @@ public enum Topology {
     /// The queues services consume from (each has a `<queue>.dead`).
     public static let serviceQueues: [Queue] = [
         .service(handlerCommandsQueue,
-                 bindings: handlerCommandsBindingKeys.map { Binding(exchange: commandsExchange, key: $0) }),
+                 bindings: handlerCommandsBindingKeys.map { Binding(exchange: commandsExchange, key: $0) }
+                     + [Binding(exchange: commandsUnroutedExchange, key: "")]),
         .service(passSenderEventsQueue,
                  bindings: passSenderEventsBindingKeys.map { Binding(exchange: eventsExchange, key: $0) }),
         .service(projectorEventsQueue,

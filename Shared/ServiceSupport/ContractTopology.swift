@@ -8,7 +8,15 @@ public enum ContractTopology {
     /// All exchanges of the contract.
     public static var exchanges: [TopologyItem] {
         Topology.exchanges.map { exchange in
-            .exchange(ExchangeDeclaration(exchange.name, kind: exchange.kind == .topic ? .topic : .direct))
+            let kind: ExchangeDeclaration.Kind = switch exchange.kind {
+            case .direct: .direct
+            case .topic: .topic
+            case .fanout: .fanout
+            }
+            var arguments: AMQPTable = [:]
+            if let alternate = exchange.alternateExchange { arguments["alternate-exchange"] = .string(alternate) }
+            return .exchange(ExchangeDeclaration(exchange.name, kind: kind, isInternal: exchange.isInternal,
+                                                 arguments: arguments))
         }
     }
 

@@ -25,7 +25,11 @@ struct ContractBasicsTests {
         #expect(Set(Topology.passSenderEventsBindingKeys)
                     == ["booking.confirmed", "booking.rescheduled", "booking.cancelled"])
         #expect(Topology.projectorEventsBindingKeys == ["room.#", "booking.#"])
-        #expect(Topology.exchanges.map(\.kind) == [.direct, .topic, .topic])
+        #expect(Topology.exchanges.map(\.kind) == [.fanout, .direct, .topic, .topic])
+        // v1.1: booking.commands has an internal alternate exchange.
+        let commands = Topology.exchanges.first { $0.name == Topology.commandsExchange }
+        #expect(commands?.alternateExchange == Topology.commandsUnroutedExchange)
+        #expect(Topology.exchanges.first { $0.name == Topology.commandsUnroutedExchange }?.isInternal == true)
 
         // Every service queue dead-letters under its own name into a bound <queue>.dead.
         for queue in Topology.serviceQueues {
@@ -37,7 +41,9 @@ struct ContractBasicsTests {
             #expect(dead?.deadLetterExchange == nil)
         }
         #expect(Topology.queue(named: "passes.failed")?.deadLetterExchange == nil)
-        #expect(Topology.queue(named: Topology.handlerCommandsQueue)?.bindings.count == CommandType.allCases.count)
+        #expect(Topology.queue(named: Topology.handlerCommandsQueue)?.bindings
+                    == CommandType.allCases.map { Topology.Binding(exchange: Topology.commandsExchange, key: $0.rawValue) }
+                    + [Topology.Binding(exchange: Topology.commandsUnroutedExchange, key: "")])
         #expect(Topology.queue(named: Topology.availabilityQueriesQueue)?.bindings == [])
         #expect(Set(Topology.queues.map(\.name)).count == Topology.queues.count)
     }

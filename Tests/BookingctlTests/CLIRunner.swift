@@ -68,19 +68,22 @@ struct CLIRunner {
 final class Handler: Sendable {
     let url: AMQPURL
     let dataDirectory: String
+    private let ownsVhost: Bool
     private let group: ServiceGroup
     private let running: Task<Void, any Error>
 
     static let roomsFile = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("deploy/rooms.json").path
 
-    init(administrators: Set<String> = []) async throws {
-        url = try TestBroker.isolatedURL("ctl")
+    /// `url`: an existing vhost (the caller removes it); default a fresh one.
+    init(administrators: Set<String> = [], url: AMQPURL? = nil) async throws {
+        ownsVhost = url == nil
+        self.url = try url ?? TestBroker.isolatedURL("ctl")
         dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("ctl-data")).path
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
         let logger = testLogger("handler")
         let connection = try await AMQPConnection.connect(
-            configuration: AMQPConfiguration(url: url, connectionName: "handler"), logger: logger)
+            configuration: AMQPConfiguration(url: self.url, connectionName: "handler"), logger: logger)
         let app = try await BookingHandlerApp.build(connection: connection, dataDirectory: dataDirectory,
                                                     roomsFile: Self.roomsFile, policy: CallerPolicy(administrators: administrators),
                                                     logger: logger)
@@ -95,7 +98,7 @@ final class Handler: Sendable {
     func stop() async {
         await group.triggerGracefulShutdown()
         _ = await running.result
-        TestBroker.deleteVhost(url.vhost)
+        if ownsVhost { TestBroker.deleteVhost(url.vhost) }
         try? FileManager.default.removeItem(atPath: dataDirectory)
     }
 }

@@ -156,6 +156,19 @@ public enum TestBroker {
         return (try AMQPURL(tlsURL), ca)
     }
 
+    /// The shared broker's management API base URL (scripts/rabbitmq.sh
+    /// enables the management plugin on loopback; guest is an administrator).
+    public static func managementURL() throws -> String {
+        _ = try url()
+        let directory = ProcessInfo.processInfo.environment["RABBITMQ_TEST_DIR"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? ownedNode.withLock { $0?.directory }
+        guard let directory, let env = try? String(contentsOfFile: directory + "/env", encoding: .utf8),
+              let line = env.split(separator: "\n").first(where: { $0.hasPrefix("MANAGEMENT_URL=") }) else {
+            throw NodeError("no MANAGEMENT_URL: the management API needs a broker started by scripts/rabbitmq.sh")
+        }
+        return String(line.dropFirst("MANAGEMENT_URL=".count))
+    }
+
     /// Deletes a vhost made by ``isolatedURL(_:)`` (best effort), so a
     /// long-lived development broker does not pile up test vhosts.
     public static func deleteVhost(_ vhost: String) {
