@@ -41,6 +41,9 @@ public enum DropReason: String, Sendable {
     case cancelled
     /// A newer version of the booking is known.
     case stale
+    /// The booking is not confirmed (a reschedule in an approval room made
+    /// it pending again): no pass until it is confirmed (contract v1.1).
+    case notConfirmed
 }
 
 /// The result of admitting a message to the ledger.
@@ -186,7 +189,8 @@ public final class PassLedger: Sendable {
     // MARK: Admission
 
     /// Admits a `booking.confirmed` / `booking.rescheduled` event: drops it
-    /// when the booking is cancelled or a newer version is known; otherwise
+    /// when the booking is cancelled or a newer version is known, or (after
+    /// recording its version) when it is not confirmed; otherwise
     /// records the version and its snapshot and claims every pass of it
     /// that is new or was being attempted when a previous process died.
     public func admit(event booking: Booking) async throws -> Admission {
@@ -206,6 +210,11 @@ public final class PassLedger: Sendable {
                                arguments: [booking.id, booking.version, now])
             }
             try Self.storeSnapshot(db, booking)
+            // The version is recorded (older passes and their retries are
+            // superseded: that time is void), but nothing is sent for a
+            // booking that waits for approval again; its booking.confirmed
+            // (a higher version) brings the passes.
+            guard booking.status == .confirmed else { return .dropped(.notConfirmed) }
             var work: [PassWork] = []
             for index in booking.attendees.indices {
                 if let existing = try Self.pass(db, booking.id, booking.version, index) {

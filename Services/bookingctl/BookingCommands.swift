@@ -84,6 +84,17 @@ struct RoomCommand: AsyncParsableCommand {
         @Option(help: "Closing time HH:mm (default 19:00).") var closes: String?
         @Flag(name: .customLong("requires-approval"), help: "New bookings start pending until confirmed.")
         var requiresApproval = false
+        @Option(help: "Broker users who may confirm pending bookings, comma-separated (v1.1).")
+        var approvers: String?
+        @Option(name: .customLong("horizon-days"), help: "Bookings start at most this many days ahead (v1.1, 1107).")
+        var horizonDays: Int?
+        @Option(name: .customLong("min-minutes"), help: "Shortest booking in minutes (v1.1, 1108).")
+        var minMinutes: Int?
+        @Option(name: .customLong("max-minutes"), help: "Longest booking in minutes (v1.1, 1108).")
+        var maxMinutes: Int?
+        @Option(name: .customLong("change-cutoff-minutes"),
+                help: "No reschedule or cancel later than this before the start, admins excepted (v1.1, 2004).")
+        var changeCutoffMinutes: Int?
         @Option(help: "Read the whole room.register body from a JSON file ('-' for stdin) instead of the options.")
         var body: String?
 
@@ -104,7 +115,10 @@ struct RoomCommand: AsyncParsableCommand {
                         equipment: equipment.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } },
                         size: size, capacity: capacity!, images: images.isEmpty ? nil : images,
                         timeZone: timeZone, opens: opens, closes: closes,
-                        requiresApproval: requiresApproval ? true : nil)
+                        requiresApproval: requiresApproval ? true : nil,
+                        approvers: approvers.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } },
+                        horizonDays: horizonDays, minMinutes: minMinutes, maxMinutes: maxMinutes,
+                        changeCutoffMinutes: changeCutoffMinutes)
                 }
                 try await sendAndPrint(.registerRoom, room, global: global, send: send)
             }

@@ -33,12 +33,24 @@ public struct Room: Codable, Sendable, Equatable {
     /// Broker users (AMQP `user_id`) who may confirm pending bookings of
     /// this room (contract v1.1, "Room policies"); omitted when none.
     public var approvers: [String]?
+    /// A booking's local start date is at most this many calendar days
+    /// after today in the room's zone (1107); omitted: no limit.
+    public var horizonDays: Int?
+    /// Shortest booking in real elapsed minutes (1108); omitted: no limit.
+    public var minMinutes: Int?
+    /// Longest booking in real elapsed minutes (1108); omitted: no limit.
+    public var maxMinutes: Int?
+    /// Reschedule and cancel of a booking that has not started are refused
+    /// later than this before its start, admins excepted (2004); omitted:
+    /// no cutoff.
+    public var changeCutoffMinutes: Int?
 
     /// Creates a room; defaults as in the contract.
     public init(name: String, location: String? = nil, equipment: [String] = [], size: String? = nil,
                 capacity: Int, images: [String] = [], timeZone: String = Room.defaultTimeZone,
                 opens: String = Room.defaultOpens, closes: String = Room.defaultCloses,
-                requiresApproval: Bool = false, approvers: [String]? = nil) {
+                requiresApproval: Bool = false, approvers: [String]? = nil, horizonDays: Int? = nil,
+                minMinutes: Int? = nil, maxMinutes: Int? = nil, changeCutoffMinutes: Int? = nil) {
         self.name = name
         self.location = location
         self.equipment = equipment
@@ -50,6 +62,10 @@ public struct Room: Codable, Sendable, Equatable {
         self.closes = closes
         self.requiresApproval = requiresApproval
         self.approvers = approvers.flatMap { $0.isEmpty ? nil : $0 }
+        self.horizonDays = horizonDays
+        self.minMinutes = minMinutes
+        self.maxMinutes = maxMinutes
+        self.changeCutoffMinutes = changeCutoffMinutes
     }
 }
 

@@ -26,11 +26,21 @@ public struct RegisterRoom: Codable, Sendable, Equatable {
     public var requiresApproval: Bool?
     /// Broker users who may confirm pending bookings of the room (v1.1).
     public var approvers: [String]?
+    /// Room policies (v1.1): see ``Room/horizonDays`` and the others.
+    public var horizonDays: Int?
+    /// ``Room/minMinutes``.
+    public var minMinutes: Int?
+    /// ``Room/maxMinutes``.
+    public var maxMinutes: Int?
+    /// ``Room/changeCutoffMinutes``.
+    public var changeCutoffMinutes: Int?
 
     /// Creates a command; omitted fields get defaults on ``resolved()``.
     public init(name: String, location: String? = nil, equipment: [String]? = nil, size: String? = nil,
                 capacity: Int, images: [String]? = nil, timeZone: String? = nil, opens: String? = nil,
-                closes: String? = nil, requiresApproval: Bool? = nil, approvers: [String]? = nil) {
+                closes: String? = nil, requiresApproval: Bool? = nil, approvers: [String]? = nil,
+                horizonDays: Int? = nil, minMinutes: Int? = nil, maxMinutes: Int? = nil,
+                changeCutoffMinutes: Int? = nil) {
         self.name = name
         self.location = location
         self.equipment = equipment
@@ -42,13 +52,19 @@ public struct RegisterRoom: Codable, Sendable, Equatable {
         self.closes = closes
         self.requiresApproval = requiresApproval
         self.approvers = approvers
+        self.horizonDays = horizonDays
+        self.minMinutes = minMinutes
+        self.maxMinutes = maxMinutes
+        self.changeCutoffMinutes = changeCutoffMinutes
     }
 
     /// The room with the contract's defaults applied. Does not validate.
     public func resolved() -> Room {
         Room(name: name, location: location, equipment: equipment ?? [], size: size, capacity: capacity,
              images: images ?? [], timeZone: timeZone ?? Room.defaultTimeZone, opens: opens ?? Room.defaultOpens,
-             closes: closes ?? Room.defaultCloses, requiresApproval: requiresApproval ?? false, approvers: approvers)
+             closes: closes ?? Room.defaultCloses, requiresApproval: requiresApproval ?? false, approvers: approvers,
+             horizonDays: horizonDays, minMinutes: minMinutes, maxMinutes: maxMinutes,
+             changeCutoffMinutes: changeCutoffMinutes)
     }
 }
 

@@ -50,6 +50,10 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, Expressi
     public static let startInPast = ErrorCode(1105)
     /// 1106: more attendees than the room's capacity.
     public static let overCapacity = ErrorCode(1106)
+    /// 1107: the start date is beyond the room's `horizonDays` (v1.1).
+    public static let beyondHorizon = ErrorCode(1107)
+    /// 1108: the duration is outside the room's `minMinutes`…`maxMinutes` (v1.1).
+    public static let durationOutOfRange = ErrorCode(1108)
     /// 1110: attendee name invalid.
     public static let attendeeNameInvalid = ErrorCode(1110)
     /// 1111: attendee email invalid.
@@ -64,12 +68,17 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, Expressi
     public static let statusChangeNotAllowed = ErrorCode(2002)
     /// 2003: not permitted for this requester.
     public static let notPermitted = ErrorCode(2003)
+    /// 2004: too late to change this booking (v1.1): inside the room's
+    /// change cutoff, a reschedule of a booking that has started, or any
+    /// change of one that has ended.
+    public static let tooLateToChange = ErrorCode(2004)
 
     /// Every code of the contract's table (without the open range > 4000).
     public static let allKnown: [ErrorCode] = [
         .invalidJSON, .unknownCommand, .idempotencyKeyReused, .invalidField, .unknownRoom, .outsideOpeningHours, .offGrid,
-        .endNotAfterStart, .startInPast, .overCapacity, .attendeeNameInvalid, .attendeeEmailInvalid,
-        .attendeePhoneInvalid, .overlap, .bookingNotFound, .statusChangeNotAllowed, .notPermitted,
+        .endNotAfterStart, .startInPast, .overCapacity, .beyondHorizon, .durationOutOfRange, .attendeeNameInvalid,
+        .attendeeEmailInvalid, .attendeePhoneInvalid, .overlap, .bookingNotFound, .statusChangeNotAllowed, .notPermitted,
+        .tooLateToChange,
     ]
 
     /// Codes above 4000: the pass gateway failed to deliver the pass at `index`.
@@ -88,6 +97,8 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, Expressi
         case 1104: "end is not after start"
         case 1105: "start is in the past"
         case 1106: "more attendees than the room's capacity"
+        case 1107: "beyond the room's booking horizon"
+        case 1108: "duration outside the room's limits"
         case 1110: "attendee name invalid"
         case 1111: "attendee email invalid"
         case 3000: "attendee phone number invalid"
@@ -95,6 +106,7 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, Expressi
         case 2001: "booking not found"
         case 2002: "status change not allowed from the current status"
         case 2003: "not permitted for this requester"
+        case 2004: "too late to change this booking"
         case 4001...: "pass delivery failed"
         default: nil
         }

@@ -93,7 +93,8 @@ struct ContractBasicsTests {
             (.outsideOpeningHours, 1102), (.offGrid, 1103), (.endNotAfterStart, 1104), (.startInPast, 1105),
             (.overCapacity, 1106), (.attendeeNameInvalid, 1110), (.attendeeEmailInvalid, 1111),
             (.attendeePhoneInvalid, 3000), (.overlap, 2000), (.bookingNotFound, 2001),
-            (.statusChangeNotAllowed, 2002), (.notPermitted, 2003),
+            (.statusChangeNotAllowed, 2002), (.notPermitted, 2003), (.beyondHorizon, 1107), (.durationOutOfRange, 1108),
+            (.tooLateToChange, 2004),
         ]
         for (code, value) in table {
             #expect(code.rawValue == value)

@@ -27,7 +27,8 @@ final class HandlerHarness: Sendable {
     /// the first one's vhost and database.
     static func start(url: AMQPURL? = nil, dataDirectory: String? = nil, administrators: Set<String> = [],
                       policy: CallerPolicy? = nil, name: String = "handler",
-                      handlerURL: AMQPURL? = nil, replayRate: Int = ReplayPacer.defaultRate) async throws -> HandlerHarness {
+                      handlerURL: AMQPURL? = nil, replayRate: Int = ReplayPacer.defaultRate,
+                      now: @escaping @Sendable () -> Date = { Date() }) async throws -> HandlerHarness {
         let ownsVhost = url == nil
         let url = try url ?? TestBroker.isolatedURL("booking")
         let dataDirectory = dataDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("handler-data")).path
@@ -40,7 +41,7 @@ final class HandlerHarness: Sendable {
         let app = try await BookingHandlerApp.build(connection: connection, dataDirectory: dataDirectory,
                                                     roomsFile: roomsFile,
                                                     policy: policy ?? CallerPolicy(administrators: administrators),
-                                                    replayRate: replayRate, logger: logger)
+                                                    replayRate: replayRate, logger: logger, now: now)
         let client = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: "client"), logger: logger)
         let eventsQueue = uniqueName("events")
         try await client.declare([

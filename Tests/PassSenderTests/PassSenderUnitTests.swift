@@ -207,6 +207,31 @@ struct DispatcherTests {
         #expect(g.requests.count == 1)
     }
 
+    /// A reschedule in an approval room makes the booking pending again:
+    /// its version is recorded (the old pass's retries are void) but no pass
+    /// goes out until the approval's booking.confirmed.
+    @Test func aPendingRescheduleSendsNothingUntilConfirmedAgain() async throws {
+        let (d, g, _, dir) = try make([.success, .success])
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var b = Self.booking(version: 1, attendees: 1)
+        #expect(try await d.handle(event: b).delivered == [0])
+        b.version = 2
+        b.status = .pending
+        b.start = "11:00"
+        let pending = try await d.handle(event: b)
+        #expect(pending.dropped == .notConfirmed)
+        #expect(pending.gatewayCalls == 0)
+        #expect(g.requests.count == 1, "no pass for the pending version")
+        // A retry of the old version is stale now.
+        let retry = PassRetryMessage(kind: .backoff, bookingId: b.id, version: 1, booking: nil,
+                                     passes: [.init(attendeeIndex: 0, attempts: 1)])
+        #expect(try await d.handle(retry: retry).dropped == .stale)
+        b.version = 3
+        b.status = .confirmed
+        #expect(try await d.handle(event: b).delivered == [0])
+        #expect(g.requests.count == 2)
+    }
+
     @Test func aRetryWithImpossibleCountsIsUnusableNotACrash() async throws {
         let (d, g, _, dir) = try make([])
         defer { try? FileManager.default.removeItem(at: dir) }

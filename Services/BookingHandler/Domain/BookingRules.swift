@@ -118,6 +118,33 @@ public enum BookingRules: Sendable {
                                        field: "start"))
         }
 
+        // 7. Room policies (v1.1): how far ahead, in calendar days of the
+        // room's zone (a DST day is one day like any other) …
+        if let horizon = room.horizonDays, case .success(let today) = resolveDate(.today, zone: zone, now: now),
+           let todayParts = ContractFormat.calendarDate(today) {
+            let ahead = CivilDays.days(year: day.year, month: day.month, day: day.day)
+                - CivilDays.days(year: todayParts.year, month: todayParts.month, day: todayParts.day)
+            if ahead > Int64(horizon) {
+                return .failure(ReplyError(
+                    code: .beyondHorizon,
+                    text: "\(localDate) is \(ahead) days ahead; \(room.name) takes bookings at most \(horizon) days ahead",
+                    field: "date"))
+            }
+        }
+        // … and how long, in real elapsed minutes (a slot across the DST
+        // change lasts what passes, not what the clock faces say).
+        let minutes = Int((endsAt.timeIntervalSince(startsAt) / 60).rounded())
+        if let least = room.minMinutes, minutes < least {
+            return .failure(ReplyError(code: .durationOutOfRange,
+                                       text: "\(minutes) minutes is shorter than \(room.name)'s minimum of \(least)",
+                                       field: "end"))
+        }
+        if let most = room.maxMinutes, minutes > most {
+            return .failure(ReplyError(code: .durationOutOfRange,
+                                       text: "\(minutes) minutes is longer than \(room.name)'s maximum of \(most)",
+                                       field: "end"))
+        }
+
         return .success(BookingSlot(date: localDate, start: start, end: end, timeZone: room.timeZone,
                                     startsAt: startsAt, endsAt: endsAt))
     }

@@ -83,6 +83,7 @@ extension BookingRules {
             return .failure(invalid("closes", "closes \(room.closes) is not after opens \(room.opens)"))
         }
         if let error = validateApprovers(room.approvers ?? []) { return .failure(error) }
+        if let error = validatePolicies(room) { return .failure(error) }
         return .success(room)
     }
 
@@ -102,6 +103,28 @@ extension BookingRules {
         }
         if Set(approvers).count != approvers.count {
             return invalid("approvers", "approvers must not repeat a user")
+        }
+        return nil
+    }
+
+    /// The policy fields of contract v1.1, each optional: `horizonDays`
+    /// 0…3650 (0: today only), `minMinutes` and `maxMinutes` 1…1500 (a
+    /// 25-hour DST day counts 1500) with min ≤ max, `changeCutoffMinutes`
+    /// 0…525600 (a year). 1100 naming the field otherwise.
+    static func validatePolicies(_ room: Room) -> ReplyError? {
+        if let days = room.horizonDays, !(0...3650).contains(days) {
+            return invalid("horizonDays", "horizonDays must be 0 to 3650, got \(days)")
+        }
+        for (field, value) in [("minMinutes", room.minMinutes), ("maxMinutes", room.maxMinutes)] {
+            if let value, !(1...1500).contains(value) {
+                return invalid(field, "\(field) must be 1 to 1500, got \(value)")
+            }
+        }
+        if let least = room.minMinutes, let most = room.maxMinutes, least > most {
+            return invalid("maxMinutes", "maxMinutes \(most) is below minMinutes \(least)")
+        }
+        if let cutoff = room.changeCutoffMinutes, !(0...525_600).contains(cutoff) {
+            return invalid("changeCutoffMinutes", "changeCutoffMinutes must be 0 to 525600, got \(cutoff)")
         }
         return nil
     }

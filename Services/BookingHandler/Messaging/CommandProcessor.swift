@@ -329,6 +329,9 @@ public struct CommandProcessor: Sendable {
         case .failure(let error): return ReplyBody(.error(error))
         case .success(let s): status = s
         }
+        if let late = BookingRules.tooLate(action, booking: booking, room: room, now: now, isAdmin: policy.isAdmin(caller)) {
+            return ReplyBody(.error(late))
+        }
         var changed: Booking
         let event: EventType
         do {
