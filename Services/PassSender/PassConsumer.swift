@@ -93,7 +93,7 @@ public struct PassConsumer: Sendable {
             return
         }
         guard let type = EventType(rawValue: typeText),
-              [.bookingConfirmed, .bookingRescheduled, .bookingCancelled].contains(type) else {
+              [.bookingConfirmed, .bookingRescheduled, .bookingCancelled, .bookingRejected].contains(type) else {
             await poison(delivery, reason: "unexpected event type '\(typeText.prefix(100))'", logger: logger, label: "unknown")
             observer?(Settled(queue: Topology.passSenderEventsQueue, type: typeText, bookingId: nil,
                               outcome: .deadLettered("unexpected event type"), summary: nil))
@@ -112,7 +112,7 @@ public struct PassConsumer: Sendable {
         // The id goes into message ids (`<id>:<version>:<index>`, at most
         // 255 bytes): a longer one could never be published.
         guard !booking.id.isEmpty, booking.id.utf8.count <= 128, booking.version >= 1,
-              type == .bookingCancelled || !booking.attendees.isEmpty else {
+              type == .bookingCancelled || type == .bookingRejected || !booking.attendees.isEmpty else {
             await poison(delivery, reason: "booking event without id (1 to 128 bytes), version or attendees", logger: logger,
                          label: type.rawValue)
             observer?(Settled(queue: Topology.passSenderEventsQueue, type: type.rawValue, bookingId: String(booking.id.prefix(128)),
@@ -126,7 +126,9 @@ public struct PassConsumer: Sendable {
                      label: type.rawValue) { () async throws -> PassDispatcher.Summary? in
             let logger = eventLogger
             switch type {
-            case .bookingCancelled:
+            case .bookingCancelled, .bookingRejected:
+                // A rejected booking is over like a cancelled one: whatever
+                // was pending for it (an earlier version's retries) is void.
                 let dropped = try await dispatcher.handle(cancelled: booking)
                 logger.info("booking cancelled; pending passes dropped", metadata: ["passes.dropped": "\(dropped)"])
                 return nil

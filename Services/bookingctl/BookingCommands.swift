@@ -225,6 +225,26 @@ struct CancelCommand: AsyncParsableCommand {
     }
 }
 
+/// `bookingctl reject` (v1.1).
+struct RejectCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "reject",
+        abstract: "Reject a pending booking (booking.reject); for the room's approvers and ADMIN_USERS.",
+        discussion: "Example:\n  bookingctl reject 6f1c2a9e-… --reason \"room closed for works\" --json")
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var send: SendOptions
+    @Argument(help: "The booking id.") var bookingId: String
+    @Option(help: "Why; kept with the booking (as cancelReason).") var reason: String?
+
+    func run() async throws {
+        try await reportingErrors {
+            try await sendAndPrint(.rejectBooking, RejectBooking(bookingId: bookingId, reason: reason),
+                                   global: global, send: send)
+        }
+    }
+}
+
 /// `bookingctl reschedule`.
 struct RescheduleCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

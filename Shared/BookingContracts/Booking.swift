@@ -77,6 +77,8 @@ public enum BookingStatus: String, Codable, Sendable, Hashable, CaseIterable {
     case confirmed
     /// Cancelled; final.
     case cancelled
+    /// Rejected by an approver or admin while pending (v1.1); final.
+    case rejected
 }
 
 /// An attendee as stored and published: the phone is E.164 (`+491701234567`).
@@ -126,7 +128,9 @@ public struct Booking: Codable, Sendable, Equatable {
     public var requestedBy: String?
     /// 1 on creation, +1 with every change.
     public var version: Int
-    /// The `reason` of `booking.cancel`; only on cancelled bookings, omitted when none was given.
+    /// The `reason` of `booking.cancel` or `booking.reject`: why the booking
+    /// ended; only on cancelled and rejected bookings, omitted when none was
+    /// given.
     public var cancelReason: String?
 
     /// Creates a booking.

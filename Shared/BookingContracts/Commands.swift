@@ -139,6 +139,21 @@ public struct CancelBooking: Codable, Sendable, Equatable {
     }
 }
 
+/// `booking.reject` body (v1.1): pending → rejected, by one of the room's
+/// approvers or an admin.
+public struct RejectBooking: Codable, Sendable, Equatable {
+    /// The booking's ``Booking/id``.
+    public var bookingId: String
+    /// Optional free text; becomes ``Booking/cancelReason``.
+    public var reason: String?
+
+    /// Creates the command.
+    public init(bookingId: String, reason: String? = nil) {
+        self.bookingId = bookingId
+        self.reason = reason
+    }
+}
+
 /// `booking.reschedule` body: move a booking; same checks as create, passes
 /// are sent again.
 public struct RescheduleBooking: Codable, Sendable, Equatable {
@@ -170,6 +185,8 @@ public enum Command: Sendable, Equatable {
     case confirmBooking(ConfirmBooking)
     /// `booking.cancel`.
     case cancelBooking(CancelBooking)
+    /// `booking.reject`.
+    case rejectBooking(RejectBooking)
     /// `booking.reschedule`.
     case rescheduleBooking(RescheduleBooking)
     /// `booking.replay`.
@@ -182,6 +199,7 @@ public enum Command: Sendable, Equatable {
         case .createBooking: .createBooking
         case .confirmBooking: .confirmBooking
         case .cancelBooking: .cancelBooking
+        case .rejectBooking: .rejectBooking
         case .rescheduleBooking: .rescheduleBooking
         case .replayBookings: .replayBookings
         }
@@ -200,6 +218,7 @@ public enum Command: Sendable, Equatable {
         case .createBooking: return .createBooking(try ContractJSON.decode(CreateBooking.self, from: body))
         case .confirmBooking: return .confirmBooking(try ContractJSON.decode(ConfirmBooking.self, from: body))
         case .cancelBooking: return .cancelBooking(try ContractJSON.decode(CancelBooking.self, from: body))
+        case .rejectBooking: return .rejectBooking(try ContractJSON.decode(RejectBooking.self, from: body))
         case .rescheduleBooking:
             return .rescheduleBooking(try ContractJSON.decode(RescheduleBooking.self, from: body))
         case .replayBookings: return .replayBookings(try ContractJSON.decode(ReplayBookings.self, from: body))
@@ -213,6 +232,7 @@ public enum Command: Sendable, Equatable {
         case .createBooking(let c): [UInt8](try ContractJSON.encode(c))
         case .confirmBooking(let c): [UInt8](try ContractJSON.encode(c))
         case .cancelBooking(let c): [UInt8](try ContractJSON.encode(c))
+        case .rejectBooking(let c): [UInt8](try ContractJSON.encode(c))
         case .rescheduleBooking(let c): [UInt8](try ContractJSON.encode(c))
         case .replayBookings(let c): [UInt8](try ContractJSON.encode(c))
         }

@@ -9,6 +9,8 @@ public enum CommandType: String, CaseIterable, Codable, Sendable, Hashable {
     case confirmBooking = "booking.confirm"
     /// pending/confirmed → cancelled. Body: ``CancelBooking``.
     case cancelBooking = "booking.cancel"
+    /// pending → rejected, by an approver or admin (v1.1). Body: ``RejectBooking``.
+    case rejectBooking = "booking.reject"
     /// Move a booking. Body: ``RescheduleBooking``.
     case rescheduleBooking = "booking.reschedule"
     /// Publish the current state of every room and booking to a named
@@ -37,6 +39,8 @@ public enum EventType: String, CaseIterable, Codable, Sendable, Hashable {
     case bookingCancelled = "booking.cancelled"
     /// A booking was moved. Body: ``BookingEvent``.
     case bookingRescheduled = "booking.rescheduled"
+    /// A pending booking was rejected (v1.1). Body: ``BookingEvent``.
+    case bookingRejected = "booking.rejected"
     /// One attendee's pass was delivered. Body: ``PassDelivered``.
     case passDelivered = "pass.delivered"
     /// One attendee's pass was given up on. Body: ``PassFailedEvent``.
@@ -44,10 +48,10 @@ public enum EventType: String, CaseIterable, Codable, Sendable, Hashable {
     /// A room's free ranges on a date changed. Body: ``AvailabilityChanged``.
     case availabilityChanged = "availability.changed"
 
-    /// True for the five events whose body is a ``BookingEvent``.
+    /// True for the events whose body is a ``BookingEvent``.
     public var isBookingEvent: Bool {
         switch self {
-        case .bookingCreated, .bookingConfirmed, .bookingCancelled, .bookingRescheduled: true
+        case .bookingCreated, .bookingConfirmed, .bookingCancelled, .bookingRescheduled, .bookingRejected: true
         default: false
         }
     }

@@ -68,6 +68,7 @@ public enum ReplayStream {
         case .pending: .bookingCreated
         case .confirmed: .bookingConfirmed
         case .cancelled: .bookingCancelled
+        case .rejected: .bookingRejected
         }
     }
 }

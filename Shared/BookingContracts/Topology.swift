@@ -74,6 +74,7 @@ public enum Topology {
         EventType.bookingConfirmed.rawValue,
         EventType.bookingRescheduled.rawValue,
         EventType.bookingCancelled.rawValue,
+        EventType.bookingRejected.rawValue,
     ]
     /// Binding keys of ``projectorEventsQueue`` on ``eventsExchange``.
     public static let projectorEventsBindingKeys: [String] = ["room.#", "booking.#"]

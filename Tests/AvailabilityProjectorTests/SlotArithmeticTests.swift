@@ -40,6 +40,7 @@ struct SlotArithmeticTests {
     @Test func fullDayAndCancelled() {
         #expect(avail([("07:00", "19:00", .confirmed)]) == [])
         #expect(avail([("07:00", "19:00", .cancelled)]) == ["07:00 - 19:00"])
+        #expect(avail([("07:00", "19:00", .rejected)]) == ["07:00 - 19:00"], "a rejected booking frees its time (v1.1)")
         #expect(avail([("06:00", "20:00", .pending)]) == [])
     }
 

@@ -16,7 +16,7 @@ private func minimalBody(_ type: CommandType) -> String {
     case .createBooking:
         #"{"room":"Berlin","date":"2026-11-23","start":"09:00","end":"10:00","title":"T","attendees":[]}"#
     case .confirmBooking: #"{"bookingId":"b-1"}"#
-    case .cancelBooking: #"{"bookingId":"b-1","reason":"r"}"#
+    case .cancelBooking, .rejectBooking: #"{"bookingId":"b-1","reason":"r"}"#
     case .rescheduleBooking: #"{"bookingId":"b-1","date":"2026-11-23","start":"09:00","end":"10:00"}"#
     case .replayBookings: #"{"queue":"availability-projector.replay"}"#
     }

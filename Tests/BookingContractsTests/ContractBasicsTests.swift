@@ -20,10 +20,10 @@ struct ContractBasicsTests {
 
     @Test func topologyBindings() {
         #expect(Topology.handlerCommandsBindingKeys
-                    == ["room.register", "booking.create", "booking.confirm", "booking.cancel", "booking.reschedule",
-                        "booking.replay"])
+                    == ["room.register", "booking.create", "booking.confirm", "booking.cancel", "booking.reject",
+                        "booking.reschedule", "booking.replay"])
         #expect(Set(Topology.passSenderEventsBindingKeys)
-                    == ["booking.confirmed", "booking.rescheduled", "booking.cancelled"])
+                    == ["booking.confirmed", "booking.rescheduled", "booking.cancelled", "booking.rejected"])
         #expect(Topology.projectorEventsBindingKeys == ["room.#", "booking.#"])
         #expect(Topology.exchanges.map(\.kind) == [.fanout, .direct, .topic, .topic])
         // v1.1: booking.commands has an internal alternate exchange.
@@ -62,12 +62,12 @@ struct ContractBasicsTests {
 
     @Test func messageTypes() {
         #expect(CommandType.allCases.map(\.rawValue)
-                    == ["room.register", "booking.create", "booking.confirm", "booking.cancel", "booking.reschedule",
-                        "booking.replay"])
+                    == ["room.register", "booking.create", "booking.confirm", "booking.cancel", "booking.reject",
+                        "booking.reschedule", "booking.replay"])
         #expect(EventType.allCases.map(\.rawValue)
                     == ["room.registered", "booking.created", "booking.confirmed", "booking.cancelled",
-                        "booking.rescheduled", "pass.delivered", "pass.failed", "availability.changed"])
-        #expect(EventType.allCases.filter(\.isBookingEvent).count == 4)
+                        "booking.rescheduled", "booking.rejected", "pass.delivered", "pass.failed", "availability.changed"])
+        #expect(EventType.allCases.filter(\.isBookingEvent).count == 5)
         #expect(CommandType.resolve(typeProperty: nil, routingKey: "booking.create") == .createBooking)
         #expect(CommandType.resolve(typeProperty: "", routingKey: "booking.cancel") == .cancelBooking)
         #expect(CommandType.resolve(typeProperty: "booking.confirm", routingKey: "booking.create") == .confirmBooking)

@@ -50,6 +50,14 @@ enum Fixtures {
         return b
     }
 
+    static var rejectedBooking: Booking {
+        var b = booking
+        b.status = .rejected
+        b.version = 2
+        b.cancelReason = "Room closed for works"
+        return b
+    }
+
     static var rescheduledBooking: Booking {
         var b = booking
         b.date = "2026-11-24"
@@ -126,6 +134,7 @@ enum Fixtures {
             try e("booking.confirm", ConfirmBooking(bookingId: bookingId)),
             try e("booking.cancel", CancelBooking(bookingId: bookingId, reason: "Moved to next sprint")),
             try e("booking.cancel--no-reason", CancelBooking(bookingId: bookingId)),
+            try e("booking.reject", RejectBooking(bookingId: bookingId, reason: "Room closed for works")),
             try e("booking.reschedule", RescheduleBooking(bookingId: bookingId, date: .calendarDate("2026-11-24"),
                                                           start: "13:00", end: "14:30")),
             try e("booking.replay", ReplayBookings(queue: "availability-projector.replay", replayId: "rebuild-1")),
@@ -145,6 +154,7 @@ enum Fixtures {
             try e("booking.created", bookingEvent(pendingBooking)),
             try e("booking.confirmed", bookingEvent(booking)),
             try e("booking.cancelled", bookingEvent(cancelledBooking)),
+            try e("booking.rejected", bookingEvent(rejectedBooking)),
             try e("booking.rescheduled", bookingEvent(rescheduledBooking)),
             try e("pass.delivered", passDelivered),
             try e("pass.delivered--no-channel", delivered),

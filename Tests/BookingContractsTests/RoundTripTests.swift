@@ -77,6 +77,7 @@ struct RoundTripTests {
         let commands: [Command] = [
             .registerRoom(Fixtures.registerRoom), .createBooking(Fixtures.createBooking),
             .confirmBooking(ConfirmBooking(bookingId: "b")), .cancelBooking(CancelBooking(bookingId: "b", reason: "r")),
+            .rejectBooking(RejectBooking(bookingId: "b", reason: "r")),
             .rescheduleBooking(RescheduleBooking(bookingId: "b", date: .today, start: "09:00", end: "10:00")),
             .replayBookings(ReplayBookings(queue: "availability-projector.replay", replayId: "r-1")),
         ]
@@ -92,6 +93,7 @@ struct RoundTripTests {
             .booking(.bookingConfirmed, Fixtures.bookingEvent(Fixtures.booking)),
             .booking(.bookingCancelled, Fixtures.bookingEvent(Fixtures.cancelledBooking)),
             .booking(.bookingRescheduled, Fixtures.bookingEvent(Fixtures.rescheduledBooking)),
+            .booking(.bookingRejected, Fixtures.bookingEvent(Fixtures.rejectedBooking)),
             .passDelivered(Fixtures.passDelivered), .passFailed(Fixtures.passFailed),
             .availabilityChanged(Fixtures.availabilityChanged),
         ]

@@ -39,7 +39,16 @@ struct TransitionTests {
         .init(action: .reschedule, from: .pending, requiresApproval: true, to: .pending),
         .init(action: .reschedule, from: .confirmed, requiresApproval: true, to: .pending),
         .init(action: .reschedule, from: .cancelled, requiresApproval: true, to: nil),
-    ]
+    ] + [false, true].flatMap { approval -> [TransitionCase] in
+        // v1.1: reject decides a pending booking; rejected is final like cancelled.
+        [.init(action: .reject, from: .pending, requiresApproval: approval, to: .rejected),
+         .init(action: .reject, from: .confirmed, requiresApproval: approval, to: nil),
+         .init(action: .reject, from: .cancelled, requiresApproval: approval, to: nil),
+         .init(action: .reject, from: .rejected, requiresApproval: approval, to: nil)]
+            + [BookingAction.confirm, .cancel, .reschedule].map {
+                .init(action: $0, from: .rejected, requiresApproval: approval, to: nil)
+            }
+    }
 
     @Test func tableCoversEveryCombination() {
         for action in BookingAction.allCases {
@@ -75,6 +84,7 @@ struct TransitionTests {
         #expect(BookingAction.confirm.rawValue == "confirm")
         #expect(BookingAction.cancel.rawValue == "cancel")
         #expect(BookingAction.reschedule.rawValue == "reschedule")
+        #expect(BookingAction.reject.rawValue == "reject")
     }
 }
 

@@ -146,6 +146,22 @@ struct CallerModelTests {
         #expect(try await w.booking(pending.id)?.status == .pending, "still pending after the refusals")
         let approved = try #require(try await w.send("booking.confirm", confirm, as: "facility-desk").booking)
         #expect(approved.status == .confirmed)
+        // Rejection follows the same rule; the rejected booking's time is free again.
+        let second = try #require(try await w.send("booking.create", Self.create(start: "13:00", end: "14:00", room: "Council"),
+                                                   as: "partner-b").booking)
+        let reject = #"{"bookingId": "\#(second.id)", "reason": "room closed"}"#
+        #expect(try await w.send("booking.reject", reject, as: "partner-b").error?.code == .notPermitted)
+        #expect(try await w.send("booking.reject", reject, as: "partner-a").error?.code == .notPermitted)
+        #expect(try await w.booking(second.id)?.status == .pending)
+        let rejected = try #require(try await w.send("booking.reject", reject, as: "facility-desk").booking)
+        #expect(rejected.status == .rejected)
+        #expect(rejected.cancelReason == "room closed")
+        #expect(rejected.version == 2)
+        #expect(try await w.send("booking.reject", reject, as: "facility-desk").error?.code == .statusChangeNotAllowed)
+        #expect(try await w.send("booking.cancel", #"{"bookingId": "\#(second.id)"}"#, as: "partner-b").error?.code
+            == .statusChangeNotAllowed, "rejected is final")
+        let again = try await w.send("booking.create", Self.create(start: "13:00", end: "14:00", room: "Council"), as: "partner-a")
+        #expect(again.booking?.status == .pending, "the rejected slot is free again")
         // An admin may approve its own booking.
         let own = try #require(try await w.send("booking.create", Self.create(start: "11:00", end: "12:00", room: "Council"),
                                                 as: "bookingctl").booking)

@@ -124,7 +124,7 @@ public struct DayOccupancy: Hashable, Sendable {
             switch b.status {
             case .confirmed: confirmed = confirmed.union(mask)
             case .pending: pending = pending.union(mask)
-            case .cancelled: break
+            case .cancelled, .rejected: break
             }
         }
         pending = pending.subtracting(confirmed)

@@ -104,28 +104,28 @@ public struct CallerPolicy: Sendable, Equatable {
         if isAdmin(caller) { return nil }
         guard let name = caller.name else {
             return ReplyError(code: .notPermitted,
-                              text: "booking \(booking.id) can only be confirmed by the room's approvers or ADMIN_USERS; the command has no user_id")
+                              text: "booking \(booking.id) can only be confirmed or rejected by the room's approvers or ADMIN_USERS; the command has no user_id")
         }
         if name == booking.requestedBy {
             return ReplyError(code: .notPermitted,
-                              text: "booking \(booking.id) cannot be confirmed by its own requester; ask the room's approvers")
+                              text: "booking \(booking.id) cannot be confirmed or rejected by its own requester; ask the room's approvers")
         }
         if (room.approvers ?? []).contains(name) { return nil }
         return ReplyError(code: .notPermitted,
-                          text: "booking \(booking.id) can only be confirmed by the room's approvers or ADMIN_USERS")
+                          text: "booking \(booking.id) can only be confirmed or rejected by the room's approvers or ADMIN_USERS")
     }
 
     /// Whether `caller` may take `action` on `booking` in `room`; nil when
     /// allowed (the status machine may still refuse it with 2002).
     ///
-    /// Confirming a pending booking is an approval
-    /// (``mayApprove(_:room:caller:)``). Confirming one that is not pending
+    /// Confirming or rejecting a pending booking is an approval decision
+    /// (``mayApprove(_:room:caller:)``). Deciding on one that is not pending
     /// is a status error, which whoever may see the booking — its requester,
     /// an approver of the room, an admin — is told as 2002; anyone else
     /// gets 2003 and learns nothing about its status. Cancel and reschedule:
     /// ``mayChange(_:caller:)``.
     public func refusal(_ action: BookingAction, of booking: Booking, in room: Room, caller: Caller) -> ReplyError? {
-        guard action == .confirm else { return mayChange(booking, caller: caller) }
+        guard action == .confirm || action == .reject else { return mayChange(booking, caller: caller) }
         let approval = mayApprove(booking, room: room, caller: caller)
         if booking.status == .pending || approval == nil { return approval }
         let isApprover = caller.name.map { (room.approvers ?? []).contains($0) } ?? false

@@ -10,8 +10,8 @@ extension BookingRules {
     ///   later than the room's `changeCutoffMinutes` before its start —
     ///   exactly at the cutoff is still in time — unless `isAdmin`.
     ///
-    /// Confirming is an approval, not a change of the booking's terms: only
-    /// the end limits it. Checked after the status machine, so a final
+    /// Confirming and rejecting are approval decisions, not changes of the
+    /// booking's terms: only the end limits them. Checked after the status machine, so a final
     /// status still answers 2002.
     public static func tooLate(_ action: BookingAction, booking: Booking, room: Room, now: Date, isAdmin: Bool)
         -> ReplyError?
@@ -26,7 +26,7 @@ extension BookingRules {
             return ReplyError(code: .tooLateToChange,
                               text: "booking \(booking.id) started at \(booking.startsAt); it can no longer be rescheduled")
         }
-        if action != .confirm, !isAdmin, let cutoff = room.changeCutoffMinutes, startsAt > now,
+        if action == .cancel || action == .reschedule, !isAdmin, let cutoff = room.changeCutoffMinutes, startsAt > now,
            now > startsAt.addingTimeInterval(-Double(cutoff) * 60) {
             return ReplyError(code: .tooLateToChange,
                               text: "\(room.name) takes changes up to \(cutoff) minutes before the start; booking \(booking.id) starts at \(booking.startsAt)")

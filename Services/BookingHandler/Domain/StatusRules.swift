@@ -9,6 +9,8 @@ public enum BookingAction: String, Sendable, Hashable, CaseIterable {
     /// `booking.reschedule`: pending or confirmed → same status, or pending
     /// when the room requires approval.
     case reschedule
+    /// `booking.reject` (v1.1): pending → rejected.
+    case reject
 }
 
 extension BookingRules {
@@ -18,7 +20,8 @@ extension BookingRules {
     /// - cancel: pending or confirmed → cancelled;
     /// - reschedule: pending or confirmed → the same status, except that
     ///   when the room `requiresApproval` the moved booking needs approval
-    ///   again and becomes pending.
+    ///   again and becomes pending;
+    /// - reject: pending → rejected (final, like cancelled).
     ///
     /// Anything else (confirming a confirmed or cancelled booking, cancelling
     /// or rescheduling a cancelled one) is 2002, text like
@@ -33,6 +36,8 @@ extension BookingRules {
             return .success(.cancelled)
         case (.reschedule, .pending), (.reschedule, .confirmed):
             return .success(requiresApproval ? .pending : status)
+        case (.reject, .pending):
+            return .success(.rejected)
         default:
             return .failure(ReplyError(code: .statusChangeNotAllowed,
                                        text: "booking is \(status.rawValue); cannot \(action.rawValue)"))

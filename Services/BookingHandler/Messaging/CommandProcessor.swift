@@ -282,6 +282,14 @@ public struct CommandProcessor: Sendable {
                 return (b, .bookingCancelled)
             }
 
+        case .rejectBooking(let c):
+            if let error = BookingRules.reason(c.reason) { return ReplyBody(.error(error)) }
+            return try change(c.bookingId, .reject, tx, caller: caller, now: now) { booking, _ in
+                var b = booking
+                b.cancelReason = c.reason
+                return (b, .bookingRejected)
+            }
+
         case .rescheduleBooking(let c):
             return try change(c.bookingId, .reschedule, tx, caller: caller, now: now) { booking, room in
                 let slot: BookingSlot
