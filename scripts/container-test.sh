@@ -238,14 +238,23 @@ import json, sys
 d = json.load(open("deploy/rabbitmq/definitions.json"))
 bad = [u["name"] for u in d["users"] if not {"max-connections", "max-channels"} <= set(u.get("limits") or {})]
 sys.exit(f"no limits: {bad}" if bad else 0)'
-  check "definitions: dead-letter queues and passes.failed drop nothing (no length limit, overflow, TTL, expiry, policy)" "$PYTHON" -c '
+  check "definitions: dead-letter queues and passes.failed drop nothing (no length limit, overflow, TTL, expiry, queue policy)" "$PYTHON" -c '
 import json, sys
 d = json.load(open("deploy/rabbitmq/definitions.json"))
 dropping = {"x-max-length", "x-max-length-bytes", "x-overflow", "x-message-ttl", "x-expires"}
 queues = [q for q in d["queues"] if q["name"].endswith(".dead") or q["name"] == "passes.failed"]
 bad = [q["name"] for q in queues if dropping & set(q["arguments"])]
-if len(queues) < 5 or bad or d.get("policies"):
-    sys.exit("queues %s, dropping %s, policies %s" % ([q["name"] for q in queues], bad, d.get("policies")))'
+# Exchange policies (the alternate exchange of booking.commands) touch no queue.
+queue_policies = [p for p in d.get("policies", []) if p.get("apply-to", "all") != "exchanges"]
+if len(queues) < 5 or bad or queue_policies:
+    sys.exit("queues %s, dropping %s, queue policies %s" % ([q["name"] for q in queues], bad, queue_policies))'
+  check "definitions: booking.commands has the alternate exchange booking.commands.unrouted (policy, contract v1.1)" "$PYTHON" -c '
+import json, sys
+d = json.load(open("deploy/rabbitmq/definitions.json"))
+ok = any(p.get("apply-to") == "exchanges" and p["definition"].get("alternate-exchange") == "booking.commands.unrouted"
+         and p["pattern"] == "^booking\\.commands$" for p in d.get("policies", []))
+ok = ok and any(e["name"] == "booking.commands.unrouted" and e["internal"] for e in d["exchanges"])
+sys.exit(0 if ok else "no alternate-exchange policy for booking.commands")'
   check "rabbitmq.conf: max_message_size is 1 MiB" grep -qx 'max_message_size = 1048576' deploy/rabbitmq/rabbitmq.conf
 fi
 
@@ -577,7 +586,7 @@ if skipped caller-model; then
     "(b) same message_id from two users -> two different bookings" "(b) the second user gets its own reply" \
     "(c) reply_to passes.failed -> booking-handler.commands.dead" "(c) no reply landed in passes.failed" \
     "(c) it was not executed" "(d) booking.create without user_id -> 2003" \
-    "(e) booking.replay from external-publisher -> 2003"; do
+    "(e) booking.replay from external-publisher -> 2003" "(f) an unknown command type -> 1001"; do
     skip "caller model $c (CONTAINER_TEST_SKIP=caller-model)"
   done
 else
@@ -644,6 +653,13 @@ sys.exit(0 if ok else "reply: %s" % (raw or "none"))' "$partner_reply" "$PARTNER
   check "caller model (e): booking.replay from external-publisher -> 2003" \
     "${CLIENT[@]}" command "$EXT_URL" --type booking.replay --user-id external-publisher --expect-code 2003 \
     --body '{"queue":"external-publisher.ct-inbox","replayId":"container-test"}'
+
+  # (f) contract v1.1: an unknown command type is answered 1001 through the
+  # alternate exchange the definitions' policy gives booking.commands
+  # (published mandatory with confirms: a basic.return would fail it).
+  check "caller model (f): an unknown command type (booking.frobnicate) -> 1001, not unroutable" \
+    "${CLIENT[@]}" command "$EXT_URL" --type booking.frobnicate --user-id external-publisher --expect-code 1001 \
+    --body '{"bookingId":"x"}'
 fi
 
 section "metrics"
