@@ -225,6 +225,54 @@ struct CancelCommand: AsyncParsableCommand {
     }
 }
 
+/// `bookingctl update` (v1.1).
+struct UpdateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "update",
+        abstract: "Change a booking's title, description or attendees (booking.update); status and time stay.",
+        discussion: """
+            Given options replace the old values with the create rules; --attendee (repeatable,
+            NAME,EMAIL,PHONE) replaces the whole list. --description "" removes the description.
+
+            Example:
+              bookingctl update 6f1c2a9e-… --title "Sprint review (moved online)" \\
+                  --attendee "Ada Lovelace,ada@example.com,0170 1234567" --json
+            """)
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var send: SendOptions
+    @Argument(help: "The booking id.") var bookingId: String
+    @Option(help: "New title.") var title: String?
+    @Option(help: "New description (\"\" removes it).") var description: String?
+    @Option(name: .customLong("attendee"), help: "NAME,EMAIL,PHONE (repeat; replaces the whole list).")
+    var attendees: [String] = []
+
+    func validate() throws {
+        if title == nil && description == nil && attendees.isEmpty {
+            throw ValidationError("give at least one of --title, --description, --attendee")
+        }
+        _ = try parsedAttendees()
+    }
+
+    func parsedAttendees() throws -> [AttendeeInput]? {
+        guard !attendees.isEmpty else { return nil }
+        return try attendees.map { text in
+            let parts = text.split(separator: ",", omittingEmptySubsequences: false)
+                .map { $0.trimmingCharacters(in: .whitespaces) }
+            guard parts.count == 3 else { throw ValidationError("--attendee '\(text)': expected NAME,EMAIL,PHONE") }
+            return AttendeeInput(name: parts[0], email: parts[1], phone: parts[2])
+        }
+    }
+
+    func run() async throws {
+        try await reportingErrors {
+            try await sendAndPrint(.updateBooking, UpdateBooking(bookingId: bookingId, title: title, description: description,
+                                                                 attendees: try parsedAttendees()),
+                                   global: global, send: send)
+        }
+    }
+}
+
 /// `bookingctl reject` (v1.1).
 struct RejectCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -175,6 +175,28 @@ public struct RescheduleBooking: Codable, Sendable, Equatable {
     }
 }
 
+/// `booking.update` body (v1.1): the given fields replace the old ones,
+/// checked with the create rules; status and time stay. Attendees are
+/// identified by their normalised e-mail address, not by position.
+public struct UpdateBooking: Codable, Sendable, Equatable {
+    /// The booking's ``Booking/id``.
+    public var bookingId: String
+    /// New title, when given.
+    public var title: String?
+    /// New description, when given (`""` removes it).
+    public var description: String?
+    /// The new attendee list, when given (all create rules, capacity included).
+    public var attendees: [AttendeeInput]?
+
+    /// Creates the command.
+    public init(bookingId: String, title: String? = nil, description: String? = nil, attendees: [AttendeeInput]? = nil) {
+        self.bookingId = bookingId
+        self.title = title
+        self.description = description
+        self.attendees = attendees
+    }
+}
+
 /// Any command body, tagged with its type.
 public enum Command: Sendable, Equatable {
     /// `room.register`.
@@ -189,6 +211,8 @@ public enum Command: Sendable, Equatable {
     case rejectBooking(RejectBooking)
     /// `booking.reschedule`.
     case rescheduleBooking(RescheduleBooking)
+    /// `booking.update`.
+    case updateBooking(UpdateBooking)
     /// `booking.replay`.
     case replayBookings(ReplayBookings)
 
@@ -201,6 +225,7 @@ public enum Command: Sendable, Equatable {
         case .cancelBooking: .cancelBooking
         case .rejectBooking: .rejectBooking
         case .rescheduleBooking: .rescheduleBooking
+        case .updateBooking: .updateBooking
         case .replayBookings: .replayBookings
         }
     }
@@ -221,6 +246,7 @@ public enum Command: Sendable, Equatable {
         case .rejectBooking: return .rejectBooking(try ContractJSON.decode(RejectBooking.self, from: body))
         case .rescheduleBooking:
             return .rescheduleBooking(try ContractJSON.decode(RescheduleBooking.self, from: body))
+        case .updateBooking: return .updateBooking(try ContractJSON.decode(UpdateBooking.self, from: body))
         case .replayBookings: return .replayBookings(try ContractJSON.decode(ReplayBookings.self, from: body))
         }
     }
@@ -234,6 +260,7 @@ public enum Command: Sendable, Equatable {
         case .cancelBooking(let c): [UInt8](try ContractJSON.encode(c))
         case .rejectBooking(let c): [UInt8](try ContractJSON.encode(c))
         case .rescheduleBooking(let c): [UInt8](try ContractJSON.encode(c))
+        case .updateBooking(let c): [UInt8](try ContractJSON.encode(c))
         case .replayBookings(let c): [UInt8](try ContractJSON.encode(c))
         }
     }

@@ -202,7 +202,7 @@ public enum Event: Sendable, Equatable {
     public static func decode(type: EventType, body: [UInt8]) throws -> Event {
         switch type {
         case .roomRegistered: return .roomRegistered(try ContractJSON.decode(RoomRegistered.self, from: body))
-        case .bookingCreated, .bookingConfirmed, .bookingCancelled, .bookingRescheduled, .bookingRejected:
+        case .bookingCreated, .bookingConfirmed, .bookingCancelled, .bookingRescheduled, .bookingRejected, .bookingUpdated:
             return .booking(type, try ContractJSON.decode(BookingEvent.self, from: body))
         case .passDelivered: return .passDelivered(try ContractJSON.decode(PassDelivered.self, from: body))
         case .passFailed: return .passFailed(try ContractJSON.decode(PassFailedEvent.self, from: body))

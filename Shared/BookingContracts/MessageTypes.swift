@@ -13,6 +13,8 @@ public enum CommandType: String, CaseIterable, Codable, Sendable, Hashable {
     case rejectBooking = "booking.reject"
     /// Move a booking. Body: ``RescheduleBooking``.
     case rescheduleBooking = "booking.reschedule"
+    /// Change a booking's title, description or attendees (v1.1). Body: ``UpdateBooking``.
+    case updateBooking = "booking.update"
     /// Publish the current state of every room and booking to a named
     /// `availability-projector.*` queue. Body: ``ReplayBookings``.
     case replayBookings = "booking.replay"
@@ -41,6 +43,8 @@ public enum EventType: String, CaseIterable, Codable, Sendable, Hashable {
     case bookingRescheduled = "booking.rescheduled"
     /// A pending booking was rejected (v1.1). Body: ``BookingEvent``.
     case bookingRejected = "booking.rejected"
+    /// A booking's title, description or attendees changed (v1.1). Body: ``BookingEvent``.
+    case bookingUpdated = "booking.updated"
     /// One attendee's pass was delivered. Body: ``PassDelivered``.
     case passDelivered = "pass.delivered"
     /// One attendee's pass was given up on. Body: ``PassFailedEvent``.
@@ -51,7 +55,8 @@ public enum EventType: String, CaseIterable, Codable, Sendable, Hashable {
     /// True for the events whose body is a ``BookingEvent``.
     public var isBookingEvent: Bool {
         switch self {
-        case .bookingCreated, .bookingConfirmed, .bookingCancelled, .bookingRescheduled, .bookingRejected: true
+        case .bookingCreated, .bookingConfirmed, .bookingCancelled, .bookingRescheduled, .bookingRejected,
+             .bookingUpdated: true
         default: false
         }
     }

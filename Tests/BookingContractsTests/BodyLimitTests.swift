@@ -19,6 +19,7 @@ private func minimalBody(_ type: CommandType) -> String {
     case .cancelBooking, .rejectBooking: #"{"bookingId":"b-1","reason":"r"}"#
     case .rescheduleBooking: #"{"bookingId":"b-1","date":"2026-11-23","start":"09:00","end":"10:00"}"#
     case .replayBookings: #"{"queue":"availability-projector.replay"}"#
+    case .updateBooking: #"{"bookingId":"b-1","title":"T"}"#
     }
 }
 

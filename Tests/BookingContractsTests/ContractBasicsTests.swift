@@ -21,7 +21,7 @@ struct ContractBasicsTests {
     @Test func topologyBindings() {
         #expect(Topology.handlerCommandsBindingKeys
                     == ["room.register", "booking.create", "booking.confirm", "booking.cancel", "booking.reject",
-                        "booking.reschedule", "booking.replay"])
+                        "booking.reschedule", "booking.update", "booking.replay"])
         #expect(Set(Topology.passSenderEventsBindingKeys)
                     == ["booking.confirmed", "booking.rescheduled", "booking.cancelled", "booking.rejected"])
         #expect(Topology.projectorEventsBindingKeys == ["room.#", "booking.#"])
@@ -63,11 +63,12 @@ struct ContractBasicsTests {
     @Test func messageTypes() {
         #expect(CommandType.allCases.map(\.rawValue)
                     == ["room.register", "booking.create", "booking.confirm", "booking.cancel", "booking.reject",
-                        "booking.reschedule", "booking.replay"])
+                        "booking.reschedule", "booking.update", "booking.replay"])
         #expect(EventType.allCases.map(\.rawValue)
                     == ["room.registered", "booking.created", "booking.confirmed", "booking.cancelled",
-                        "booking.rescheduled", "booking.rejected", "pass.delivered", "pass.failed", "availability.changed"])
-        #expect(EventType.allCases.filter(\.isBookingEvent).count == 5)
+                        "booking.rescheduled", "booking.rejected", "booking.updated", "pass.delivered", "pass.failed",
+                        "availability.changed"])
+        #expect(EventType.allCases.filter(\.isBookingEvent).count == 6)
         #expect(CommandType.resolve(typeProperty: nil, routingKey: "booking.create") == .createBooking)
         #expect(CommandType.resolve(typeProperty: "", routingKey: "booking.cancel") == .cancelBooking)
         #expect(CommandType.resolve(typeProperty: "booking.confirm", routingKey: "booking.create") == .confirmBooking)

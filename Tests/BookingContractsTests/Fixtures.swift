@@ -58,6 +58,13 @@ enum Fixtures {
         return b
     }
 
+    static var updatedBooking: Booking {
+        var b = booking
+        b.title = "Sprint review (online)"
+        b.version = 2
+        return b
+    }
+
     static var rescheduledBooking: Booking {
         var b = booking
         b.date = "2026-11-24"
@@ -135,6 +142,10 @@ enum Fixtures {
             try e("booking.cancel", CancelBooking(bookingId: bookingId, reason: "Moved to next sprint")),
             try e("booking.cancel--no-reason", CancelBooking(bookingId: bookingId)),
             try e("booking.reject", RejectBooking(bookingId: bookingId, reason: "Room closed for works")),
+            try e("booking.update", UpdateBooking(bookingId: bookingId, title: "Sprint review (online)", description: "",
+                                                  attendees: [AttendeeInput(name: "Ada Lovelace", email: "ada@example.com",
+                                                                            phone: "0170 1234567")])),
+            try e("booking.update--title-only", UpdateBooking(bookingId: bookingId, title: "Retro")),
             try e("booking.reschedule", RescheduleBooking(bookingId: bookingId, date: .calendarDate("2026-11-24"),
                                                           start: "13:00", end: "14:30")),
             try e("booking.replay", ReplayBookings(queue: "availability-projector.replay", replayId: "rebuild-1")),
@@ -155,6 +166,7 @@ enum Fixtures {
             try e("booking.confirmed", bookingEvent(booking)),
             try e("booking.cancelled", bookingEvent(cancelledBooking)),
             try e("booking.rejected", bookingEvent(rejectedBooking)),
+            try e("booking.updated", bookingEvent(updatedBooking)),
             try e("booking.rescheduled", bookingEvent(rescheduledBooking)),
             try e("pass.delivered", passDelivered),
             try e("pass.delivered--no-channel", delivered),

@@ -78,6 +78,8 @@ struct RoundTripTests {
             .registerRoom(Fixtures.registerRoom), .createBooking(Fixtures.createBooking),
             .confirmBooking(ConfirmBooking(bookingId: "b")), .cancelBooking(CancelBooking(bookingId: "b", reason: "r")),
             .rejectBooking(RejectBooking(bookingId: "b", reason: "r")),
+            .updateBooking(UpdateBooking(bookingId: "b", title: "t", description: "d",
+                                         attendees: [AttendeeInput(name: "A", email: "a@example.com", phone: "0170 1")])),
             .rescheduleBooking(RescheduleBooking(bookingId: "b", date: .today, start: "09:00", end: "10:00")),
             .replayBookings(ReplayBookings(queue: "availability-projector.replay", replayId: "r-1")),
         ]
@@ -94,6 +96,7 @@ struct RoundTripTests {
             .booking(.bookingCancelled, Fixtures.bookingEvent(Fixtures.cancelledBooking)),
             .booking(.bookingRescheduled, Fixtures.bookingEvent(Fixtures.rescheduledBooking)),
             .booking(.bookingRejected, Fixtures.bookingEvent(Fixtures.rejectedBooking)),
+            .booking(.bookingUpdated, Fixtures.bookingEvent(Fixtures.updatedBooking)),
             .passDelivered(Fixtures.passDelivered), .passFailed(Fixtures.passFailed),
             .availabilityChanged(Fixtures.availabilityChanged),
         ]

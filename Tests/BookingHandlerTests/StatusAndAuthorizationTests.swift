@@ -45,9 +45,13 @@ struct TransitionTests {
          .init(action: .reject, from: .confirmed, requiresApproval: approval, to: nil),
          .init(action: .reject, from: .cancelled, requiresApproval: approval, to: nil),
          .init(action: .reject, from: .rejected, requiresApproval: approval, to: nil)]
-            + [BookingAction.confirm, .cancel, .reschedule].map {
+            + [BookingAction.confirm, .cancel, .reschedule, .update].map {
                 .init(action: $0, from: .rejected, requiresApproval: approval, to: nil)
             }
+            // v1.1: update keeps the status of a live booking.
+            + [.init(action: .update, from: .pending, requiresApproval: approval, to: .pending),
+               .init(action: .update, from: .confirmed, requiresApproval: approval, to: .confirmed),
+               .init(action: .update, from: .cancelled, requiresApproval: approval, to: nil)]
     }
 
     @Test func tableCoversEveryCombination() {
@@ -85,6 +89,7 @@ struct TransitionTests {
         #expect(BookingAction.cancel.rawValue == "cancel")
         #expect(BookingAction.reschedule.rawValue == "reschedule")
         #expect(BookingAction.reject.rawValue == "reject")
+        #expect(BookingAction.update.rawValue == "update")
     }
 }
 

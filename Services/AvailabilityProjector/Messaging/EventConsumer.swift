@@ -25,7 +25,7 @@ enum EventReader {
                 return .poison("room.registered body does not decode")
             }
             return .change(.room(event.room, occurredAt: event.occurredAt))
-        case .bookingCreated, .bookingConfirmed, .bookingCancelled, .bookingRescheduled, .bookingRejected:
+        case .bookingCreated, .bookingConfirmed, .bookingCancelled, .bookingRescheduled, .bookingRejected, .bookingUpdated:
             guard let event = try? ContractJSON.decode(BookingEvent.self, from: body) else {
                 return .poison("\(type) body does not decode")
             }

@@ -5,8 +5,8 @@ extension BookingRules {
     /// 2004, "too late to change this booking" (contract v1.1, "Room
     /// policies"), or nil when `action` may still happen at `now`:
     /// - any change of a booking that has ended is refused;
-    /// - a reschedule of a booking that has started is refused;
-    /// - reschedule and cancel of a booking that has not started are refused
+    /// - a reschedule or update of a booking that has started is refused;
+    /// - reschedule, update and cancel of a booking that has not started are refused
     ///   later than the room's `changeCutoffMinutes` before its start —
     ///   exactly at the cutoff is still in time — unless `isAdmin`.
     ///
@@ -22,11 +22,11 @@ extension BookingRules {
             return ReplyError(code: .tooLateToChange,
                               text: "booking \(booking.id) ended at \(booking.endsAt); it can no longer be changed")
         }
-        if action == .reschedule, startsAt <= now {
+        if action == .reschedule || action == .update, startsAt <= now {
             return ReplyError(code: .tooLateToChange,
-                              text: "booking \(booking.id) started at \(booking.startsAt); it can no longer be rescheduled")
+                              text: "booking \(booking.id) started at \(booking.startsAt); it can no longer be \(action == .update ? "updated" : "rescheduled")")
         }
-        if action == .cancel || action == .reschedule, !isAdmin, let cutoff = room.changeCutoffMinutes, startsAt > now,
+        if action == .cancel || action == .reschedule || action == .update, !isAdmin, let cutoff = room.changeCutoffMinutes, startsAt > now,
            now > startsAt.addingTimeInterval(-Double(cutoff) * 60) {
             return ReplyError(code: .tooLateToChange,
                               text: "\(room.name) takes changes up to \(cutoff) minutes before the start; booking \(booking.id) starts at \(booking.startsAt)")

@@ -11,6 +11,8 @@ public enum BookingAction: String, Sendable, Hashable, CaseIterable {
     case reschedule
     /// `booking.reject` (v1.1): pending → rejected.
     case reject
+    /// `booking.update` (v1.1): pending or confirmed → the same status.
+    case update
 }
 
 extension BookingRules {
@@ -21,7 +23,8 @@ extension BookingRules {
     /// - reschedule: pending or confirmed → the same status, except that
     ///   when the room `requiresApproval` the moved booking needs approval
     ///   again and becomes pending;
-    /// - reject: pending → rejected (final, like cancelled).
+    /// - reject: pending → rejected (final, like cancelled);
+    /// - update: pending or confirmed → unchanged (details only).
     ///
     /// Anything else (confirming a confirmed or cancelled booking, cancelling
     /// or rescheduling a cancelled one) is 2002, text like
@@ -38,6 +41,8 @@ extension BookingRules {
             return .success(requiresApproval ? .pending : status)
         case (.reject, .pending):
             return .success(.rejected)
+        case (.update, .pending), (.update, .confirmed):
+            return .success(status)
         default:
             return .failure(ReplyError(code: .statusChangeNotAllowed,
                                        text: "booking is \(status.rawValue); cannot \(action.rawValue)"))

@@ -290,6 +290,11 @@ public struct CommandProcessor: Sendable {
                 return (b, .bookingRejected)
             }
 
+        case .updateBooking(let c):
+            return try change(c.bookingId, .update, tx, caller: caller, now: now) { booking, room in
+                try BookingRules.applyUpdate(c, to: booking, room: room)
+            }
+
         case .rescheduleBooking(let c):
             return try change(c.bookingId, .reschedule, tx, caller: caller, now: now) { booking, room in
                 let slot: BookingSlot
