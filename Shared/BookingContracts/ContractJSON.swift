@@ -110,15 +110,22 @@ public struct EncodedBooking: Sendable {
         self.json = try ContractJSON.encode(booking)
     }
 
-    /// The body of a ``BookingEvent`` for this booking.
-    public func event(eventId: String, occurredAt: String) -> Data {
+    /// The body of a ``BookingEvent`` for this booking; `previous` is the
+    /// encoded ``BookingSnapshot`` of the booking before the change (v1.1),
+    /// nil for a booking's first events. `previous` sorts after
+    /// `occurredAt`, so it goes last.
+    public func event(eventId: String, occurredAt: String, previous: Data? = nil) -> Data {
         var out = Data(#"{"booking":"#.utf8)
-        out.reserveCapacity(json.count + eventId.utf8.count + occurredAt.utf8.count + 40)
+        out.reserveCapacity(json.count + eventId.utf8.count + occurredAt.utf8.count + (previous?.count ?? 0) + 52)
         out.append(json)
         out.append(contentsOf: #","eventId":"#.utf8)
         Self.appendString(eventId, to: &out)
         out.append(contentsOf: #","occurredAt":"#.utf8)
         Self.appendString(occurredAt, to: &out)
+        if let previous {
+            out.append(contentsOf: #","previous":"#.utf8)
+            out.append(previous)
+        }
         out.append(UInt8(ascii: "}"))
         return out
     }

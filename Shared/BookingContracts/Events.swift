@@ -10,12 +10,53 @@ public struct BookingEvent: Codable, Sendable, Equatable {
     public var occurredAt: String
     /// The booking after the change.
     public var booking: Booking
+    /// The booking's fields as they were before this change (v1.1); absent
+    /// on a booking's first `booking.created` and the `booking.confirmed`
+    /// published with it at version 1, and on replayed state.
+    public var previous: BookingSnapshot?
 
     /// Creates the event.
-    public init(eventId: String, occurredAt: String, booking: Booking) {
+    public init(eventId: String, occurredAt: String, booking: Booking, previous: BookingSnapshot? = nil) {
         self.eventId = eventId
         self.occurredAt = occurredAt
         self.booking = booking
+        self.previous = previous
+    }
+}
+
+/// What a booking event's `previous` carries (contract v1.1): the fields a
+/// change can touch, as they were before it.
+public struct BookingSnapshot: Codable, Sendable, Equatable {
+    /// Local date before the change.
+    public var date: String
+    /// Local start before the change.
+    public var start: String
+    /// Local end before the change.
+    public var end: String
+    /// Start instant before the change.
+    public var startsAt: String
+    /// End instant before the change.
+    public var endsAt: String
+    /// Title before the change.
+    public var title: String
+    /// Description before the change; omitted when there was none.
+    public var description: String?
+    /// Attendees before the change.
+    public var attendees: [Attendee]
+    /// Status before the change.
+    public var status: BookingStatus
+
+    /// The snapshot of `booking`.
+    public init(_ booking: Booking) {
+        date = booking.date
+        start = booking.start
+        end = booking.end
+        startsAt = booking.startsAt
+        endsAt = booking.endsAt
+        title = booking.title
+        description = booking.description
+        attendees = booking.attendees
+        status = booking.status
     }
 }
 

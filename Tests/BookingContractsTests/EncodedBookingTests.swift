@@ -22,6 +22,13 @@ struct EncodedBookingTests {
             let reference = try ContractJSON.encode(BookingEvent(eventId: id, occurredAt: at, booking: booking))
             #expect(String(decoding: spliced, as: UTF8.self) == String(decoding: reference, as: UTF8.self))
             #expect(try ContractJSON.decode(BookingEvent.self, from: spliced).booking == booking)
+            // With `previous` (v1.1): the snapshot of another version, last.
+            let previous = BookingSnapshot(Self.awkward)
+            let withPrevious = encoded.event(eventId: id, occurredAt: at, previous: try ContractJSON.encode(previous))
+            let referenceWithPrevious = try ContractJSON.encode(
+                BookingEvent(eventId: id, occurredAt: at, booking: booking, previous: previous))
+            #expect(String(decoding: withPrevious, as: UTF8.self) == String(decoding: referenceWithPrevious, as: UTF8.self))
+            #expect(try ContractJSON.decode(BookingEvent.self, from: withPrevious).previous == previous)
         }
     }
 

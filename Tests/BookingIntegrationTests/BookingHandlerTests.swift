@@ -27,6 +27,7 @@ struct BookingHandlerEndToEndTests {
         for event in bookingEvents {
             let decoded = try ContractJSON.decode(BookingEvent.self, from: event.body)
             #expect(decoded.booking == booking)
+            #expect(decoded.previous == nil, "a booking's first events carry no previous (v1.1)")
             #expect(event.messageID == decoded.eventId)
         }
         #expect(events.filter { $0.type == "room.registered" }.count == 6)

@@ -78,13 +78,16 @@ struct CommandRulesEndToEndTests {
         #expect(try await h.send("booking.create", json: createJSON(room: "Boardroom", start: "09:30", end: "10:30")).booking != nil)
 
         let events = try await h.nextEvents(5)
-        let forBooking = try events.compactMap { event -> (String, Int)? in
+        let forBooking = try events.compactMap { event -> (String, Int, BookingSnapshot?)? in
             guard event.type.hasPrefix("booking.") else { return nil }
             let e = try ContractJSON.decode(BookingEvent.self, from: event.body)
-            return e.booking.id == pending.id ? (event.type, e.booking.version) : nil
+            return e.booking.id == pending.id ? (event.type, e.booking.version, e.previous) : nil
         }
         #expect(forBooking.map(\.0) == ["booking.created", "booking.confirmed", "booking.rescheduled", "booking.cancelled"])
         #expect(forBooking.map(\.1) == [1, 2, 3, 4])
+        // `previous` (v1.1): the state before each change.
+        #expect(forBooking.map { $0.2?.status } == [nil, .pending, .confirmed, .pending])
+        #expect(forBooking[2].2?.start == "09:00", "the reschedule's previous time")
         await h.stop()
     }
 

@@ -52,7 +52,12 @@ struct UpdateTests {
         #expect(updated.status == booking.status && updated.startsAt == booking.startsAt && updated.endsAt == booking.endsAt)
         let events = try await h.nextEvents(1)
         #expect(events.map(\.type) == ["booking.updated"])
-        #expect(try ContractJSON.decode(BookingEvent.self, from: events[0].body).booking == updated)
+        let event = try ContractJSON.decode(BookingEvent.self, from: events[0].body)
+        #expect(event.booking == updated)
+        // `previous` (v1.1): the fields before the change.
+        #expect(event.previous == BookingSnapshot(booking))
+        #expect(event.previous?.title == "Sprint review")
+        #expect(event.previous?.description == "Q4 demo")
 
         // Once it has started, details can no longer change (2004).
         let startsAt = try #require(ContractFormat.parseTimestamp(booking.startsAt))

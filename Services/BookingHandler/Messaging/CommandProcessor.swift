@@ -361,8 +361,11 @@ public struct CommandProcessor: Sendable {
         let encoded = try EncodedBooking(changed)
         try tx.save(encoded, startsAt: startsAt, endsAt: endsAt)
         let eventID = newID()
+        // Every event after a booking's first carries `previous` (v1.1):
+        // consumers see what changed without keeping history themselves.
+        let previous = try ContractJSON.encode(BookingSnapshot(booking))
         try tx.enqueue(routingKey: event.rawValue, messageID: eventID,
-                       body: encoded.event(eventId: eventID, occurredAt: ContractFormat.timestamp(now)))
+                       body: encoded.event(eventId: eventID, occurredAt: ContractFormat.timestamp(now), previous: previous))
         return ReplyBody(.booking(changed), json: encoded.reply)
     }
 
