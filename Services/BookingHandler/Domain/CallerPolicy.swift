@@ -10,8 +10,8 @@ import BookingContracts
 /// - **room managers** (`ROOM_MANAGERS`): `room.register`. With either
 ///   list set, nobody else may create or change rooms; with neither (the
 ///   embedded one-machine default) `room.register` stays open;
-/// - **approvers** (a room's `approvers`): confirm pending bookings of that
-///   room, except their own;
+/// - **approvers** (a room's `approvers`): confirm or reject pending
+///   bookings of that room, except their own;
 /// - **replayers** (`REPLAY_USERS`, the projector's user): `booking.replay`;
 /// - **outside publishers** (any other user): create bookings and change
 ///   their own;
