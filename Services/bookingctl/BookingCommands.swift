@@ -165,14 +165,7 @@ struct BookCommand: AsyncParsableCommand {
     }
 
     func parsedAttendees() throws -> [AttendeeInput] {
-        try attendees.map { text in
-            let parts = text.split(separator: ",", omittingEmptySubsequences: false)
-                .map { $0.trimmingCharacters(in: .whitespaces) }
-            guard parts.count == 3 else {
-                throw ValidationError("--attendee '\(text)': expected NAME,EMAIL,PHONE")
-            }
-            return AttendeeInput(name: parts[0], email: parts[1], phone: parts[2])
-        }
+        try attendees.map(parseAttendee)
     }
 
     func run() async throws {
@@ -225,6 +218,13 @@ struct CancelCommand: AsyncParsableCommand {
     }
 }
 
+/// One `--attendee NAME,EMAIL,PHONE` option of `book` and `update`.
+private func parseAttendee(_ text: String) throws -> AttendeeInput {
+    let parts = text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+    guard parts.count == 3 else { throw ValidationError("--attendee '\(text)': expected NAME,EMAIL,PHONE") }
+    return AttendeeInput(name: parts[0], email: parts[1], phone: parts[2])
+}
+
 /// `bookingctl update` (v1.1).
 struct UpdateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -255,13 +255,7 @@ struct UpdateCommand: AsyncParsableCommand {
     }
 
     func parsedAttendees() throws -> [AttendeeInput]? {
-        guard !attendees.isEmpty else { return nil }
-        return try attendees.map { text in
-            let parts = text.split(separator: ",", omittingEmptySubsequences: false)
-                .map { $0.trimmingCharacters(in: .whitespaces) }
-            guard parts.count == 3 else { throw ValidationError("--attendee '\(text)': expected NAME,EMAIL,PHONE") }
-            return AttendeeInput(name: parts[0], email: parts[1], phone: parts[2])
-        }
+        attendees.isEmpty ? nil : try attendees.map(parseAttendee)
     }
 
     func run() async throws {

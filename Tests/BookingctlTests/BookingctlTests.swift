@@ -150,7 +150,8 @@ struct BookingctlTests {
         #expect(try await CLIRunner(url: url).run(["topology", "declare"]).status == 0)
     }
 
-    @Test(arguments: ["room register", "book", "confirm", "cancel", "reschedule", "rooms", "topology declare"])
+    @Test(arguments: ["room register", "book", "confirm", "reject", "cancel", "reschedule", "update", "rooms", "topology declare",
+                      "topology upgrade"])
     func helpExplainsWithAnExample(command: String) async throws {
         let result = try await CLIRunner(url: try TestBroker.url())
             .run(command.split(separator: " ").map(String.init) + ["--help"], broker: false)
