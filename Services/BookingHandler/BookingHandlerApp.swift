@@ -14,9 +14,11 @@ public struct BookingHandlerApp: Sendable {
     public let processor: CommandProcessor
     /// The outbox relay.
     public let relay: OutboxRelay
+    /// The durable timers (start, end, release, expiry).
+    public let timers: BookingTimers
     /// The services to run, in start order (shutdown runs in reverse:
-    /// the consumer stops first, the relay makes its last round, then the
-    /// connection closes).
+    /// the consumer stops first, then the timers, the relay makes its last
+    /// round, then the connection closes).
     public let services: [any Service]
 
     /// Opens the database in `dataDirectory`, upserts `roomsFile` (if any),
@@ -27,7 +29,7 @@ public struct BookingHandlerApp: Sendable {
         policy: CallerPolicy = CallerPolicy(), replayRate: Int = ReplayPacer.defaultRate,
         prefetch: UInt16 = 64, concurrency: Int = 64, httpPort: Int? = nil,
         retentionDays: Int = 7, logger: Logger,
-        now: @escaping @Sendable () -> Date = { Date() }
+        now: @escaping @Sendable () -> Date = { Date() }, timerInterval: Duration = .seconds(1)
     ) async throws -> BookingHandlerApp {
         let store = try BookingStore(path: dataDirectory + "/booking-handler.sqlite")
         var policy = policy
@@ -48,7 +50,8 @@ public struct BookingHandlerApp: Sendable {
         let consumer = CommandConsumer(connection: connection, processor: processor, relay: relay, logger: logger,
                                        replayRate: replayRate)
         let consumerService = consumer.service(prefetch: prefetch, concurrency: concurrency)
-        var services: [any Service] = [connection, relay, consumerService]
+        let timers = BookingTimers(processor: processor, relay: relay, logger: logger, interval: timerInterval)
+        var services: [any Service] = [connection, relay, timers, consumerService]
         if let httpPort {
             // First in the group, so it is shut down last: /healthz keeps
             // answering while the consumer drains.
@@ -58,6 +61,6 @@ public struct BookingHandlerApp: Sendable {
                 ReadinessCheck("database") { (try? await store.counts()) != nil },
             ], logger: logger), at: 0)
         }
-        return BookingHandlerApp(store: store, processor: processor, relay: relay, services: services)
+        return BookingHandlerApp(store: store, processor: processor, relay: relay, timers: timers, services: services)
     }
 }

@@ -95,6 +95,9 @@ struct RoomCommand: AsyncParsableCommand {
         @Option(name: .customLong("change-cutoff-minutes"),
                 help: "No reschedule or cancel later than this before the start, admins excepted (v1.1, 2004).")
         var changeCutoffMinutes: Int?
+        @Option(name: .customLong("auto-release-minutes"),
+                help: "Check-in required; a booking nobody checked in is released this many minutes after its start (v1.1).")
+        var autoReleaseMinutes: Int?
         @Option(help: "Read the whole room.register body from a JSON file ('-' for stdin) instead of the options.")
         var body: String?
 
@@ -118,7 +121,7 @@ struct RoomCommand: AsyncParsableCommand {
                         requiresApproval: requiresApproval ? true : nil,
                         approvers: approvers.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } },
                         horizonDays: horizonDays, minMinutes: minMinutes, maxMinutes: maxMinutes,
-                        changeCutoffMinutes: changeCutoffMinutes)
+                        changeCutoffMinutes: changeCutoffMinutes, autoReleaseMinutes: autoReleaseMinutes)
                 }
                 try await sendAndPrint(.registerRoom, room, global: global, send: send)
             }
@@ -283,6 +286,30 @@ struct RejectCommand: AsyncParsableCommand {
         try await reportingErrors {
             try await sendAndPrint(.rejectBooking, RejectBooking(bookingId: bookingId, reason: reason),
                                    global: global, send: send)
+        }
+    }
+}
+
+/// `bookingctl checkin` (v1.1).
+struct CheckinCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "checkin",
+        abstract: "Check a confirmed booking in (booking.checkin): from 15 minutes before its start until its end or release.",
+        discussion: """
+            For the booking's requester, the room's approvers and ADMIN_USERS. In a room with
+            autoReleaseMinutes a booking nobody checked in is released; elsewhere bookings start
+            by themselves. 2005 outside the window.
+            Example:
+              bookingctl checkin 6f1c2a9e-… --json
+            """)
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var send: SendOptions
+    @Argument(help: "The booking id.") var bookingId: String
+
+    func run() async throws {
+        try await reportingErrors {
+            try await sendAndPrint(.checkinBooking, CheckinBooking(bookingId: bookingId), global: global, send: send)
         }
     }
 }

@@ -18,7 +18,8 @@ struct BookingCtl: AsyncParsableCommand {
             receives the message (service or topology missing); 69 broker
             unreachable, login refused or no reply in time.
             """,
-        subcommands: [RoomCommand.self, BookCommand.self, ConfirmCommand.self, RejectCommand.self, CancelCommand.self, UpdateCommand.self,
+        subcommands: [RoomCommand.self, BookCommand.self, ConfirmCommand.self, RejectCommand.self, CheckinCommand.self, CancelCommand.self,
+                      UpdateCommand.self,
                       RescheduleCommand.self, RoomsCommand.self, PassesCommand.self, ProjectorCommand.self,
                       TopologyCommand.self])
 }

@@ -44,13 +44,18 @@ public struct Room: Codable, Sendable, Equatable {
     /// later than this before its start, admins excepted (2004); omitted:
     /// no cutoff.
     public var changeCutoffMinutes: Int?
+    /// Check-in required (`booking.checkin`); a confirmed booking nobody
+    /// checked in is released this many minutes after its start (v1.1);
+    /// omitted: bookings start by themselves.
+    public var autoReleaseMinutes: Int?
 
     /// Creates a room; defaults as in the contract.
     public init(name: String, location: String? = nil, equipment: [String] = [], size: String? = nil,
                 capacity: Int, images: [String] = [], timeZone: String = Room.defaultTimeZone,
                 opens: String = Room.defaultOpens, closes: String = Room.defaultCloses,
                 requiresApproval: Bool = false, approvers: [String]? = nil, horizonDays: Int? = nil,
-                minMinutes: Int? = nil, maxMinutes: Int? = nil, changeCutoffMinutes: Int? = nil) {
+                minMinutes: Int? = nil, maxMinutes: Int? = nil, changeCutoffMinutes: Int? = nil,
+                autoReleaseMinutes: Int? = nil) {
         self.name = name
         self.location = location
         self.equipment = equipment
@@ -66,6 +71,7 @@ public struct Room: Codable, Sendable, Equatable {
         self.minMinutes = minMinutes
         self.maxMinutes = maxMinutes
         self.changeCutoffMinutes = changeCutoffMinutes
+        self.autoReleaseMinutes = autoReleaseMinutes
     }
 }
 
@@ -75,6 +81,10 @@ public enum BookingStatus: String, Codable, Sendable, Hashable, CaseIterable {
     case pending
     /// Booked.
     case confirmed
+    /// Under way: checked in, or started by itself at its start (v1.1).
+    case inProgress
+    /// Reached its end while in progress (v1.1); final.
+    case completed
     /// Cancelled; final.
     case cancelled
     /// Rejected by an approver or admin while pending (v1.1); final.
@@ -130,7 +140,8 @@ public struct Booking: Codable, Sendable, Equatable {
     public var version: Int
     /// The `reason` of `booking.cancel` or `booking.reject`: why the booking
     /// ended; only on cancelled and rejected bookings, omitted when none was
-    /// given.
+    /// given. The handler's timers write `"released: nobody checked in"`
+    /// and `"expired"`.
     public var cancelReason: String?
 
     /// Creates a booking.

@@ -34,13 +34,15 @@ public struct RegisterRoom: Codable, Sendable, Equatable {
     public var maxMinutes: Int?
     /// ``Room/changeCutoffMinutes``.
     public var changeCutoffMinutes: Int?
+    /// ``Room/autoReleaseMinutes``.
+    public var autoReleaseMinutes: Int?
 
     /// Creates a command; omitted fields get defaults on ``resolved()``.
     public init(name: String, location: String? = nil, equipment: [String]? = nil, size: String? = nil,
                 capacity: Int, images: [String]? = nil, timeZone: String? = nil, opens: String? = nil,
                 closes: String? = nil, requiresApproval: Bool? = nil, approvers: [String]? = nil,
                 horizonDays: Int? = nil, minMinutes: Int? = nil, maxMinutes: Int? = nil,
-                changeCutoffMinutes: Int? = nil) {
+                changeCutoffMinutes: Int? = nil, autoReleaseMinutes: Int? = nil) {
         self.name = name
         self.location = location
         self.equipment = equipment
@@ -56,6 +58,7 @@ public struct RegisterRoom: Codable, Sendable, Equatable {
         self.minMinutes = minMinutes
         self.maxMinutes = maxMinutes
         self.changeCutoffMinutes = changeCutoffMinutes
+        self.autoReleaseMinutes = autoReleaseMinutes
     }
 
     /// The room with the contract's defaults applied. Does not validate.
@@ -64,7 +67,7 @@ public struct RegisterRoom: Codable, Sendable, Equatable {
              images: images ?? [], timeZone: timeZone ?? Room.defaultTimeZone, opens: opens ?? Room.defaultOpens,
              closes: closes ?? Room.defaultCloses, requiresApproval: requiresApproval ?? false, approvers: approvers,
              horizonDays: horizonDays, minMinutes: minMinutes, maxMinutes: maxMinutes,
-             changeCutoffMinutes: changeCutoffMinutes)
+             changeCutoffMinutes: changeCutoffMinutes, autoReleaseMinutes: autoReleaseMinutes)
     }
 }
 
@@ -197,6 +200,19 @@ public struct UpdateBooking: Codable, Sendable, Equatable {
     }
 }
 
+/// `booking.checkin` body (v1.1): confirmed → inProgress, from 15 minutes
+/// before the start until the end; required in rooms with
+/// ``Room/autoReleaseMinutes``.
+public struct CheckinBooking: Codable, Sendable, Equatable {
+    /// The booking's ``Booking/id``.
+    public var bookingId: String
+
+    /// Creates the command.
+    public init(bookingId: String) {
+        self.bookingId = bookingId
+    }
+}
+
 /// Any command body, tagged with its type.
 public enum Command: Sendable, Equatable {
     /// `room.register`.
@@ -213,6 +229,8 @@ public enum Command: Sendable, Equatable {
     case rescheduleBooking(RescheduleBooking)
     /// `booking.update`.
     case updateBooking(UpdateBooking)
+    /// `booking.checkin`.
+    case checkinBooking(CheckinBooking)
     /// `booking.replay`.
     case replayBookings(ReplayBookings)
 
@@ -226,6 +244,7 @@ public enum Command: Sendable, Equatable {
         case .rejectBooking: .rejectBooking
         case .rescheduleBooking: .rescheduleBooking
         case .updateBooking: .updateBooking
+        case .checkinBooking: .checkinBooking
         case .replayBookings: .replayBookings
         }
     }
@@ -247,6 +266,7 @@ public enum Command: Sendable, Equatable {
         case .rescheduleBooking:
             return .rescheduleBooking(try ContractJSON.decode(RescheduleBooking.self, from: body))
         case .updateBooking: return .updateBooking(try ContractJSON.decode(UpdateBooking.self, from: body))
+        case .checkinBooking: return .checkinBooking(try ContractJSON.decode(CheckinBooking.self, from: body))
         case .replayBookings: return .replayBookings(try ContractJSON.decode(ReplayBookings.self, from: body))
         }
     }
@@ -261,6 +281,7 @@ public enum Command: Sendable, Equatable {
         case .rejectBooking(let c): [UInt8](try ContractJSON.encode(c))
         case .rescheduleBooking(let c): [UInt8](try ContractJSON.encode(c))
         case .updateBooking(let c): [UInt8](try ContractJSON.encode(c))
+        case .checkinBooking(let c): [UInt8](try ContractJSON.encode(c))
         case .replayBookings(let c): [UInt8](try ContractJSON.encode(c))
         }
     }

@@ -112,9 +112,10 @@ public struct EncodedBooking: Sendable {
 
     /// The body of a ``BookingEvent`` for this booking; `previous` is the
     /// encoded ``BookingSnapshot`` of the booking before the change (v1.1),
-    /// nil for a booking's first events. `previous` sorts after
-    /// `occurredAt`, so it goes last.
-    public func event(eventId: String, occurredAt: String, previous: Data? = nil) -> Data {
+    /// nil for a booking's first events; `released` adds `"released":true`
+    /// (a release for want of check-in). Both sort after `occurredAt`, in
+    /// this order, so they go last.
+    public func event(eventId: String, occurredAt: String, previous: Data? = nil, released: Bool = false) -> Data {
         var out = Data(#"{"booking":"#.utf8)
         out.reserveCapacity(json.count + eventId.utf8.count + occurredAt.utf8.count + (previous?.count ?? 0) + 52)
         out.append(json)
@@ -126,6 +127,7 @@ public struct EncodedBooking: Sendable {
             out.append(contentsOf: #","previous":"#.utf8)
             out.append(previous)
         }
+        if released { out.append(contentsOf: #","released":true"#.utf8) }
         out.append(UInt8(ascii: "}"))
         return out
     }

@@ -72,13 +72,16 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, Expressi
     /// change cutoff, a reschedule of a booking that has started, or any
     /// change of one that has ended.
     public static let tooLateToChange = ErrorCode(2004)
+    /// 2005: check-in not possible now (v1.1): earlier than 15 minutes
+    /// before the start, after the end, or after the booking's release.
+    public static let checkinNotPossible = ErrorCode(2005)
 
     /// Every code of the contract's table (without the open range > 4000).
     public static let allKnown: [ErrorCode] = [
         .invalidJSON, .unknownCommand, .idempotencyKeyReused, .invalidField, .unknownRoom, .outsideOpeningHours, .offGrid,
         .endNotAfterStart, .startInPast, .overCapacity, .beyondHorizon, .durationOutOfRange, .attendeeNameInvalid,
         .attendeeEmailInvalid, .attendeePhoneInvalid, .overlap, .bookingNotFound, .statusChangeNotAllowed, .notPermitted,
-        .tooLateToChange,
+        .tooLateToChange, .checkinNotPossible,
     ]
 
     /// Codes above 4000: the pass gateway failed to deliver the pass at `index`.
@@ -107,6 +110,7 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, Expressi
         case 2002: "status change not allowed from the current status"
         case 2003: "not permitted for this requester"
         case 2004: "too late to change this booking"
+        case 2005: "check-in not possible now"
         case 4001...: "pass delivery failed"
         default: nil
         }

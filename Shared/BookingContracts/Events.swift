@@ -14,13 +14,19 @@ public struct BookingEvent: Codable, Sendable, Equatable {
     /// on a booking's first `booking.created` and the `booking.confirmed`
     /// published with it at version 1, and on replayed state.
     public var previous: BookingSnapshot?
+    /// `true` on the `booking.cancelled` of a booking released because
+    /// nobody checked in (v1.1, ``Room/autoReleaseMinutes``); absent
+    /// otherwise.
+    public var released: Bool?
 
     /// Creates the event.
-    public init(eventId: String, occurredAt: String, booking: Booking, previous: BookingSnapshot? = nil) {
+    public init(eventId: String, occurredAt: String, booking: Booking, previous: BookingSnapshot? = nil,
+                released: Bool? = nil) {
         self.eventId = eventId
         self.occurredAt = occurredAt
         self.booking = booking
         self.previous = previous
+        self.released = released
     }
 }
 
@@ -243,7 +249,8 @@ public enum Event: Sendable, Equatable {
     public static func decode(type: EventType, body: [UInt8]) throws -> Event {
         switch type {
         case .roomRegistered: return .roomRegistered(try ContractJSON.decode(RoomRegistered.self, from: body))
-        case .bookingCreated, .bookingConfirmed, .bookingCancelled, .bookingRescheduled, .bookingRejected, .bookingUpdated:
+        case .bookingCreated, .bookingConfirmed, .bookingCancelled, .bookingRescheduled, .bookingRejected, .bookingUpdated,
+             .bookingStarted, .bookingCompleted:
             return .booking(type, try ContractJSON.decode(BookingEvent.self, from: body))
         case .passDelivered: return .passDelivered(try ContractJSON.decode(PassDelivered.self, from: body))
         case .passFailed: return .passFailed(try ContractJSON.decode(PassFailedEvent.self, from: body))

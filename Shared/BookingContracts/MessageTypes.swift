@@ -15,6 +15,8 @@ public enum CommandType: String, CaseIterable, Codable, Sendable, Hashable {
     case rescheduleBooking = "booking.reschedule"
     /// Change a booking's title, description or attendees (v1.1). Body: ``UpdateBooking``.
     case updateBooking = "booking.update"
+    /// confirmed → inProgress: someone is in the room (v1.1). Body: ``CheckinBooking``.
+    case checkinBooking = "booking.checkin"
     /// Publish the current state of every room and booking to a named
     /// `availability-projector.*` queue. Body: ``ReplayBookings``.
     case replayBookings = "booking.replay"
@@ -45,6 +47,10 @@ public enum EventType: String, CaseIterable, Codable, Sendable, Hashable {
     case bookingRejected = "booking.rejected"
     /// A booking's title, description or attendees changed (v1.1). Body: ``BookingEvent``.
     case bookingUpdated = "booking.updated"
+    /// A booking began: checked in, or started by itself at its start (v1.1). Body: ``BookingEvent``.
+    case bookingStarted = "booking.started"
+    /// An in-progress booking reached its end (v1.1). Body: ``BookingEvent``.
+    case bookingCompleted = "booking.completed"
     /// One attendee's pass was delivered. Body: ``PassDelivered``.
     case passDelivered = "pass.delivered"
     /// One attendee's pass was given up on. Body: ``PassFailedEvent``.
@@ -56,7 +62,7 @@ public enum EventType: String, CaseIterable, Codable, Sendable, Hashable {
     public var isBookingEvent: Bool {
         switch self {
         case .bookingCreated, .bookingConfirmed, .bookingCancelled, .bookingRescheduled, .bookingRejected,
-             .bookingUpdated: true
+             .bookingUpdated, .bookingStarted, .bookingCompleted: true
         default: false
         }
     }

@@ -47,7 +47,9 @@ public struct ReplaySummary: Codable, Sendable, Equatable {
 /// The message stream a `booking.replay` produces on the named queue:
 /// one `room.registered` per room, then one booking event per booking
 /// (`type` by status: `booking.created` for pending, `booking.confirmed`
-/// for confirmed, `booking.cancelled` for cancelled; the body is the
+/// for confirmed, `booking.started` for inProgress, `booking.completed`
+/// for completed, `booking.cancelled` for cancelled, `booking.rejected`
+/// for rejected; the body is the
 /// ordinary ``BookingEvent`` with the booking's current `version`), every
 /// message with header ``replayIdHeader``; then one end marker of type
 /// ``endType`` whose body is a ``ReplaySummary``.
@@ -67,6 +69,8 @@ public enum ReplayStream {
         switch status {
         case .pending: .bookingCreated
         case .confirmed: .bookingConfirmed
+        case .inProgress: .bookingStarted
+        case .completed: .bookingCompleted
         case .cancelled: .bookingCancelled
         case .rejected: .bookingRejected
         }

@@ -20,6 +20,7 @@ private func minimalBody(_ type: CommandType) -> String {
     case .rescheduleBooking: #"{"bookingId":"b-1","date":"2026-11-23","start":"09:00","end":"10:00"}"#
     case .replayBookings: #"{"queue":"availability-projector.replay"}"#
     case .updateBooking: #"{"bookingId":"b-1","title":"T"}"#
+    case .checkinBooking: #"{"bookingId":"b-1"}"#
     }
 }
 

@@ -21,7 +21,7 @@ struct ContractBasicsTests {
     @Test func topologyBindings() {
         #expect(Topology.handlerCommandsBindingKeys
                     == ["room.register", "booking.create", "booking.confirm", "booking.cancel", "booking.reject",
-                        "booking.reschedule", "booking.update", "booking.replay"])
+                        "booking.reschedule", "booking.update", "booking.checkin", "booking.replay"])
         #expect(Set(Topology.passSenderEventsBindingKeys)
                     == ["booking.confirmed", "booking.rescheduled", "booking.cancelled", "booking.rejected"])
         #expect(Topology.projectorEventsBindingKeys == ["room.#", "booking.#"])
@@ -63,12 +63,12 @@ struct ContractBasicsTests {
     @Test func messageTypes() {
         #expect(CommandType.allCases.map(\.rawValue)
                     == ["room.register", "booking.create", "booking.confirm", "booking.cancel", "booking.reject",
-                        "booking.reschedule", "booking.update", "booking.replay"])
+                        "booking.reschedule", "booking.update", "booking.checkin", "booking.replay"])
         #expect(EventType.allCases.map(\.rawValue)
                     == ["room.registered", "booking.created", "booking.confirmed", "booking.cancelled",
-                        "booking.rescheduled", "booking.rejected", "booking.updated", "pass.delivered", "pass.failed",
-                        "availability.changed"])
-        #expect(EventType.allCases.filter(\.isBookingEvent).count == 6)
+                        "booking.rescheduled", "booking.rejected", "booking.updated", "booking.started", "booking.completed",
+                        "pass.delivered", "pass.failed", "availability.changed"])
+        #expect(EventType.allCases.filter(\.isBookingEvent).count == 8)
         #expect(CommandType.resolve(typeProperty: nil, routingKey: "booking.create") == .createBooking)
         #expect(CommandType.resolve(typeProperty: "", routingKey: "booking.cancel") == .cancelBooking)
         #expect(CommandType.resolve(typeProperty: "booking.confirm", routingKey: "booking.create") == .confirmBooking)
@@ -96,6 +96,7 @@ struct ContractBasicsTests {
             (.attendeePhoneInvalid, 3000), (.overlap, 2000), (.bookingNotFound, 2001),
             (.statusChangeNotAllowed, 2002), (.notPermitted, 2003), (.beyondHorizon, 1107), (.durationOutOfRange, 1108),
             (.tooLateToChange, 2004),
+            (.checkinNotPossible, 2005),
         ]
         for (code, value) in table {
             #expect(code.rawValue == value)

@@ -29,6 +29,12 @@ struct EncodedBookingTests {
                 BookingEvent(eventId: id, occurredAt: at, booking: booking, previous: previous))
             #expect(String(decoding: withPrevious, as: UTF8.self) == String(decoding: referenceWithPrevious, as: UTF8.self))
             #expect(try ContractJSON.decode(BookingEvent.self, from: withPrevious).previous == previous)
+            // With `released` (v1.1), after `previous`.
+            let released = encoded.event(eventId: id, occurredAt: at, previous: try ContractJSON.encode(previous), released: true)
+            let referenceReleased = try ContractJSON.encode(
+                BookingEvent(eventId: id, occurredAt: at, booking: booking, previous: previous, released: true))
+            #expect(String(decoding: released, as: UTF8.self) == String(decoding: referenceReleased, as: UTF8.self))
+            #expect(try ContractJSON.decode(BookingEvent.self, from: released).released == true)
         }
     }
 

@@ -31,13 +31,14 @@ struct ExampleTests {
             case "booking.cancel": reencoded = try Self.reencode(CancelBooking.self, data)
             case "booking.reject": reencoded = try Self.reencode(RejectBooking.self, data)
             case "booking.update": reencoded = try Self.reencode(UpdateBooking.self, data)
+            case "booking.checkin": reencoded = try Self.reencode(CheckinBooking.self, data)
             case "booking.reschedule": reencoded = try Self.reencode(RescheduleBooking.self, data)
             case "booking.replay": reencoded = try Self.reencode(ReplayBookings.self, data)
             case "booking.replay.done": reencoded = try Self.reencode(ReplaySummary.self, data)
             case "reply": reencoded = try Self.reencode(CommandReply.self, data)
             case "room.registered": reencoded = try Self.reencode(RoomRegistered.self, data)
             case "booking.created", "booking.confirmed", "booking.cancelled", "booking.rescheduled", "booking.rejected",
-                 "booking.updated":
+                 "booking.updated", "booking.started", "booking.completed":
                 reencoded = try Self.reencode(BookingEvent.self, data)
             case "pass.delivered": reencoded = try Self.reencode(PassDelivered.self, data)
             case "pass.failed": reencoded = try Self.reencode(PassFailedEvent.self, data)

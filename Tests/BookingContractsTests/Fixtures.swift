@@ -65,6 +65,30 @@ enum Fixtures {
         return b
     }
 
+    /// Checked in (or started by itself): v1.1.
+    static var startedBooking: Booking {
+        var b = booking
+        b.status = .inProgress
+        b.version = 3
+        return b
+    }
+
+    static var completedBooking: Booking {
+        var b = booking
+        b.status = .completed
+        b.version = 4
+        return b
+    }
+
+    /// Released by the handler: nobody checked in (v1.1).
+    static var releasedBooking: Booking {
+        var b = booking
+        b.status = .cancelled
+        b.version = 3
+        b.cancelReason = "released: nobody checked in"
+        return b
+    }
+
     static var rescheduledBooking: Booking {
         var b = booking
         b.date = "2026-11-24"
@@ -146,6 +170,7 @@ enum Fixtures {
                                                   attendees: [AttendeeInput(name: "Ada Lovelace", email: "ada@example.com",
                                                                             phone: "0170 1234567")])),
             try e("booking.update--title-only", UpdateBooking(bookingId: bookingId, title: "Retro")),
+            try e("booking.checkin", CheckinBooking(bookingId: bookingId)),
             try e("booking.reschedule", RescheduleBooking(bookingId: bookingId, date: .calendarDate("2026-11-24"),
                                                           start: "13:00", end: "14:30")),
             try e("booking.replay", ReplayBookings(queue: "availability-projector.replay", replayId: "rebuild-1")),
@@ -167,6 +192,13 @@ enum Fixtures {
             try e("booking.cancelled", bookingEvent(cancelledBooking)),
             try e("booking.rejected", bookingEvent(rejectedBooking)),
             try e("booking.updated", bookingEvent(updatedBooking)),
+            try e("booking.started", BookingEvent(eventId: "6f7a8b9c", occurredAt: occurredAt, booking: startedBooking,
+                                                  previous: BookingSnapshot(booking))),
+            try e("booking.completed", BookingEvent(eventId: "7a8b9c0d", occurredAt: occurredAt, booking: completedBooking,
+                                                    previous: BookingSnapshot(startedBooking))),
+            try e("booking.cancelled--released", BookingEvent(eventId: "8b9c0d1e", occurredAt: occurredAt,
+                                                              booking: releasedBooking, previous: BookingSnapshot(booking),
+                                                              released: true)),
             try e("booking.rescheduled", bookingEvent(rescheduledBooking)),
             try e("booking.rescheduled--previous", BookingEvent(eventId: "5e6f7a8b", occurredAt: occurredAt,
                                                                 booking: rescheduledBooking,

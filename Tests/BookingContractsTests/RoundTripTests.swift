@@ -81,6 +81,7 @@ struct RoundTripTests {
             .updateBooking(UpdateBooking(bookingId: "b", title: "t", description: "d",
                                          attendees: [AttendeeInput(name: "A", email: "a@example.com", phone: "0170 1")])),
             .rescheduleBooking(RescheduleBooking(bookingId: "b", date: .today, start: "09:00", end: "10:00")),
+            .checkinBooking(CheckinBooking(bookingId: "b")),
             .replayBookings(ReplayBookings(queue: "availability-projector.replay", replayId: "r-1")),
         ]
         #expect(Set(commands.map(\.type)) == Set(CommandType.allCases))
@@ -97,6 +98,10 @@ struct RoundTripTests {
             .booking(.bookingRescheduled, Fixtures.bookingEvent(Fixtures.rescheduledBooking)),
             .booking(.bookingRejected, Fixtures.bookingEvent(Fixtures.rejectedBooking)),
             .booking(.bookingUpdated, Fixtures.bookingEvent(Fixtures.updatedBooking)),
+            .booking(.bookingStarted, Fixtures.bookingEvent(Fixtures.startedBooking)),
+            .booking(.bookingCompleted, Fixtures.bookingEvent(Fixtures.completedBooking)),
+            .booking(.bookingCancelled, BookingEvent(eventId: "r", occurredAt: Fixtures.occurredAt,
+                                                     booking: Fixtures.releasedBooking, released: true)),
             .passDelivered(Fixtures.passDelivered), .passFailed(Fixtures.passFailed),
             .availabilityChanged(Fixtures.availabilityChanged),
         ]

@@ -90,8 +90,18 @@ struct RoomPolicyTests {
             == .tooLateToChange, "a started booking cannot be moved, not even by an admin")
         #expect(BookingRules.tooLate(.cancel, booking: booking, room: room, now: during, isAdmin: false) == nil,
                 "cancelling one in progress is allowed")
+        #expect(BookingRules.tooLate(.confirm, booking: booking, room: room, now: during, isAdmin: true)?.code
+            == .tooLateToChange, "not approved by its start: it expires, an approval now is too late")
+        var checkedIn = booking
+        checkedIn.status = .inProgress
+        let early = utc("2026-11-23T07:50:00Z")
+        #expect(BookingRules.tooLate(.update, booking: checkedIn, room: room, now: early, isAdmin: true)?.code
+            == .tooLateToChange, "checked in early: started, even before its start")
+        #expect(BookingRules.tooLate(.cancel, booking: checkedIn, room: Self.room(cutoff: 60), now: early, isAdmin: false) == nil,
+                "cancelling one in progress ignores the cutoff")
         let after = utc("2026-11-23T09:00:00Z")
-        for action in BookingAction.allCases {
+        // Check-in has its own window (2005), tested with the lifecycle rules.
+        for action in BookingAction.allCases where action != .checkin {
             #expect(BookingRules.tooLate(action, booking: booking, room: room, now: after, isAdmin: true)?.code
                 == .tooLateToChange, "\(action) after the end")
         }

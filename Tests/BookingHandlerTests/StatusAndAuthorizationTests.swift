@@ -45,13 +45,29 @@ struct TransitionTests {
          .init(action: .reject, from: .confirmed, requiresApproval: approval, to: nil),
          .init(action: .reject, from: .cancelled, requiresApproval: approval, to: nil),
          .init(action: .reject, from: .rejected, requiresApproval: approval, to: nil)]
-            + [BookingAction.confirm, .cancel, .reschedule, .update].map {
+            + [BookingAction.confirm, .cancel, .reschedule, .update, .checkin].map {
                 .init(action: $0, from: .rejected, requiresApproval: approval, to: nil)
             }
             // v1.1: update keeps the status of a live booking.
             + [.init(action: .update, from: .pending, requiresApproval: approval, to: .pending),
                .init(action: .update, from: .confirmed, requiresApproval: approval, to: .confirmed),
                .init(action: .update, from: .cancelled, requiresApproval: approval, to: nil)]
+            // v1.1: check-in starts a confirmed booking, nothing else.
+            + [.init(action: .checkin, from: .pending, requiresApproval: approval, to: nil),
+               .init(action: .checkin, from: .confirmed, requiresApproval: approval, to: .inProgress),
+               .init(action: .checkin, from: .inProgress, requiresApproval: approval, to: nil),
+               .init(action: .checkin, from: .cancelled, requiresApproval: approval, to: nil)]
+            // v1.1: in progress it may be cancelled (ending it early); a
+            // reschedule or update passes the table and is refused as too
+            // late (2004, tested with the change window); it can be neither
+            // confirmed nor rejected.
+            + [.init(action: .cancel, from: .inProgress, requiresApproval: approval, to: .cancelled),
+               .init(action: .reschedule, from: .inProgress, requiresApproval: approval, to: .inProgress),
+               .init(action: .update, from: .inProgress, requiresApproval: approval, to: .inProgress),
+               .init(action: .confirm, from: .inProgress, requiresApproval: approval, to: nil),
+               .init(action: .reject, from: .inProgress, requiresApproval: approval, to: nil)]
+            // v1.1: completed is final.
+            + BookingAction.allCases.map { .init(action: $0, from: .completed, requiresApproval: approval, to: nil) }
     }
 
     @Test func tableCoversEveryCombination() {
@@ -90,6 +106,7 @@ struct TransitionTests {
         #expect(BookingAction.reschedule.rawValue == "reschedule")
         #expect(BookingAction.reject.rawValue == "reject")
         #expect(BookingAction.update.rawValue == "update")
+        #expect(BookingAction.checkin.rawValue == "checkin")
     }
 }
 

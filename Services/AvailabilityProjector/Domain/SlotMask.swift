@@ -98,36 +98,48 @@ public struct SlotMask: Hashable, Sendable, CustomStringConvertible {
     public var description: String { availStrings.joined(separator: ", ") }
 }
 
-/// What occupies one room on one local date: confirmed and pending bookings.
+/// What occupies one room on one local date: confirmed, pending and
+/// in-progress bookings (a completed booking counts as confirmed: the room
+/// was used).
 public struct DayOccupancy: Hashable, Sendable {
-    /// Slots of confirmed bookings.
+    /// Slots of confirmed (and completed) bookings.
     public var confirmed: SlotMask
     /// Slots of pending bookings (not confirmed ones).
     public var pending: SlotMask
+    /// Slots of bookings in progress (v1.1): checked in or started.
+    public var inProgress: SlotMask
 
-    public init(confirmed: SlotMask = .empty, pending: SlotMask = .empty) {
+    public init(confirmed: SlotMask = .empty, pending: SlotMask = .empty, inProgress: SlotMask = .empty) {
         self.confirmed = confirmed
         self.pending = pending
+        self.inProgress = inProgress
     }
 
     public static let free = DayOccupancy()
-    /// Slots not bookable because a pending or confirmed booking holds them.
-    public var busy: SlotMask { confirmed.union(pending) }
-    public var isEmpty: Bool { confirmed.isEmpty && pending.isEmpty }
+    /// Slots not bookable because a booking holds them.
+    public var busy: SlotMask { confirmed.union(pending).union(inProgress) }
+    public var isEmpty: Bool { confirmed.isEmpty && pending.isEmpty && inProgress.isEmpty }
 
-    /// Occupancy of a set of bookings (pending/confirmed ones count;
-    /// overlaps, which replay or out-of-order events may bring, merge).
+    /// The statuses that hold a slot.
+    public static let holdingStatuses: [BookingStatus] = [.pending, .confirmed, .inProgress, .completed]
+
+    /// Occupancy of a set of bookings (the ``holdingStatuses`` count;
+    /// overlaps, which replay or out-of-order events may bring, merge: a
+    /// slot shows the most definite state, in progress before confirmed
+    /// before pending).
     public init(bookings: [(start: Int, end: Int, status: BookingStatus)]) {
         self.init()
         for b in bookings {
             let mask = SlotMask(fromMinute: b.start, toMinute: b.end)
             switch b.status {
-            case .confirmed: confirmed = confirmed.union(mask)
+            case .confirmed, .completed: confirmed = confirmed.union(mask)
             case .pending: pending = pending.union(mask)
+            case .inProgress: inProgress = inProgress.union(mask)
             case .cancelled, .rejected: break
             }
         }
-        pending = pending.subtracting(confirmed)
+        confirmed = confirmed.subtracting(inProgress)
+        pending = pending.subtracting(confirmed).subtracting(inProgress)
     }
 }
 

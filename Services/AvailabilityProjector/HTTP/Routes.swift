@@ -125,7 +125,8 @@ public struct DayView: Codable, Sendable, Equatable {
         let first = window.from / SlotMask.minutes, last = window.to / SlotMask.minutes
         for slot in first..<last {
             let state: String
-            if a.occupancy.confirmed.contains(slot) { state = "booked" }
+            if a.occupancy.inProgress.contains(slot) { state = "inProgress" }
+            else if a.occupancy.confirmed.contains(slot) { state = "booked" }
             else if a.occupancy.pending.contains(slot) { state = "pending" }
             else if a.closed.contains(slot) { state = "closed" }
             else { state = "free" }

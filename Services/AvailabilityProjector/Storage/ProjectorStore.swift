@@ -138,8 +138,18 @@ public final class ProjectorStore: Sendable {
               prevDate TEXT);
             CREATE TABLE \(ine)\(p)roomday (room TEXT NOT NULL, date TEXT NOT NULL, confirmedLo INTEGER NOT NULL,
               confirmedHi INTEGER NOT NULL, pendingLo INTEGER NOT NULL, pendingHi INTEGER NOT NULL,
+              inProgressLo INTEGER NOT NULL DEFAULT 0, inProgressHi INTEGER NOT NULL DEFAULT 0,
               PRIMARY KEY (room, date)) WITHOUT ROWID;
             """)
+        // A model written before v1.1 has no in-progress columns: add them
+        // (no booking of such a model is in progress).
+        let columns = try Row.fetchAll(db, sql: "PRAGMA table_info(\(p)roomday)").map { $0["name"] as String }
+        if !columns.contains("inProgressLo") {
+            try db.execute(sql: """
+                ALTER TABLE \(p)roomday ADD COLUMN inProgressLo INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE \(p)roomday ADD COLUMN inProgressHi INTEGER NOT NULL DEFAULT 0;
+                """)
+        }
         // Index names must be unique in the file: a rebuilt table keeps its
         // index's name when renamed, so every generation gets its own.
         let suffix = ifNotExists ? "0" : UUID().uuidString.prefix(8).lowercased()
@@ -158,11 +168,14 @@ public final class ProjectorStore: Sendable {
             state.rooms[room.name] = RoomInfo(room: room)
         }
         state.sortedRooms = state.rooms.values.sorted { $0.room.name < $1.room.name }
-        let rows = try Row.fetchCursor(db, sql: "SELECT room, date, confirmedLo, confirmedHi, pendingLo, pendingHi FROM roomday")
+        let rows = try Row.fetchCursor(db, sql: """
+            SELECT room, date, confirmedLo, confirmedHi, pendingLo, pendingHi, inProgressLo, inProgressHi FROM roomday
+            """)
         while let row = try rows.next() {
             let occupancy = DayOccupancy(
                 confirmed: SlotMask(lo: UInt64(bitPattern: row[2] as Int64), hi: UInt64(bitPattern: row[3] as Int64)),
-                pending: SlotMask(lo: UInt64(bitPattern: row[4] as Int64), hi: UInt64(bitPattern: row[5] as Int64)))
+                pending: SlotMask(lo: UInt64(bitPattern: row[4] as Int64), hi: UInt64(bitPattern: row[5] as Int64)),
+                inProgress: SlotMask(lo: UInt64(bitPattern: row[6] as Int64), hi: UInt64(bitPattern: row[7] as Int64)))
             state.set(RoomDay(room: row[0], date: row[1]), occupancy)
         }
         return state
@@ -283,7 +296,7 @@ public final class ProjectorStore: Sendable {
     static func recompute(_ day: RoomDay, _ db: Database, prefix p: String) throws {
         let rows = try Row.fetchAll(db.cachedStatement(sql: """
             SELECT startMin, endMin, status FROM \(p)booking
-            WHERE room = ? AND date = ? AND status IN ('pending', 'confirmed')
+            WHERE room = ? AND date = ? AND status IN ('pending', 'confirmed', 'inProgress', 'completed')
             """), arguments: [day.room, day.date])
         let occupancy = DayOccupancy(bookings: rows.map { row in
             (row[0] as Int, row[1] as Int, BookingStatus(rawValue: row[2]) ?? .cancelled)
@@ -292,21 +305,26 @@ public final class ProjectorStore: Sendable {
             try db.cachedStatement(sql: "DELETE FROM \(p)roomday WHERE room = ? AND date = ?").execute(arguments: [day.room, day.date])
         } else {
             try db.cachedStatement(sql: """
-                INSERT INTO \(p)roomday (room, date, confirmedLo, confirmedHi, pendingLo, pendingHi) VALUES (?, ?, ?, ?, ?, ?)
+                INSERT INTO \(p)roomday (room, date, confirmedLo, confirmedHi, pendingLo, pendingHi, inProgressLo, inProgressHi)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(room, date) DO UPDATE SET confirmedLo = excluded.confirmedLo, confirmedHi = excluded.confirmedHi,
-                  pendingLo = excluded.pendingLo, pendingHi = excluded.pendingHi
+                  pendingLo = excluded.pendingLo, pendingHi = excluded.pendingHi,
+                  inProgressLo = excluded.inProgressLo, inProgressHi = excluded.inProgressHi
                 """).execute(arguments: [day.room, day.date,
                                          Int64(bitPattern: occupancy.confirmed.lo), Int64(bitPattern: occupancy.confirmed.hi),
-                                         Int64(bitPattern: occupancy.pending.lo), Int64(bitPattern: occupancy.pending.hi)])
+                                         Int64(bitPattern: occupancy.pending.lo), Int64(bitPattern: occupancy.pending.hi),
+                                         Int64(bitPattern: occupancy.inProgress.lo), Int64(bitPattern: occupancy.inProgress.hi)])
         }
     }
 
     static func occupancy(_ day: RoomDay, _ db: Database, prefix p: String) throws -> DayOccupancy {
         guard let row = try Row.fetchOne(db.cachedStatement(sql: """
-            SELECT confirmedLo, confirmedHi, pendingLo, pendingHi FROM \(p)roomday WHERE room = ? AND date = ?
+            SELECT confirmedLo, confirmedHi, pendingLo, pendingHi, inProgressLo, inProgressHi FROM \(p)roomday
+            WHERE room = ? AND date = ?
             """), arguments: [day.room, day.date]) else { return .free }
         return DayOccupancy(confirmed: SlotMask(lo: UInt64(bitPattern: row[0] as Int64), hi: UInt64(bitPattern: row[1] as Int64)),
-                            pending: SlotMask(lo: UInt64(bitPattern: row[2] as Int64), hi: UInt64(bitPattern: row[3] as Int64)))
+                            pending: SlotMask(lo: UInt64(bitPattern: row[2] as Int64), hi: UInt64(bitPattern: row[3] as Int64)),
+                            inProgress: SlotMask(lo: UInt64(bitPattern: row[4] as Int64), hi: UInt64(bitPattern: row[5] as Int64)))
     }
 
     // MARK: Rebuild

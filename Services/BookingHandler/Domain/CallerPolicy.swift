@@ -122,13 +122,18 @@ public struct CallerPolicy: Sendable, Equatable {
     /// (``mayApprove(_:room:caller:)``). Deciding on one that is not pending
     /// is a status error, which whoever may see the booking — its requester,
     /// an approver of the room, an admin — is told as 2002; anyone else
-    /// gets 2003 and learns nothing about its status. Cancel and reschedule:
-    /// ``mayChange(_:caller:)``.
+    /// gets 2003 and learns nothing about its status. Reschedule and update:
+    /// ``mayChange(_:caller:)``. Check-in, and cancelling a booking that is
+    /// in progress (v1.1), are also open to the room's approvers — the desk
+    /// that runs the room lets people in and ends a meeting early.
     public func refusal(_ action: BookingAction, of booking: Booking, in room: Room, caller: Caller) -> ReplyError? {
+        let isApprover = caller.name.map { (room.approvers ?? []).contains($0) } ?? false
+        if action == .checkin || (action == .cancel && booking.status == .inProgress) {
+            return isApprover ? nil : mayChange(booking, caller: caller)
+        }
         guard action == .confirm || action == .reject else { return mayChange(booking, caller: caller) }
         let approval = mayApprove(booking, room: room, caller: caller)
         if booking.status == .pending || approval == nil { return approval }
-        let isApprover = caller.name.map { (room.approvers ?? []).contains($0) } ?? false
         return mayChange(booking, caller: caller) == nil || isApprover ? nil : approval
     }
 }

@@ -110,7 +110,9 @@ extension BookingRules {
     /// The policy fields of contract v1.1, each optional: `horizonDays`
     /// 0…3650 (0: today only), `minMinutes` and `maxMinutes` 1…1500 (a
     /// 25-hour DST day counts 1500) with min ≤ max, `changeCutoffMinutes`
-    /// 0…525600 (a year). 1100 naming the field otherwise.
+    /// 0…525600 (a year), `autoReleaseMinutes` 1…1440 (0 would release a
+    /// booking at its start, before anyone could check in). 1100 naming
+    /// the field otherwise.
     static func validatePolicies(_ room: Room) -> ReplyError? {
         if let days = room.horizonDays, !(0...3650).contains(days) {
             return invalid("horizonDays", "horizonDays must be 0 to 3650, got \(days)")
@@ -125,6 +127,9 @@ extension BookingRules {
         }
         if let cutoff = room.changeCutoffMinutes, !(0...525_600).contains(cutoff) {
             return invalid("changeCutoffMinutes", "changeCutoffMinutes must be 0 to 525600, got \(cutoff)")
+        }
+        if let release = room.autoReleaseMinutes, !(1...1440).contains(release) {
+            return invalid("autoReleaseMinutes", "autoReleaseMinutes must be 1 to 1440, got \(release)")
         }
         return nil
     }

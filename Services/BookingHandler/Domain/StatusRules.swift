@@ -11,23 +11,31 @@ public enum BookingAction: String, Sendable, Hashable, CaseIterable {
     case reschedule
     /// `booking.reject` (v1.1): pending → rejected.
     case reject
-    /// `booking.update` (v1.1): pending or confirmed → the same status.
+    /// `booking.update` (v1.1): pending, confirmed (or inProgress, then
+    /// refused as too late) → the same status.
     case update
+    /// `booking.checkin` (v1.1): confirmed → inProgress.
+    case checkin
 }
 
 extension BookingRules {
     /// The status machine. The status after `action` on a booking in
     /// `status`:
     /// - confirm: pending → confirmed;
-    /// - cancel: pending or confirmed → cancelled;
+    /// - cancel: pending, confirmed or inProgress → cancelled;
     /// - reschedule: pending or confirmed → the same status, except that
     ///   when the room `requiresApproval` the moved booking needs approval
     ///   again and becomes pending;
     /// - reject: pending → rejected (final, like cancelled);
-    /// - update: pending or confirmed → unchanged (details only).
+    /// - update: pending or confirmed → unchanged (details only);
+    /// - checkin: confirmed → inProgress.
     ///
-    /// Anything else (confirming a confirmed or cancelled booking, cancelling
-    /// or rescheduling a cancelled one) is 2002, text like
+    /// Reschedule and update of an inProgress booking pass here and are
+    /// refused by ``tooLate(_:booking:room:now:isAdmin:)`` with 2004, the
+    /// contract's code for changing a booking that has started.
+    /// `completed`, `cancelled` and `rejected` are final. Anything else
+    /// (confirming a confirmed or cancelled booking, cancelling a completed
+    /// one, checking in a pending one) is 2002, text like
     /// `booking is cancelled; cannot confirm`, without `field`.
     public static func transition(_ action: BookingAction, from status: BookingStatus, requiresApproval: Bool)
         -> Result<BookingStatus, ReplyError>
@@ -35,14 +43,18 @@ extension BookingRules {
         switch (action, status) {
         case (.confirm, .pending):
             return .success(.confirmed)
-        case (.cancel, .pending), (.cancel, .confirmed):
+        case (.cancel, .pending), (.cancel, .confirmed), (.cancel, .inProgress):
             return .success(.cancelled)
         case (.reschedule, .pending), (.reschedule, .confirmed):
             return .success(requiresApproval ? .pending : status)
+        case (.reschedule, .inProgress), (.update, .inProgress):
+            return .success(status)
         case (.reject, .pending):
             return .success(.rejected)
         case (.update, .pending), (.update, .confirmed):
             return .success(status)
+        case (.checkin, .confirmed):
+            return .success(.inProgress)
         default:
             return .failure(ReplyError(code: .statusChangeNotAllowed,
                                        text: "booking is \(status.rawValue); cannot \(action.rawValue)"))

@@ -277,9 +277,19 @@ public struct CommandProcessor: Sendable {
         case .cancelBooking(let c):
             if let error = BookingRules.reason(c.reason) { return ReplyBody(.error(error)) }
             return try change(c.bookingId, .cancel, tx, caller: caller, now: now) { booking, _ in
-                var b = booking
+                // In progress: it ends at the next 15-minute step, and the
+                // rest of its slot is free again.
+                var b = booking.status == .inProgress
+                    ? BookingRules.cutShort(booking, now: now, zone: TimeZone(identifier: booking.timeZone) ?? .gmt)
+                    : booking
                 b.cancelReason = c.reason
                 return (b, .bookingCancelled)
+            }
+
+        case .checkinBooking(let c):
+            return try change(c.bookingId, .checkin, tx, caller: caller, now: now) { booking, room in
+                if let refusal = BookingRules.checkinRefusal(booking, room: room, now: now) { throw refusal }
+                return (booking, .bookingStarted)
             }
 
         case .rejectBooking(let c):
@@ -319,11 +329,11 @@ public struct CommandProcessor: Sendable {
         }
     }
 
-    /// The common path of confirm/cancel/reschedule: load, authorise (confirm:
-    /// ``CallerPolicy/mayApprove(_:room:caller:)``, the others:
-    /// ``CallerPolicy/mayChange(_:caller:)``), check
-    /// the status transition, let `modify` change the booking, bump the
-    /// version, save, queue the event. A `ReplyError` thrown by `modify`
+    /// The common path of the commands on an existing booking: load,
+    /// authorise (``CallerPolicy/refusal(_:of:in:caller:)``), check the
+    /// status transition and the change window
+    /// (``BookingRules/tooLate(_:booking:room:now:isAdmin:)``), let `modify`
+    /// change the booking, then ``record(_:from:event:_:now:released:)``. A `ReplyError` thrown by `modify`
     /// becomes the reply (and nothing is written).
     private func change(
         _ id: String, _ action: BookingAction, _ tx: StoreTransaction, caller: Caller, now: Date,
@@ -353,20 +363,30 @@ public struct CommandProcessor: Sendable {
             return ReplyBody(.error(error))
         }
         changed.status = status
+        let encoded = try record(changed, from: booking, event: event, tx, now: now)
+        return ReplyBody(.booking(encoded.booking), json: encoded.reply)
+    }
+
+    /// Stores `changed` as the next version of `booking` and queues `event`
+    /// for it, in `tx`. Every event after a booking's first carries
+    /// `previous` (v1.1): consumers see what changed without keeping
+    /// history themselves. `released` marks a release for want of check-in.
+    func record(_ changed: Booking, from booking: Booking, event: EventType, _ tx: StoreTransaction, now: Date,
+                released: Bool = false) throws -> EncodedBooking {
+        var changed = changed
         changed.version = booking.version + 1
         guard let startsAt = ContractFormat.parseTimestamp(changed.startsAt),
               let endsAt = ContractFormat.parseTimestamp(changed.endsAt) else {
-            throw StoreCorruption(description: "booking \(id) has unreadable instants")
+            throw StoreCorruption(description: "booking \(booking.id) has unreadable instants")
         }
         let encoded = try EncodedBooking(changed)
         try tx.save(encoded, startsAt: startsAt, endsAt: endsAt)
         let eventID = newID()
-        // Every event after a booking's first carries `previous` (v1.1):
-        // consumers see what changed without keeping history themselves.
         let previous = try ContractJSON.encode(BookingSnapshot(booking))
         try tx.enqueue(routingKey: event.rawValue, messageID: eventID,
-                       body: encoded.event(eventId: eventID, occurredAt: ContractFormat.timestamp(now), previous: previous))
-        return ReplyBody(.booking(changed), json: encoded.reply)
+                       body: encoded.event(eventId: eventID, occurredAt: ContractFormat.timestamp(now), previous: previous,
+                                           released: released))
+        return encoded
     }
 
     private func overlap(_ room: Room, _ slot: BookingSlot, _ tx: StoreTransaction, excluding: String?) throws -> CommandReply? {

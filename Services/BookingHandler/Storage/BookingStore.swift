@@ -163,6 +163,21 @@ public final class BookingStore: Sendable {
             }
             try db.execute(sql: "DROP TABLE inbox; ALTER TABLE inbox_scoped RENAME TO inbox")
         }
+        // Durable timers (contract v1.1, "Booking lifecycle"): each booking
+        // row keeps when its next time-driven transition may be due
+        // (``BookingRules/earliestDue(status:startsAt:endsAt:)``); a partial
+        // index holds only the rows that have one, so finding the earliest
+        // is one index step however long the history. Existing bookings get
+        // theirs now: the ones whose times have passed are applied, in due
+        // order, as soon as the upgraded handler runs.
+        migrator.registerMigration("v3-timers") { db in
+            try db.execute(sql: """
+                ALTER TABLE booking ADD COLUMN nextDueAt INTEGER;
+                UPDATE booking SET nextDueAt = startsAt WHERE status IN ('pending', 'confirmed');
+                UPDATE booking SET nextDueAt = endsAt WHERE status = 'inProgress';
+                CREATE INDEX booking_due ON booking (nextDueAt, id) WHERE nextDueAt IS NOT NULL;
+                """)
+        }
         return migrator
     }
 
@@ -365,6 +380,14 @@ public final class BookingStore: Sendable {
         try await pool.read { db in
             try Data.fetchAll(db, sql: "SELECT json FROM booking WHERE id > ? ORDER BY id LIMIT ?",
                               arguments: [id ?? "", limit]).map { try ContractJSON.decode(Booking.self, from: $0) }
+        }
+    }
+
+    /// One booking as committed, or nil.
+    public func booking(id: String) async throws -> Booking? {
+        try await pool.read { db in
+            try Data.fetchOne(db, sql: "SELECT json FROM booking WHERE id = ?", arguments: [id])
+                .map { try ContractJSON.decode(Booking.self, from: $0) }
         }
     }
 
@@ -612,6 +635,13 @@ public struct StoreTransaction {
             INSERT INTO room (name, json, updatedAt) VALUES (?, ?, ?)
             ON CONFLICT(name) DO UPDATE SET json = excluded.json, updatedAt = excluded.updatedAt
             """).execute(arguments: [room.name, json, Date().timeIntervalSince1970])
+        // Bookings waiting for a check-in were given their release time by
+        // the old policy; back to their start, so the timer re-evaluates
+        // them under the new one (started at once if check-in is no longer
+        // required, released on the new schedule otherwise).
+        try db.cachedStatement(sql: """
+            UPDATE booking SET nextDueAt = startsAt WHERE room = ? AND status = 'confirmed' AND nextDueAt > startsAt
+            """).execute(arguments: [room.name])
         // Not cached here: a rolled-back transaction would leave the cache
         // ahead of the row. The next read caches it.
     }
@@ -627,7 +657,8 @@ public struct StoreTransaction {
     /// that repeats a date — so 50 h holds with a margin.
     static let longestBooking: Int64 = 50 * 3600
 
-    /// Ids of the room's pending/confirmed bookings overlapping [startsAt, endsAt).
+    /// Ids of the room's pending, confirmed and inProgress bookings
+    /// overlapping [startsAt, endsAt).
     ///
     /// The lower bound on `startsAt` is implied by ``longestBooking`` and
     /// keeps the index range to about two days; without it every earlier
@@ -636,7 +667,7 @@ public struct StoreTransaction {
         let start = Int64(startsAt.timeIntervalSince1970), end = Int64(endsAt.timeIntervalSince1970)
         return try String.fetchAll(db.cachedStatement(sql: """
             SELECT id FROM booking
-            WHERE room = ? AND startsAt > ? AND startsAt < ? AND endsAt > ? AND status IN ('pending', 'confirmed') AND id != ?
+            WHERE room = ? AND startsAt > ? AND startsAt < ? AND endsAt > ? AND status IN ('pending', 'confirmed', 'inProgress') AND id != ?
             ORDER BY startsAt
             """), arguments: [room, start - Self.longestBooking, end, start, excluding ?? ""])
     }
@@ -646,15 +677,40 @@ public struct StoreTransaction {
         try save(try EncodedBooking(booking), startsAt: startsAt, endsAt: endsAt)
     }
 
-    /// Inserts or replaces a booking, stored as its already encoded JSON.
+    /// Inserts or replaces a booking, stored as its already encoded JSON,
+    /// with the due time of its timer
+    /// (``BookingRules/earliestDue(status:startsAt:endsAt:)``).
     public func save(_ encoded: EncodedBooking, startsAt: Date, endsAt: Date) throws {
         let booking = encoded.booking
+        let due = BookingRules.earliestDue(status: booking.status, startsAt: startsAt, endsAt: endsAt)
         try db.cachedStatement(sql: """
-            INSERT INTO booking (id, room, status, startsAt, endsAt, version, json) VALUES (?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO booking (id, room, status, startsAt, endsAt, version, json, nextDueAt) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(id) DO UPDATE SET room = excluded.room, status = excluded.status, startsAt = excluded.startsAt,
-              endsAt = excluded.endsAt, version = excluded.version, json = excluded.json
+              endsAt = excluded.endsAt, version = excluded.version, json = excluded.json, nextDueAt = excluded.nextDueAt
             """).execute(arguments: [booking.id, booking.room, booking.status.rawValue, Int64(startsAt.timeIntervalSince1970),
-                             Int64(endsAt.timeIntervalSince1970), booking.version, encoded.json])
+                             Int64(endsAt.timeIntervalSince1970), booking.version, encoded.json,
+                             due.map { Self.dueSeconds($0) }])
+    }
+
+    /// Whole seconds, rounded up: a timer never runs before its due instant.
+    static func dueSeconds(_ date: Date) -> Int64 {
+        Int64(date.timeIntervalSince1970.rounded(.up))
+    }
+
+    // MARK: Timers
+
+    /// The booking whose timer is due earliest at `now` (ties by id), or nil.
+    public func earliestDue(at now: Date) throws -> (id: String, due: Int64)? {
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: """
+            SELECT id, nextDueAt FROM booking WHERE nextDueAt IS NOT NULL AND nextDueAt <= ? ORDER BY nextDueAt, id LIMIT 1
+            """), arguments: [Int64(now.timeIntervalSince1970.rounded(.down))]) else { return nil }
+        return (row[0], row[1])
+    }
+
+    /// Moves a booking's timer to `due` (nil: none) without changing the booking.
+    public func setDue(bookingID: String, _ due: Date?) throws {
+        try db.cachedStatement(sql: "UPDATE booking SET nextDueAt = ? WHERE id = ?")
+            .execute(arguments: [due.map { Self.dueSeconds($0) }, bookingID])
     }
 
     /// Queues an event for the relay, in this transaction. Normally the row

@@ -1,0 +1,138 @@
+import BookingContracts
+import Foundation
+import Logging
+import Metrics
+import ServiceLifecycle
+
+/// What one timer step did.
+public enum TimerStep: Sendable, Equatable {
+    /// `transition` was applied to the booking; it is now at `version`.
+    case applied(bookingID: String, transition: TimedTransition, version: Int)
+    /// Nothing was due yet under the room's current policy: the booking's
+    /// timer moved to `due` (a release after the start), or was cleared.
+    case deferred(bookingID: String, due: Date?)
+    /// The row could not be read; its timer was cleared so it does not
+    /// block the others (logged as an error).
+    case unreadable(bookingID: String, error: String)
+}
+
+extension CommandProcessor {
+    /// Applies the earliest due timer at `now()`, if any, in one
+    /// transaction: re-reads the booking and its room under the write lock
+    /// and applies the transition only if the booking's status and times
+    /// still call for it (contract v1.1, "Timers"). Several handler
+    /// processes on one database serialise on that lock, and the first to
+    /// apply a transition changes the status the next one reads: each
+    /// transition commits at most once. Nil when nothing is due.
+    public func applyDueTimer() async throws -> TimerStep? {
+        let now = self.now()
+        return try await store.transaction { [self] tx -> TimerStep? in
+            guard let (id, _) = try tx.earliestDue(at: now) else { return nil }
+            let booking: Booking
+            do {
+                guard let found = try tx.booking(id: id) else { return nil }
+                booking = found
+            } catch {
+                try tx.setDue(bookingID: id, nil)
+                return .unreadable(bookingID: id, error: "\(error)")
+            }
+            guard let startsAt = ContractFormat.parseTimestamp(booking.startsAt),
+                  let endsAt = ContractFormat.parseTimestamp(booking.endsAt) else {
+                try tx.setDue(bookingID: id, nil)
+                return .unreadable(bookingID: id, error: "unreadable instants \(booking.startsAt)-\(booking.endsAt)")
+            }
+            let room = try tx.room(named: booking.room)
+            guard let next = BookingRules.nextTransition(status: booking.status, startsAt: startsAt, endsAt: endsAt,
+                                                         room: room) else {
+                try tx.setDue(bookingID: id, nil)
+                return .deferred(bookingID: id, due: nil)
+            }
+            if next.due > now {
+                try tx.setDue(bookingID: id, next.due)
+                return .deferred(bookingID: id, due: next.due)
+            }
+            var changed = booking
+            changed.status = next.transition.status
+            if let reason = next.transition.reason { changed.cancelReason = reason }
+            let encoded = try record(changed, from: booking, event: next.transition.event, tx, now: now,
+                                     released: next.transition == .release)
+            return .applied(bookingID: id, transition: next.transition, version: encoded.booking.version)
+        }
+    }
+}
+
+/// The booking handler's durable timers: start, end, release and expiry
+/// of bookings (contract v1.1, "Booking lifecycle").
+///
+/// Durable because the timers are the booking rows themselves: each row
+/// keeps when its next transition may be due (`nextDueAt`, written in the
+/// same transaction as the booking), and this loop asks the database, not
+/// its memory, what is due. Nothing is lost by a crash or `kill -9`; after
+/// downtime the missed transitions are applied one by one in due order
+/// (the earliest first, a booking that missed both its start and its end
+/// gets both, in that order). Every handler process runs the loop; see
+/// ``CommandProcessor/applyDueTimer()`` for why that applies each
+/// transition once.
+///
+/// Polls every ``interval`` (1 s): a transition is applied within about
+/// that of its due time while any handler runs (the contract asks for 5 s).
+/// Polling rather than sleeping until the next due time, because another
+/// process may create a booking due sooner than anything this one knows.
+public final class BookingTimers: Service, Sendable {
+    private let processor: CommandProcessor
+    private let relay: OutboxRelay
+    private let logger: Logger
+    private let interval: Duration
+    private let applied = Counter(label: "booking_timer_transitions_total")
+
+    /// At most this many steps per round before yielding to the sleep; a
+    /// backlog after downtime continues in the next round.
+    static let roundLimit = 1_000
+
+    /// - Parameter interval: how long the loop sleeps when nothing is due.
+    public init(processor: CommandProcessor, relay: OutboxRelay, logger: Logger, interval: Duration = .seconds(1)) {
+        self.processor = processor
+        self.relay = relay
+        self.logger = logger
+        self.interval = interval
+    }
+
+    public func run() async throws {
+        await cancelWhenGracefulShutdown { [self] in
+            while !Task.isCancelled {
+                await round()
+                try? await Task.sleep(for: interval)
+            }
+        }
+    }
+
+    /// Applies every timer due now (up to ``roundLimit``); returns how many
+    /// transitions it applied. Database errors end the round (logged); the
+    /// next round tries again.
+    @discardableResult
+    public func round() async -> Int {
+        var count = 0
+        do {
+            for _ in 0..<Self.roundLimit {
+                guard let step = try await processor.applyDueTimer() else { break }
+                switch step {
+                case .applied(let id, let transition, let version):
+                    count += 1
+                    applied.increment()
+                    relay.kick()
+                    logger.info("booking \(transition.event.rawValue.dropFirst("booking.".count)) by its timer",
+                                metadata: ["booking.id": .string(id), "booking.version": "\(version)",
+                                           "transition": .string(transition.rawValue)])
+                case .deferred:
+                    continue
+                case .unreadable(let id, let error):
+                    logger.error("booking row unreadable; its timer is cleared, the booking needs an operator",
+                                 metadata: ["booking.id": .string(id), "error": .string(error)])
+                }
+            }
+        } catch {
+            logger.error("applying due timers failed; retrying in the next round", metadata: ["error": "\(error)"])
+        }
+        return count
+    }
+}
