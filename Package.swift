@@ -187,7 +187,8 @@ let package = Package(
         ),
         .testTarget(
             name: "BookingIntegrationTests",
-            dependencies: ["BookingHandler", "BookingContracts", "AMQPClient", "TestSupport", "ServiceSupport"],
+            dependencies: ["BookingHandler", "BookingContracts", "AMQPClient", "TestSupport", "ServiceSupport",
+                           .product(name: "GRDB", package: "GRDB.swift")],
             path: "Tests/BookingIntegrationTests"
         ),
         .testTarget(

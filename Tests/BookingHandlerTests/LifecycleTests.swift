@@ -98,7 +98,8 @@ struct TimerTests {
     static let rooms = #"""
         [{"name": "Berlin", "capacity": 8},
          {"name": "Quiet", "capacity": 4, "autoReleaseMinutes": 10},
-         {"name": "Board", "capacity": 4, "requiresApproval": true}]
+         {"name": "Board", "capacity": 4, "requiresApproval": true},
+         {"name": "Hamburg", "capacity": 8}]
         """#
 
     func run(_ processor: CommandProcessor, _ type: CommandType, _ json: String, user: String? = nil) async throws -> CommandReply {
@@ -175,10 +176,13 @@ struct TimerTests {
         let early = try await book(processor, "Berlin", "08:00", "09:00")
         let late = try await book(processor, "Berlin", "09:15", "11:00")
         let quiet = try await book(processor, "Quiet", "08:30", "09:30")
+        let short = try await book(processor, "Hamburg", "08:30", "08:45")
         set("2026-11-23T12:00:00Z")  // the handler was down all morning
         #expect(try await drain(processor) == [
             "\(early.id):start:2",     // 07:00Z
+            "\(short.id):start:2",     // 07:30Z (the release room's booking starts too, but is due at 07:40)
             "\(quiet.id):release:2",   // 07:40Z
+            "\(short.id):complete:3",  // 07:45Z
             "\(early.id):complete:3",  // 08:00Z
             "\(late.id):start:2",      // 08:15Z
             "\(late.id):complete:3",   // 10:00Z

@@ -25,10 +25,12 @@ struct CallerModelTests {
         private let connections = LockedBox<[String: AMQPConnection]>([:])
 
         static func start(policy: CallerPolicy = CallerModelTests.composePolicy,
-                          replayRate: Int = ReplayPacer.defaultRate) async throws -> World {
+                          replayRate: Int = ReplayPacer.defaultRate,
+                          now: @escaping @Sendable () -> Date = { Date() }) async throws -> World {
             let vhost = try ShippedBroker.vhost("callers", outsideSystems: ["partner-a", "partner-b", "facility-desk"])
             let handler = try await HandlerHarness.start(url: vhost.adminURL, policy: policy, name: "booking-handler",
-                                                         handlerURL: vhost.url("booking-handler"), replayRate: replayRate)
+                                                         handlerURL: vhost.url("booking-handler"), replayRate: replayRate,
+                                                         now: now)
             return World(vhost: vhost, handler: handler)
         }
 

@@ -28,7 +28,8 @@ final class HandlerHarness: Sendable {
     static func start(url: AMQPURL? = nil, dataDirectory: String? = nil, administrators: Set<String> = [],
                       policy: CallerPolicy? = nil, name: String = "handler",
                       handlerURL: AMQPURL? = nil, replayRate: Int = ReplayPacer.defaultRate,
-                      now: @escaping @Sendable () -> Date = { Date() }) async throws -> HandlerHarness {
+                      now: @escaping @Sendable () -> Date = { Date() },
+                      timerInterval: Duration = .milliseconds(200)) async throws -> HandlerHarness {
         let ownsVhost = url == nil
         let url = try url ?? TestBroker.isolatedURL("booking")
         let dataDirectory = dataDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("handler-data")).path
@@ -41,7 +42,8 @@ final class HandlerHarness: Sendable {
         let app = try await BookingHandlerApp.build(connection: connection, dataDirectory: dataDirectory,
                                                     roomsFile: roomsFile,
                                                     policy: policy ?? CallerPolicy(administrators: administrators),
-                                                    replayRate: replayRate, logger: logger, now: now)
+                                                    replayRate: replayRate, logger: logger, now: now,
+                                                    timerInterval: timerInterval)
         let client = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: "client"), logger: logger)
         let eventsQueue = uniqueName("events")
         try await client.declare([

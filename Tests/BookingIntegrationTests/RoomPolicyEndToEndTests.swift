@@ -10,7 +10,10 @@ import TestSupport
 struct RoomPolicyEndToEndTests {
     @Test func policiesRefuseWithTheirCodesAndEndedBookingsCannotBeCancelled() async throws {
         let clock = LockedBox(Date())
-        let h = try await HandlerHarness.start(administrators: ["guest"], now: { clock.withLock { $0 } })
+        // Timers idle: this checks the 2004 window before the end timer has
+        // completed the booking (afterwards it is final: 2002).
+        let h = try await HandlerHarness.start(administrators: ["guest"], now: { clock.withLock { $0 } },
+                                               timerInterval: .seconds(3600))
         let room = #"{"name": "Policy", "capacity": 4, "horizonDays": 3, "minMinutes": 30, "maxMinutes": 120, "changeCutoffMinutes": 60}"#
         #expect(try await h.send("room.register", json: room, userID: "guest").error == nil)
         func create(_ days: Int, _ start: String, _ end: String) async throws -> CommandReply {

@@ -163,10 +163,23 @@ struct RebuildAndPageTests {
         let date = localDate(daysFromNow: 2)
         try await h.waitForRooms("date=\(date)", "rooms") { $0.count == 6 }
         _ = try await h.create(date: date, start: "09:00", end: "10:30")
-        _ = try await h.create(date: date, start: "14:00", end: "15:00")
+        let afternoon = try await h.create(date: date, start: "14:00", end: "15:00")
         _ = try await h.create(room: "Boardroom", date: date, start: "10:00", end: "11:30")  // requires approval: pending
         try await h.waitForRooms("date=\(date)", "bookings visible") {
             room($0, "Berlin")?.avail.count == 3 && room($0, "Boardroom")?.avail == ["08:00 - 10:00", "11:30 - 18:00"]
+        }
+        // v1.1: a booking in progress (checked in) is drawn apart from a
+        // confirmed one. The event is the handler's (its own clock would
+        // not start a booking two days ahead).
+        var started = afternoon
+        started.status = .inProgress
+        started.version += 1
+        try await h.publishEvent(.bookingStarted, BookingEvent(eventId: UUID().uuidString, occurredAt: ContractFormat.timestamp(Date()),
+                                                               booking: started, previous: BookingSnapshot(afternoon)))
+        try await withTimeout(60, "in-progress state on the day view") {
+            while try await !httpGet(h.base + "/api/day?date=\(date)").1.contains(#""state":"inProgress""#) {
+                try await Task.sleep(for: .milliseconds(20))
+            }
         }
         let profile = FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("chromium")).path
         defer { try? FileManager.default.removeItem(atPath: profile) }
@@ -178,14 +191,14 @@ struct RebuildAndPageTests {
         let dom = dump.out
         #expect(dom.contains(#"data-loaded="true""#), "page did not finish drawing:\n\(dom.prefix(3000))")
         func segments(_ name: String) -> [String] {
-            let pattern = #"data-room="\#(name)" data-from="([0-9:]+)" data-to="([0-9:]+)" data-state="([a-z]+)""#
+            let pattern = #"data-room="\#(name)" data-from="([0-9:]+)" data-to="([0-9:]+)" data-state="([a-zA-Z]+)""#
             let regex = try! NSRegularExpression(pattern: pattern)
             return regex.matches(in: dom, range: NSRange(dom.startIndex..., in: dom)).map { m in
                 (1...3).map { String(dom[Range(m.range(at: $0), in: dom)!]) }.joined(separator: " ")
             }
         }
         #expect(segments("Berlin") == ["07:00 09:00 free", "09:00 10:30 booked", "10:30 14:00 free",
-                                        "14:00 15:00 booked", "15:00 19:00 free"])
+                                        "14:00 15:00 inProgress", "15:00 19:00 free"])
         #expect(segments("Boardroom") == ["07:00 08:00 closed", "08:00 10:00 free", "10:00 11:30 pending",
                                            "11:30 18:00 free", "18:00 19:00 closed"])
         #expect(segments("Hamburg") == ["07:00 19:00 free"])

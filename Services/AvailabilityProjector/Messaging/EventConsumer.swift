@@ -25,7 +25,9 @@ enum EventReader {
                 return .poison("room.registered body does not decode")
             }
             return .change(.room(event.room, occurredAt: event.occurredAt))
-        case .bookingCreated, .bookingConfirmed, .bookingCancelled, .bookingRescheduled, .bookingRejected, .bookingUpdated:
+        case _ where eventType.isBookingEvent:
+            // Every booking event carries the whole booking: the newest
+            // version wins, whatever the type (v1.1 adds started, completed).
             guard let event = try? ContractJSON.decode(BookingEvent.self, from: body) else {
                 return .poison("\(type) body does not decode")
             }

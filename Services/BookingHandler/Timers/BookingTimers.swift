@@ -27,7 +27,7 @@ extension CommandProcessor {
     public func applyDueTimer() async throws -> TimerStep? {
         let now = self.now()
         return try await store.transaction { [self] tx -> TimerStep? in
-            guard let (id, _) = try tx.earliestDue(at: now) else { return nil }
+            guard let (id, stored) = try tx.earliestDue(at: now) else { return nil }
             let booking: Booking
             do {
                 guard let found = try tx.booking(id: id) else { return nil }
@@ -47,7 +47,11 @@ extension CommandProcessor {
                 try tx.setDue(bookingID: id, nil)
                 return .deferred(bookingID: id, due: nil)
             }
-            if next.due > now {
+            // Not due yet — or due later than the stored time said (a
+            // release comes after the start the row was filed under): file it
+            // under its real time, so that after downtime it is applied in
+            // due order with the others, not ahead of them.
+            if next.due > now || StoreTransaction.dueSeconds(next.due) > stored {
                 try tx.setDue(bookingID: id, next.due)
                 return .deferred(bookingID: id, due: next.due)
             }
