@@ -660,6 +660,11 @@ sys.exit(0 if ok else "reply: %s" % (raw or "none"))' "$partner_reply" "$PARTNER
   check "caller model (f): an unknown command type (booking.frobnicate) -> 1001, not unroutable" \
     "${CLIENT[@]}" command "$EXT_URL" --type booking.frobnicate --user-id external-publisher --expect-code 1001 \
     --body '{"bookingId":"x"}'
+  # (g) contract v1.1: booking.checkin is bound to the handler by the
+  # definitions (2001 for an unknown booking; a missing binding would be 1001).
+  check "caller model (g): booking.checkin reaches the handler (unknown booking -> 2001)" \
+    "${CLIENT[@]}" command "$EXT_URL" --type booking.checkin --user-id external-publisher --expect-code 2001 \
+    --body '{"bookingId":"container-test-no-such-booking"}'
 fi
 
 section "metrics"

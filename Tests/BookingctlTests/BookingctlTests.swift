@@ -90,6 +90,24 @@ struct BookingctlTests {
         #expect(fromStdin.stdout.contains("room Lübeck") && fromStdin.stdout.contains("08:00–18:00"), "\(fromStdin.stdout)")
     }
 
+    /// v1.1: a room that needs check-in from the options, and `checkin`
+    /// reaching the handler (too early here: the contract's 2005).
+    @Test func checkinRoomAndCheckinCommand() async throws {
+        let handler = try await Handler()
+        defer { Task { await handler.stop() } }
+        let cli = CLIRunner(url: handler.url)
+        let registered = try await cli.run(["room", "register", "--name", "Desk", "--capacity", "2",
+                                            "--auto-release-minutes", "10", "--json"])
+        guard case .room(let room) = try reply(registered) else { Issue.record("not a room reply: \(registered.stderr)"); return }
+        #expect(room.autoReleaseMinutes == 10)
+        let booked = try await cli.run(["book", "--room", "Desk", "--date", localDate(daysFromNow: 2), "--start", "08:00",
+                                        "--end", "09:00", "--title", "Small", "--attendee", Self.ada, "--json"])
+        let booking = try #require(try reply(booked).bookingValue)
+        let early = try await cli.run(["checkin", booking.id])
+        #expect(early.status == 1)
+        #expect(early.stderr.contains("error 2005"), "\(early.stderr)")
+    }
+
     @Test func invalidRoomIsAnErrorReply() async throws {
         let handler = try await Handler()
         defer { Task { await handler.stop() } }
@@ -150,7 +168,7 @@ struct BookingctlTests {
         #expect(try await CLIRunner(url: url).run(["topology", "declare"]).status == 0)
     }
 
-    @Test(arguments: ["room register", "book", "confirm", "reject", "cancel", "reschedule", "update", "rooms", "topology declare",
+    @Test(arguments: ["room register", "book", "confirm", "reject", "checkin", "cancel", "reschedule", "update", "rooms", "topology declare",
                       "topology upgrade"])
     func helpExplainsWithAnExample(command: String) async throws {
         let result = try await CLIRunner(url: try TestBroker.url())
