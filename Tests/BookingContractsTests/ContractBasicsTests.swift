@@ -87,6 +87,15 @@ struct ContractBasicsTests {
         #expect(MessageProperties.directReplyTo == "amq.rabbitmq.reply-to")
     }
 
+    /// Replay covers every status (v1.1), each under its own booking event.
+    @Test func replayTypeByStatus() {
+        let types = BookingStatus.allCases.map(ReplayStream.eventType(for:))
+        #expect(types == [.bookingCreated, .bookingConfirmed, .bookingStarted, .bookingCompleted, .bookingCancelled,
+                          .bookingRejected])
+        #expect(types.allSatisfy(\.isBookingEvent))
+        #expect(Topology.projectorEventsBindingKeys.contains("booking.#"), "the projector receives all of them")
+    }
+
     @Test func errorCodes() throws {
         let table: [(ErrorCode, Int)] = [
             (.invalidJSON, 1000), (.unknownCommand, 1001), (.idempotencyKeyReused, 1009), (.invalidField, 1100),

@@ -17,7 +17,9 @@ struct CrashRecoveryTests {
         return HandlerHarness.repositoryRoot.appendingPathComponent(".build/debug/booking-handler")
     }
 
-    static func launch(url: AMQPURL, dataDirectory: String, log: URL) throws -> Process {
+    /// `environment` adds to or overrides the handler's settings (two
+    /// processes on one machine need their own `HTTP_PORT`).
+    static func launch(url: AMQPURL, dataDirectory: String, log: URL, environment extra: [String: String] = [:]) throws -> Process {
         let process = Process()
         process.executableURL = binary
         var environment = ProcessInfo.processInfo.environment
@@ -25,6 +27,7 @@ struct CrashRecoveryTests {
         environment["DATA_DIR"] = dataDirectory
         environment["ROOMS_FILE"] = HandlerHarness.roomsFile
         environment["LOG_LEVEL"] = "warning"
+        environment.merge(extra) { _, new in new }
         process.environment = environment
         if !FileManager.default.fileExists(atPath: log.path) { FileManager.default.createFile(atPath: log.path, contents: nil) }
         let handle = try FileHandle(forWritingTo: log)

@@ -53,8 +53,10 @@ struct TimerCrashTests {
         // Two handler processes on the same database, the real clock; one is
         // killed once the first transitions are out.
         let log = URL(fileURLWithPath: dataDirectory).appendingPathComponent("handlers.log")
-        let a = try CrashRecoveryTests.launch(url: url, dataDirectory: dataDirectory, log: log)
-        let b = try CrashRecoveryTests.launch(url: url, dataDirectory: dataDirectory, log: log)
+        let a = try CrashRecoveryTests.launch(url: url, dataDirectory: dataDirectory, log: log,
+                                              environment: ["HTTP_PORT": "\(try freeTCPPort())"])
+        let b = try CrashRecoveryTests.launch(url: url, dataDirectory: dataDirectory, log: log,
+                                              environment: ["HTTP_PORT": "\(try freeTCPPort())"])
         defer { for p in [a, b] where p.isRunning { p.terminate() } }
         let client = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: "timer-client"),
                                                       logger: testLogger("timer-client"))
@@ -83,7 +85,8 @@ struct TimerCrashTests {
             return (seen, byVersion, killedAfter)
         }
         a.waitUntilExit()
-        #expect(a.terminationReason == .uncaughtSignal)
+        #expect(a.terminationReason == .uncaughtSignal,
+                "handler A ended by itself (status \(a.terminationStatus)): \((try? String(contentsOf: log, encoding: .utf8))?.suffix(4000) ?? "no log")")
         #expect(killedAfter > 0 && killedAfter < total, "the kill must land mid-stream")
         #expect(seen.mapValues { Set($0) } == expected.mapValues { Set($0) }, "each booking exactly its transitions")
         #expect(byVersion.values.allSatisfy { $0.count == 1 },
@@ -92,7 +95,7 @@ struct TimerCrashTests {
         // Committed in due order: the outbox keeps commit order.
         b.terminate()
         b.waitUntilExit()
-        #expect(b.terminationStatus == 0)
+        #expect(b.terminationStatus == 0, "\((try? String(contentsOf: log, encoding: .utf8))?.suffix(4000) ?? "no log")")
         let queue = try DatabaseQueue(path: dataDirectory + "/booking-handler.sqlite")
         let dues = try await queue.read { db in
             try Row.fetchAll(db, sql: """
