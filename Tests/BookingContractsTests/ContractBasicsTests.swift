@@ -92,7 +92,7 @@ struct ContractBasicsTests {
         let types = BookingStatus.allCases.map(ReplayStream.eventType(for:))
         #expect(types == [.bookingCreated, .bookingConfirmed, .bookingStarted, .bookingCompleted, .bookingCancelled,
                           .bookingRejected])
-        #expect(types.allSatisfy(\.isBookingEvent))
+        #expect(types.allSatisfy { $0.isBookingEvent })
         #expect(Topology.projectorEventsBindingKeys.contains("booking.#"), "the projector receives all of them")
     }
 
