@@ -178,6 +178,36 @@ public final class BookingStore: Sendable {
                 CREATE INDEX booking_due ON booking (nextDueAt, id) WHERE nextDueAt IS NOT NULL;
                 """)
         }
+        // Reading bookings (contract v1.1): every version of every booking,
+        // in commit order (`seq`, the rowid), with the `seq` that superseded
+        // it (`until`). A `booking.list` cursor fixes a `seq` at its first
+        // page and reads the versions visible then (seq ≤ S < until) on
+        // every later page, in whichever handler process answers it: the
+        // snapshot rule of the contract without holding a transaction open.
+        migrator.registerMigration("v4-booking-versions") { db in
+            try db.execute(sql: """
+                CREATE TABLE booking_version (
+                    seq INTEGER PRIMARY KEY,
+                    id TEXT NOT NULL,
+                    version INTEGER NOT NULL,
+                    room TEXT NOT NULL,
+                    status TEXT NOT NULL,
+                    startsAt INTEGER NOT NULL,
+                    endsAt INTEGER NOT NULL,
+                    requestedBy TEXT,
+                    json BLOB NOT NULL,
+                    until INTEGER,
+                    supersededAt DOUBLE
+                );
+                CREATE INDEX booking_version_time ON booking_version (startsAt, id);
+                CREATE INDEX booking_version_room_time ON booking_version (room, startsAt, id);
+                CREATE INDEX booking_version_current ON booking_version (id) WHERE until IS NULL;
+                INSERT INTO booking_version (id, version, room, status, startsAt, endsAt, requestedBy, json)
+                    SELECT id, version, room, status, startsAt, endsAt,
+                           json_extract(CAST(json AS TEXT), '$.requestedBy'), json
+                    FROM booking ORDER BY rowid;
+                """)
+        }
         return migrator
     }
 
@@ -391,6 +421,70 @@ public final class BookingStore: Sendable {
         }
     }
 
+    // MARK: Reading bookings
+
+    /// How long a `booking.list` cursor stays valid, and so how long a
+    /// superseded booking version is kept for the pages of cursors opened
+    /// before it changed.
+    public static let cursorLifetime: TimeInterval = 3600
+
+    /// The newest committed version's `seq`: the snapshot a first page fixes.
+    public func snapshotSeq() async throws -> Int64 {
+        try await pool.read { db in try Int64.fetchOne(db, sql: "SELECT MAX(seq) FROM booking_version") ?? 0 }
+    }
+
+    /// The booking versions visible at snapshot `seq` (committed at or
+    /// before it, not yet superseded then) overlapping [`from`, `to`), in
+    /// (`startsAt`, `id`) order after `after`, at most `limit`; filtered by
+    /// room, statuses and requester when given. `from`/`to` are the widest
+    /// instants of the window (callers narrow date windows per zone).
+    public func listVersions(at seq: Int64, from: Date, to: Date, room: String?, statuses: [BookingStatus]?,
+                             requestedBy: String?, after: (startsAt: Int64, id: String)?, limit: Int)
+        async throws -> [(startsAt: Int64, booking: Booking)]
+    {
+        let start = Int64(from.timeIntervalSince1970.rounded(.down)), end = Int64(to.timeIntervalSince1970.rounded(.up))
+        var sql = """
+            SELECT startsAt, json FROM booking_version
+            WHERE seq <= ? AND (until IS NULL OR until > ?)
+              AND startsAt < ? AND endsAt > ? AND startsAt > ?
+            """
+        var arguments: [any DatabaseValueConvertible] = [seq, seq, end, start, start - StoreTransaction.longestBooking]
+        if let room {
+            sql += " AND room = ?"
+            arguments.append(room)
+        }
+        if let statuses {
+            sql += " AND status IN (\(databaseQuestionMarks(count: statuses.count)))"
+            arguments += statuses.map(\.rawValue)
+        }
+        if let requestedBy {
+            sql += " AND requestedBy = ?"
+            arguments.append(requestedBy)
+        }
+        if let after {
+            sql += " AND (startsAt > ? OR (startsAt = ? AND id > ?))"
+            arguments += [after.startsAt, after.startsAt, after.id]
+        }
+        sql += " ORDER BY startsAt, id LIMIT ?"
+        arguments.append(limit)
+        let statement = sql, values = StatementArguments(arguments)
+        return try await pool.read { db in
+            try Row.fetchAll(db.cachedStatement(sql: statement), arguments: values).map { row in
+                (row[0] as Int64, try ContractJSON.decode(Booking.self, from: row[1] as Data))
+            }
+        }
+    }
+
+    /// The rooms by name, for the readers' privacy rule (approvers).
+    public func room(named name: String) async throws -> Room? {
+        // Always the row, never the cache: a stale approver list would show
+        // contact details to someone no longer entitled to them.
+        try await pool.read { db in
+            try Data.fetchOne(db, sql: "SELECT json FROM room WHERE name = ?", arguments: [name])
+                .map { try ContractJSON.decode(Room.self, from: $0) }
+        }
+    }
+
     /// Counts, for tests and metrics.
     public func counts() async throws -> (rooms: Int, bookings: Int, inbox: Int, outboxPending: Int) {
         try await pool.read { db in
@@ -555,6 +649,9 @@ public final class BookingStore: Sendable {
         try await pool.write { db in
             try db.execute(sql: "DELETE FROM outbox WHERE publishedAt IS NOT NULL AND publishedAt < ?", arguments: [cutoff])
             try db.execute(sql: "DELETE FROM inbox WHERE createdAt < ?", arguments: [cutoff])
+            // Versions no open cursor can still need.
+            try db.execute(sql: "DELETE FROM booking_version WHERE until IS NOT NULL AND supersededAt < ?",
+                           arguments: [Date().timeIntervalSince1970 - Self.cursorLifetime])
         }
     }
 }
@@ -690,6 +787,20 @@ public struct StoreTransaction {
             """).execute(arguments: [booking.id, booking.room, booking.status.rawValue, Int64(startsAt.timeIntervalSince1970),
                              Int64(endsAt.timeIntervalSince1970), booking.version, encoded.json,
                              due.map { Self.dueSeconds($0) }])
+        // The version for readers (``BookingStore/listVersions``): appended,
+        // and the one it replaces closed at its seq.
+        try db.cachedStatement(sql: """
+            INSERT INTO booking_version (id, version, room, status, startsAt, endsAt, requestedBy, json)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            """).execute(arguments: [booking.id, booking.version, booking.room, booking.status.rawValue,
+                                     Int64(startsAt.timeIntervalSince1970), Int64(endsAt.timeIntervalSince1970),
+                                     booking.requestedBy, encoded.json])
+        let seq = db.lastInsertedRowID
+        if booking.version > 1 {
+            try db.cachedStatement(sql: """
+                UPDATE booking_version SET until = ?, supersededAt = ? WHERE id = ? AND until IS NULL AND seq < ?
+                """).execute(arguments: [seq, Date().timeIntervalSince1970, booking.id, seq])
+        }
     }
 
     /// Whole seconds, rounded up: a timer never runs before its due instant.

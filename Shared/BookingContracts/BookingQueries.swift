@@ -1,0 +1,233 @@
+import Foundation
+
+/// Reading bookings (contract v1.1, "Reading bookings"): the requests the
+/// booking handler answers on the queue ``Topology/bookingQueriesQueue``.
+public enum BookingQueryType: String, CaseIterable, Codable, Sendable, Hashable {
+    /// One booking by id. Body: ``GetBooking``.
+    case get = "booking.get"
+    /// Bookings in a window, filtered, paged. Body: ``ListBookings``.
+    case list = "booking.list"
+
+    /// The request type of a delivery: the `type` property when present and
+    /// not empty, else the body's `query` field, else the routing key (on
+    /// the `booking.queries` exchange the routing key is the query type; on
+    /// the default exchange it is the queue's name). Nil when none names a
+    /// known query.
+    public static func resolve(typeProperty: String?, bodyQuery: String?, routingKey: String) -> BookingQueryType? {
+        if let typeProperty, !typeProperty.isEmpty { return BookingQueryType(rawValue: typeProperty) }
+        if let bodyQuery, !bodyQuery.isEmpty { return BookingQueryType(rawValue: bodyQuery) }
+        return BookingQueryType(rawValue: routingKey)
+    }
+}
+
+/// `booking.get` body: `{"bookingId": "…"}`.
+public struct GetBooking: Codable, Sendable, Equatable {
+    /// The booking's id.
+    public var bookingId: String
+    /// The request type, when the body names it (`"booking.get"`).
+    public var query: String?
+
+    /// Creates the query.
+    public init(bookingId: String, query: String? = nil) {
+        self.bookingId = bookingId
+        self.query = query
+    }
+}
+
+/// A bound of a `booking.list` window: a UTC instant
+/// (`2026-11-23T00:00:00Z`) or a local date (`2026-11-23`: the start of
+/// that day in each room's own zone).
+public enum WindowBound: Codable, Sendable, Equatable {
+    /// An instant.
+    case instant(Date)
+    /// A calendar date `YYYY-MM-DD`, local to each booking's room.
+    case date(String)
+
+    /// Parses the wire form; nil when it is neither a UTC instant nor a real
+    /// calendar date.
+    public init?(text: String) {
+        if let instant = ContractFormat.parseTimestamp(text) {
+            self = .instant(instant)
+        } else if ContractFormat.calendarDate(text) != nil {
+            self = .date(text)
+        } else {
+            return nil
+        }
+    }
+
+    /// The wire form.
+    public var text: String {
+        switch self {
+        case .instant(let date): ContractFormat.timestamp(date)
+        case .date(let text): text
+        }
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let bound = WindowBound(text: text) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath,
+                                                    debugDescription: "not a UTC instant or a YYYY-MM-DD date: \(text.prefix(60))"))
+        }
+        self = bound
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(text)
+    }
+}
+
+/// `booking.list` body. `from` and `to` are required; a booking is listed
+/// when it overlaps [from, to).
+public struct ListBookings: Codable, Sendable, Equatable {
+    /// Most bookings per page.
+    public static let maxLimit = 1000
+    /// Bookings per page when `limit` is not given.
+    public static let defaultLimit = 100
+    /// Longest window, in days.
+    public static let maxWindowDays = 366
+
+    /// Window start (inclusive).
+    public var from: WindowBound
+    /// Window end (exclusive).
+    public var to: WindowBound
+    /// Only this room.
+    public var room: String?
+    /// Only these statuses (as strings on the wire; an unknown one is 1100).
+    public var status: [String]?
+    /// Only bookings whose `requestedBy` is this broker user.
+    public var requestedBy: String?
+    /// Only bookings with an attendee of this e-mail address whose contact
+    /// details the caller may see.
+    public var attendeeEmail: String?
+    /// Only occurrences of this series (matches nothing until series exist).
+    public var seriesId: String?
+    /// Page size, 1…``maxLimit``; default ``defaultLimit``.
+    public var limit: Int?
+    /// The `nextCursor` of the previous page.
+    public var cursor: String?
+    /// The request type, when the body names it (`"booking.list"`).
+    public var query: String?
+
+    /// Creates the query.
+    public init(from: WindowBound, to: WindowBound, room: String? = nil, status: [String]? = nil,
+                requestedBy: String? = nil, attendeeEmail: String? = nil, seriesId: String? = nil,
+                limit: Int? = nil, cursor: String? = nil, query: String? = nil) {
+        self.from = from
+        self.to = to
+        self.room = room
+        self.status = status
+        self.requestedBy = requestedBy
+        self.attendeeEmail = attendeeEmail
+        self.seriesId = seriesId
+        self.limit = limit
+        self.cursor = cursor
+        self.query = query
+    }
+}
+
+/// An attendee as read back by someone who may not see contact details:
+/// `name` only (contract v1.1, privacy rule); with them, all three fields.
+public struct AttendeeView: Codable, Sendable, Equatable {
+    /// Display name.
+    public var name: String
+    /// E-mail; omitted when the reader may not see it.
+    public var email: String?
+    /// E.164 phone; omitted when the reader may not see it.
+    public var phone: String?
+
+    /// The attendee, with or without contact details.
+    public init(_ attendee: Attendee, contacts: Bool) {
+        name = attendee.name
+        email = contacts ? attendee.email : nil
+        phone = contacts ? attendee.phone : nil
+    }
+}
+
+/// A booking as `booking.get` and `booking.list` answer: ``Booking`` with
+/// attendees reduced to their names for readers who may not see contact
+/// details.
+public struct BookingView: Codable, Sendable, Equatable {
+    public var id: String
+    public var room: String
+    public var date: String
+    public var start: String
+    public var end: String
+    public var timeZone: String
+    public var startsAt: String
+    public var endsAt: String
+    public var title: String
+    public var description: String?
+    public var status: BookingStatus
+    public var attendees: [AttendeeView]
+    public var requestedBy: String?
+    public var version: Int
+    public var cancelReason: String?
+
+    /// The view of `booking`; `contacts` false drops e-mail and phone.
+    public init(_ booking: Booking, contacts: Bool) {
+        id = booking.id
+        room = booking.room
+        date = booking.date
+        start = booking.start
+        end = booking.end
+        timeZone = booking.timeZone
+        startsAt = booking.startsAt
+        endsAt = booking.endsAt
+        title = booking.title
+        description = booking.description
+        status = booking.status
+        attendees = booking.attendees.map { AttendeeView($0, contacts: contacts) }
+        requestedBy = booking.requestedBy
+        version = booking.version
+        cancelReason = booking.cancelReason
+    }
+}
+
+/// The reply to a booking query: `{"ok":true,"booking":{…}}` (get),
+/// `{"ok":true,"bookings":[…],"nextCursor":"…"|null}` (list) or
+/// `{"ok":false,"error":{…}}`.
+public enum BookingQueryReply: Codable, Sendable, Equatable {
+    /// `booking.get`.
+    case booking(BookingView)
+    /// `booking.list`: one page, and the cursor of the next (nil: last page).
+    case bookings([BookingView], nextCursor: String?)
+    /// Failure.
+    case error(ReplyError)
+
+    private enum CodingKeys: String, CodingKey {
+        case ok, booking, bookings, nextCursor, error
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        if try c.decode(Bool.self, forKey: .ok) {
+            if c.contains(.booking) {
+                self = .booking(try c.decode(BookingView.self, forKey: .booking))
+            } else {
+                self = .bookings(try c.decode([BookingView].self, forKey: .bookings),
+                                 nextCursor: try c.decodeIfPresent(String.self, forKey: .nextCursor))
+            }
+        } else {
+            self = .error(try c.decode(ReplyError.self, forKey: .error))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        switch self {
+        case .booking(let b):
+            try c.encode(true, forKey: .ok)
+            try c.encode(b, forKey: .booking)
+        case .bookings(let list, let cursor):
+            try c.encode(true, forKey: .ok)
+            try c.encode(list, forKey: .bookings)
+            // The contract shows `"nextCursor": null` on the last page.
+            if let cursor { try c.encode(cursor, forKey: .nextCursor) } else { try c.encodeNil(forKey: .nextCursor) }
+        case .error(let e):
+            try c.encode(false, forKey: .ok)
+            try c.encode(e, forKey: .error)
+        }
+    }
+}

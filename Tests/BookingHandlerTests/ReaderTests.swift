@@ -1,0 +1,185 @@
+import BookingContracts
+import Foundation
+import Testing
+@testable import BookingHandler
+
+/// `booking.get` and `booking.list` (contract v1.1) on a real SQLite file:
+/// the snapshot rule across pages while bookings change, the window in each
+/// room's zone, the privacy rule, the refusals.
+@Suite("Reading bookings")
+struct ReaderTests {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("reader-\(UUID().uuidString)")
+    let clock = TestClock(utc("2026-11-22T10:00:00Z"))
+
+    static let rooms = #"""
+        [{"name": "Berlin", "capacity": 8, "opens": "00:00", "closes": "23:45", "approvers": ["desk"]},
+         {"name": "Lisbon", "capacity": 8, "timeZone": "Europe/Lisbon", "opens": "00:00", "closes": "23:45"}]
+        """#
+
+    func setUp() async throws -> (CommandProcessor, BookingReader) {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let clock = self.clock
+        let store = try BookingStore(path: directory.appendingPathComponent("db.sqlite").path)
+        let policy = CallerPolicy(administrators: ["ops"])
+        let processor = CommandProcessor(store: store, policy: policy, now: { clock.now })
+        _ = try await processor.upsertRooms(fileContents: Data(Self.rooms.utf8))
+        return (processor, BookingReader(store: store, policy: policy, now: { clock.now }))
+    }
+
+    func run(_ processor: CommandProcessor, _ type: CommandType, _ json: String, user: String?) async throws -> CommandReply {
+        let command = IncomingCommand(body: Array(json.utf8), typeProperty: type.rawValue, routingKey: type.rawValue,
+                                      messageID: UUID().uuidString, idempotencyKeyHeader: nil, userID: user)
+        guard case .handled(let reply, _, _, _) = try await processor.process(command) else { throw CancellationError() }
+        return reply
+    }
+
+    func book(_ p: CommandProcessor, room: String = "Berlin", date: String = "2026-11-23", _ start: String, _ end: String,
+              user: String? = "alice", email: String = "carol@example.com") async throws -> Booking {
+        let reply = try await run(p, .createBooking, #"""
+            {"room":"\#(room)","date":"\#(date)","start":"\#(start)","end":"\#(end)","title":"T",
+             "attendees":[{"name":"Carol","email":"\#(email)","phone":"0170 1234567"}]}
+            """#, user: user)
+        return try #require(reply.bookingValue, "\(reply)")
+    }
+
+    func page(_ r: BookingReader, _ q: ListBookings, as user: String?) async throws -> ([BookingView], String?) {
+        guard case .bookings(let list, let next) = try await r.list(q, caller: Caller(userID: user)) else {
+            throw ReplyError(code: .invalidField, text: "not a list")
+        }
+        return (list, next)
+    }
+
+    func day(_ room: String? = "Berlin", limit: Int? = nil, cursor: String? = nil) -> ListBookings {
+        ListBookings(from: .date("2026-11-23"), to: .date("2026-11-24"), room: room, limit: limit, cursor: cursor)
+    }
+
+    @Test func pagesReturnTheFirstPagesSnapshotExactlyOnceWhileBookingsChange() async throws {
+        let (p, r) = try await setUp()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var original: [Booking] = []
+        for hour in 7..<17 { original.append(try await book(p, String(format: "%02d:00", hour), String(format: "%02d:45", hour))) }
+
+        let (first, cursor1) = try await page(r, day(limit: 3), as: "alice")
+        #expect(first.map(\.id) == original.prefix(3).map(\.id))
+        let cursor = try #require(cursor1)
+
+        // Between the pages: cancel one not yet listed, move one out of the
+        // window, move an already listed one later into the window, add one.
+        _ = try await run(p, .cancelBooking, #"{"bookingId":"\#(original[3].id)"}"#, user: "alice")
+        _ = try await run(p, .rescheduleBooking, #"{"bookingId":"\#(original[4].id)","date":"2026-11-25","start":"11:00","end":"11:45"}"#, user: "alice")
+        _ = try await run(p, .rescheduleBooking, #"{"bookingId":"\#(original[0].id)","date":"2026-11-23","start":"20:00","end":"20:45"}"#, user: "alice")
+        let added = try await book(p, "21:00", "21:45")
+
+        var seen = first
+        var next: String? = cursor
+        while let c = next {
+            let (more, n) = try await page(r, day(limit: 3, cursor: c), as: "alice")
+            seen += more
+            next = n
+        }
+        #expect(seen.map(\.id) == original.map(\.id), "every booking that matched at the first page, once, in order")
+        #expect(seen.allSatisfy { $0.version == 1 && $0.status == .confirmed }, "in its state as of the first page")
+        #expect(!seen.contains { $0.id == added.id })
+
+        // A new listing sees the present.
+        let (now, last) = try await page(r, day(limit: 1000), as: "alice")
+        #expect(last == nil)
+        #expect(now.first { $0.id == original[3].id }?.status == .cancelled)
+        #expect(!now.contains { $0.id == original[4].id })
+        #expect(now.last?.id == added.id)
+        #expect(now.first { $0.id == original[0].id }?.start == "20:00")
+    }
+
+    @Test func contactDetailsOnlyForRequesterApproversAndAdmins() async throws {
+        let (p, r) = try await setUp()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let alices = try await book(p, "09:00", "10:00")
+        let anonymous = try await book(p, "10:00", "11:00", user: nil, email: "dan@example.com")
+        for (user, sees) in [("alice", true), ("desk", true), ("ops", true), ("bob", false), (nil, false)] as [(String?, Bool)] {
+            guard case .booking(let view) = try await r.get(GetBooking(bookingId: alices.id), caller: Caller(userID: user)) else {
+                Issue.record("no booking for \(user ?? "anonymous")"); continue
+            }
+            #expect(view.attendees.first?.name == "Carol")
+            #expect((view.attendees.first?.email != nil) == sees, "\(user ?? "anonymous")")
+            #expect((view.attendees.first?.phone != nil) == sees, "\(user ?? "anonymous")")
+            let (list, _) = try await page(r, day(), as: user)
+            #expect((list.first { $0.id == alices.id }?.attendees.first?.email != nil) == sees)
+            #expect(list.first { $0.id == anonymous.id }?.attendees.first?.email == "dan@example.com",
+                    "a booking without requester shows its contacts to everyone")
+            // The e-mail filter matches only what the caller may see.
+            var byEmail = day()
+            byEmail.attendeeEmail = "Carol@EXAMPLE.com"
+            let (matched, _) = try await page(r, byEmail, as: user)
+            #expect(matched.map(\.id) == (sees ? [alices.id] : []), "\(user ?? "anonymous")")
+        }
+        #expect(try await r.get(GetBooking(bookingId: "nope"), caller: .user("alice")) == .error(
+            ReplyError(code: .bookingNotFound, text: "booking 'nope' not found", field: "bookingId")))
+    }
+
+    @Test func aDateIsTheLocalDayOfEachRoom() async throws {
+        let (p, r) = try await setUp()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // The same instant, 2026-11-22T23:30Z: already the 23rd in Berlin, still the 22nd in Lisbon.
+        let berlin = try await book(p, room: "Berlin", date: "2026-11-23", "00:30", "00:45")
+        let lisbon = try await book(p, room: "Lisbon", date: "2026-11-22", "23:30", "23:45")
+        #expect(berlin.startsAt == lisbon.startsAt)
+        let (dates, _) = try await page(r, day(nil), as: "alice")
+        #expect(dates.map(\.id) == [berlin.id])
+        let instants = ListBookings(from: .instant(utc("2026-11-22T23:00:00Z")), to: .instant(utc("2026-11-22T23:30:00Z")))
+        #expect(try await page(r, instants, as: "alice").0.isEmpty, "[from, to): ending at the start is no overlap")
+        let both = ListBookings(from: .instant(utc("2026-11-22T23:44:59Z")), to: .instant(utc("2026-11-23T00:00:00Z")))
+        #expect(Set(try await page(r, both, as: "alice").0.map(\.id)) == [berlin.id, lisbon.id])
+    }
+
+    @Test func filtersByStatusRequesterAndSeries() async throws {
+        let (p, r) = try await setUp()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let a = try await book(p, "09:00", "10:00")
+        let b = try await book(p, "10:00", "11:00", user: "bob")
+        _ = try await run(p, .cancelBooking, #"{"bookingId":"\#(b.id)"}"#, user: "bob")
+        var q = day()
+        q.status = ["cancelled"]
+        #expect(try await page(r, q, as: "ops").0.map(\.id) == [b.id])
+        q.status = nil
+        q.requestedBy = "alice"
+        #expect(try await page(r, q, as: "ops").0.map(\.id) == [a.id])
+        q.requestedBy = nil
+        q.seriesId = "s-1"
+        #expect(try await page(r, q, as: "ops").0.isEmpty, "no series yet")
+    }
+
+    @Test func badRequestsAreRefusedWithTheField() async throws {
+        let (_, r) = try await setUp()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        func field(_ q: ListBookings) async throws -> String? {
+            guard case .error(let e) = try await r.list(q, caller: .user("alice")) else { return nil }
+            #expect(e.code == .invalidField)
+            return e.field
+        }
+        #expect(try await field(day(limit: 0)) == "limit")
+        #expect(try await field(day(limit: 1001)) == "limit")
+        #expect(try await field(ListBookings(from: .date("2026-11-24"), to: .date("2026-11-23"))) == "to")
+        #expect(try await field(ListBookings(from: .date("2026-01-01"), to: .date("2027-01-03"))) == "to", "367 days")
+        #expect(try await field(ListBookings(from: .date("2026-01-01"), to: .date("2027-01-02"))) == nil, "366 days")
+        var bad = day()
+        bad.status = ["confirmed", "done"]
+        #expect(try await field(bad) == "status[1]")
+        #expect(try await field(day(cursor: "not-a-cursor")) == "cursor")
+        // A cursor continues only its own query.
+        for hour in 9..<12 { _ = try await book(try await setUpProcessorOnly(), String(format: "%02d:00", hour), String(format: "%02d:30", hour)) }
+        let (_, cursor) = try await page(r, day(limit: 1), as: "alice")
+        let c = try #require(cursor)
+        #expect(try await field(day(limit: 2, cursor: c)) == "cursor")
+        #expect(try await field(day("Lisbon", limit: 1, cursor: c)) == "cursor")
+        // … and only for an hour.
+        clock.set(clock.now.addingTimeInterval(BookingStore.cursorLifetime + 1))
+        #expect(try await field(day(limit: 1, cursor: c)) == "cursor")
+    }
+
+    /// A second processor on the same file (another handler process).
+    func setUpProcessorOnly() async throws -> CommandProcessor {
+        let clock = self.clock
+        return CommandProcessor(store: try BookingStore(path: directory.appendingPathComponent("db.sqlite").path),
+                                policy: CallerPolicy(administrators: ["ops"]), now: { clock.now })
+    }
+}
