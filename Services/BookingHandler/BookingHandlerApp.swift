@@ -44,20 +44,24 @@ public struct BookingHandlerApp: Sendable {
             let rooms = try await processor.upsertRooms(fileContents: data)
             logger.info("rooms upserted from ROOMS_FILE", metadata: ["rooms": "\(rooms.count)", "file": .string(roomsFile)])
         }
-        try await connection.declare(ContractTopology.declarations(queues: [Topology.handlerCommandsQueue]))
+        try await connection.declare(ContractTopology.declarations(queues: [Topology.handlerCommandsQueue,
+                                                                            Topology.bookingQueriesQueue]))
         let relay = OutboxRelay(store: store, connection: connection, logger: logger,
                                 retention: TimeInterval(retentionDays) * 86_400)
         let consumer = CommandConsumer(connection: connection, processor: processor, relay: relay, logger: logger,
                                        replayRate: replayRate)
         let consumerService = consumer.service(prefetch: prefetch, concurrency: concurrency)
         let timers = BookingTimers(processor: processor, relay: relay, logger: logger, interval: timerInterval)
-        var services: [any Service] = [connection, relay, timers, consumerService]
+        let queries = QueryResponder(connection: connection, reader: BookingReader(store: store, policy: policy, now: now),
+                                     logger: logger).service()
+        var services: [any Service] = [connection, relay, timers, queries, consumerService]
         if let httpPort {
             // First in the group, so it is shut down last: /healthz keeps
             // answering while the consumer drains.
             services.insert(OpsServer(port: httpPort, checks: [
                 ReadinessCheck("amqp") { connection.isConnected },
                 ReadinessCheck("consumer") { consumerService.status.isConsuming },
+                ReadinessCheck("queries") { queries.status.isConsuming },
                 ReadinessCheck("database") { (try? await store.counts()) != nil },
             ], logger: logger), at: 0)
         }

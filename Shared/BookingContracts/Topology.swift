@@ -33,6 +33,13 @@ public enum Topology {
     /// and `bookingctl topology upgrade` set it.
     public static let commandsAlternateExchangePolicy = (name: "booking-commands-unrouted",
                                                          pattern: "^booking\\.commands$")
+    /// `booking.queries`, direct exchange (contract v1.1): other systems
+    /// publish queries here with routing key = query type —
+    /// `booking.get`/`booking.list` reach ``bookingQueriesQueue``,
+    /// `availability.query` reaches ``availabilityQueriesQueue``. (The queue
+    /// of the same name is another broker object; permission patterns
+    /// match both.)
+    public static let bookingQueriesExchange = "booking.queries"
     /// The AMQP default exchange (`""`): RPC queries, replies and `passes.failed`
     /// are published through it with the queue name as routing key.
     public static let defaultExchange = ""
@@ -45,8 +52,15 @@ public enum Topology {
     public static let passSenderEventsQueue = "pass-sender.events"
     /// `availability-projector.events`: `room.#`, `booking.#`.
     public static let projectorEventsQueue = "availability-projector.events"
-    /// `availability.queries`: RPC queue on the default exchange.
+    /// `availability.queries`: RPC queue on the default exchange, and on
+    /// ``bookingQueriesExchange`` with `availability.query` (v1.1).
     public static let availabilityQueriesQueue = "availability.queries"
+    /// `booking.queries` (v1.1): `booking.get` and `booking.list`, answered
+    /// by the booking handler; bound to ``bookingQueriesExchange``, also
+    /// reachable through the default exchange.
+    public static let bookingQueriesQueue = "booking.queries"
+    /// Routing key of availability queries on ``bookingQueriesExchange``.
+    public static let availabilityQueryKey = "availability.query"
     /// `passes.failed`: one ``FailedPass`` per pass given up on; what operators
     /// watch. Published through the default exchange; nothing consumes it
     /// automatically.
@@ -180,6 +194,7 @@ public enum Topology {
         Exchange(name: commandsExchange, kind: .direct, alternateExchange: commandsUnroutedExchange),
         Exchange(name: eventsExchange, kind: .topic),
         Exchange(name: deadLetterExchange, kind: .topic),
+        Exchange(name: bookingQueriesExchange, kind: .direct),
     ]
 
     /// The queues services consume from (each has a `<queue>.dead`).
@@ -191,7 +206,9 @@ public enum Topology {
                  bindings: passSenderEventsBindingKeys.map { Binding(exchange: eventsExchange, key: $0) }),
         .service(projectorEventsQueue,
                  bindings: projectorEventsBindingKeys.map { Binding(exchange: eventsExchange, key: $0) }),
-        .service(availabilityQueriesQueue, bindings: []),
+        .service(availabilityQueriesQueue, bindings: [Binding(exchange: bookingQueriesExchange, key: availabilityQueryKey)]),
+        .service(bookingQueriesQueue,
+                 bindings: BookingQueryType.allCases.map { Binding(exchange: bookingQueriesExchange, key: $0.rawValue) }),
     ]
 
     /// Every named queue of the contract: the service queues, `passes.failed`

@@ -25,7 +25,11 @@ struct ContractBasicsTests {
         #expect(Set(Topology.passSenderEventsBindingKeys)
                     == ["booking.confirmed", "booking.rescheduled", "booking.cancelled", "booking.rejected"])
         #expect(Topology.projectorEventsBindingKeys == ["room.#", "booking.#"])
-        #expect(Topology.exchanges.map(\.kind) == [.fanout, .direct, .topic, .topic])
+        #expect(Topology.exchanges.map(\.kind) == [.fanout, .direct, .topic, .topic, .direct])
+        // v1.1: queries through the booking.queries exchange, routing key = query type.
+        #expect(Topology.queue(named: Topology.bookingQueriesQueue)?.bindings
+                    == [Topology.Binding(exchange: "booking.queries", key: "booking.get"),
+                        Topology.Binding(exchange: "booking.queries", key: "booking.list")])
         // v1.1: booking.commands has an internal alternate exchange.
         let commands = Topology.exchanges.first { $0.name == Topology.commandsExchange }
         #expect(commands?.alternateExchange == Topology.commandsUnroutedExchange)
@@ -44,7 +48,8 @@ struct ContractBasicsTests {
         #expect(Topology.queue(named: Topology.handlerCommandsQueue)?.bindings
                     == CommandType.allCases.map { Topology.Binding(exchange: Topology.commandsExchange, key: $0.rawValue) }
                     + [Topology.Binding(exchange: Topology.commandsUnroutedExchange, key: "")])
-        #expect(Topology.queue(named: Topology.availabilityQueriesQueue)?.bindings == [])
+        #expect(Topology.queue(named: Topology.availabilityQueriesQueue)?.bindings
+                    == [Topology.Binding(exchange: Topology.bookingQueriesExchange, key: "availability.query")])
         #expect(Set(Topology.queues.map(\.name)).count == Topology.queues.count)
     }
 

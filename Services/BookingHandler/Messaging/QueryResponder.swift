@@ -1,0 +1,109 @@
+import AMQPClient
+import BookingContracts
+import Foundation
+import Logging
+import Metrics
+
+/// Answers `booking.get` and `booking.list` on `booking.queries` (RPC,
+/// contract v1.1) with ``BookingReader``: replies to `reply_to` through the
+/// default exchange with the request's `correlation_id` (else its
+/// `message_id`), `type` = `booking.reply`.
+///
+/// As with availability queries, a request that cannot be parsed is
+/// answered with the error and acked, not dead-lettered: a query changes
+/// nothing, so there is nothing to retry, and the reply tells the client.
+/// Only a request whose `reply_to` the sender may not use is dead-lettered
+/// (`booking.queries.dead`), unanswered. A database error requeues the
+/// request.
+public struct QueryResponder: Sendable {
+    let connection: AMQPConnection
+    let reader: BookingReader
+    let logger: Logger
+    private let latency = Timer(label: "booking_query_seconds")
+
+    /// `type` of every reply.
+    public static let replyType = "booking.reply"
+
+    public init(connection: AMQPConnection, reader: BookingReader, logger: Logger) {
+        self.connection = connection
+        self.reader = reader
+        self.logger = logger
+    }
+
+    public func service(prefetch: UInt16 = 32, concurrency: Int = 8) -> AMQPConsumerService {
+        AMQPConsumerService(connection: connection, queue: Topology.bookingQueriesQueue, prefetch: prefetch,
+                            concurrency: concurrency, logger: logger) { delivery in
+            await handle(delivery)
+        }
+    }
+
+    /// The body's `query` field, when it has one.
+    private struct Named: Decodable {
+        var query: String?
+    }
+
+    /// The reply to one request from `caller`. Throws only for database
+    /// errors.
+    public func answer(body: [UInt8], typeProperty: String?, routingKey: String, caller: Caller) async throws
+        -> BookingQueryReply
+    {
+        let named = try? ContractJSON.decode(Named.self, from: body)
+        guard let type = BookingQueryType.resolve(typeProperty: typeProperty, bodyQuery: named?.query, routingKey: routingKey) else {
+            let name = typeProperty ?? named?.query ?? routingKey
+            return .error(ReplyError(code: .unknownCommand,
+                                     text: "unknown query type '\(name.prefix(100))'; one of booking.get, booking.list"))
+        }
+        do {
+            switch type {
+            case .get: return try await reader.get(try ContractJSON.decode(GetBooking.self, from: body), caller: caller)
+            case .list: return try await reader.list(try ContractJSON.decode(ListBookings.self, from: body), caller: caller)
+            }
+        } catch let error as DecodingError {
+            return .error(ContractJSON.replyError(for: error))
+        }
+    }
+
+    func handle(_ delivery: AMQPDelivery) async {
+        let started = DispatchTime.now()
+        let caller = Caller(userID: delivery.properties.userID)
+        if let reason = ReplyAddress.refusal(delivery.properties.replyTo, caller: caller) {
+            logger.warning("booking query with a forbidden reply_to dead-lettered", metadata: ["reason": .string(reason)])
+            Counter(label: "booking_queries_total", dimensions: [("outcome", "reply-to-refused")]).increment()
+            try? await delivery.reject(requeue: false)
+            return
+        }
+        let reply: BookingQueryReply
+        do {
+            reply = try await answer(body: delivery.body, typeProperty: delivery.properties.type,
+                                     routingKey: delivery.routingKey, caller: caller)
+        } catch {
+            logger.error("booking query failed; requeued", metadata: ["error": "\(error)"])
+            try? await Task.sleep(for: .milliseconds(500))
+            try? await delivery.nack(requeue: true)
+            return
+        }
+        let ok: Bool
+        if case .error = reply { ok = false } else { ok = true }
+        Counter(label: "booking_queries_total", dimensions: [("outcome", ok ? "ok" : "refused")]).increment()
+        if let replyTo = delivery.properties.replyTo, !replyTo.isEmpty {
+            let properties = AMQPProperties(
+                contentType: MessageProperties.contentType, deliveryMode: .persistent,
+                correlationID: MessageProperties.replyCorrelationID(correlationID: delivery.properties.correlationID,
+                                                                    messageID: delivery.properties.messageID),
+                timestamp: UInt64(Date().timeIntervalSince1970), type: Self.replyType,
+                userID: connection.user, appID: "booking-handler")
+            do {
+                let body = [UInt8](try ContractJSON.encode(reply))
+                try await connection.publish(body, exchange: "", routingKey: replyTo, properties: properties,
+                                             mandatory: !replyTo.hasPrefix(MessageProperties.directReplyTo))
+            } catch let error as AMQPError where error.code == .unroutable || error.code == .invalidArgument {
+                logger.warning("booking query reply could not be delivered", metadata: ["error": "\(error)"])
+            } catch {
+                try? await delivery.nack(requeue: true)
+                return
+            }
+        }
+        try? await delivery.ack()
+        latency.recordInterval(since: started)
+    }
+}

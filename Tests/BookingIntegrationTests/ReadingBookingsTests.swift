@@ -1,0 +1,92 @@
+import AMQPClient
+import BookingContracts
+import BookingHandler
+import Foundation
+import Testing
+import TestSupport
+
+/// `booking.get` and `booking.list` (contract v1.1) over the real broker
+/// with the shipped users and permissions: through the `booking.queries`
+/// exchange, answered from committed state, contact details only for the
+/// booking's requester, the room's approvers and admins.
+@Suite("Reading bookings over the broker (shipped users)", .serialized)
+struct ReadingBookingsTests {
+    /// Sends a query as `user` (`user_id` set unless `anonymous`) to the
+    /// `booking.queries` exchange over direct reply-to.
+    static func query(_ w: CallerModelTests.World, _ type: String, _ json: String, as user: String,
+                      anonymous: Bool = false) async throws -> (BookingQueryReply, AMQPMessage) {
+        let c = try await w.connection(user)
+        var properties = AMQPProperties.persistentJSON(type: type, messageID: UUID().uuidString)
+        properties.userID = anonymous ? nil : user
+        let reply = try await c.call(Array(json.utf8), exchange: Topology.bookingQueriesExchange, routingKey: type,
+                                     properties: properties, timeout: .seconds(60))
+        return (try ContractJSON.decode(BookingQueryReply.self, from: reply.body), reply)
+    }
+
+    @Test func readYourWritesAndContactsOnlyForThoseEntitled() async throws {
+        let w = try await CallerModelTests.World.start()
+        let room = #"{"name": "Desk", "capacity": 4, "approvers": ["facility-desk"]}"#
+        #expect(try await w.send("room.register", room, as: "bookingctl").error == nil)
+        let json = createJSON(room: "Desk", date: TestDates.tomorrow, start: "09:00", end: "10:00")
+        let booking = try #require(try await w.send("booking.create", json, as: "partner-a").booking)
+
+        // The reply came: the next query sees it, in any reader's view.
+        for (user, contacts) in [("partner-a", true), ("facility-desk", true), ("bookingctl", true), ("partner-b", false)] {
+            let (reply, message) = try await Self.query(w, "booking.get", #"{"bookingId": "\#(booking.id)"}"#, as: user)
+            guard case .booking(let view) = reply else { Issue.record("\(user): \(reply)"); continue }
+            #expect(view.id == booking.id && view.version == booking.version)
+            #expect(view.attendees.map(\.name) == ["Ada Lovelace"])
+            #expect((view.attendees[0].email == "ada@example.com") == contacts, "\(user)")
+            #expect((view.attendees[0].phone == "+491701234567") == contacts, "\(user)")
+            #expect(message.properties.type == "booking.reply")
+            #expect(message.properties.userID == "booking-handler", "replies carry the handler's verified user")
+            if !contacts {
+                #expect(!String(decoding: message.body, as: UTF8.self).contains("ada@example.com"))
+            }
+        }
+        let list = #"{"from": "\#(TestDates.tomorrow)", "to": "\#(TestDates.berlinDate(daysFromNow: 2))", "room": "Desk"}"#
+        guard case .bookings(let seen, let next) = try await Self.query(w, "booking.list", list, as: "partner-b").0 else {
+            Issue.record("no list"); return await w.stop()
+        }
+        #expect(seen.map(\.id) == [booking.id] && next == nil)
+        #expect(seen[0].attendees[0].email == nil)
+        // Searching by someone else's attendee e-mail finds nothing.
+        let byEmail = #"{"from": "\#(TestDates.tomorrow)", "to": "\#(TestDates.berlinDate(daysFromNow: 2))", "attendeeEmail": "ada@example.com"}"#
+        guard case .bookings(let none, _) = try await Self.query(w, "booking.list", byEmail, as: "partner-b").0,
+              case .bookings(let mine, _) = try await Self.query(w, "booking.list", byEmail, as: "partner-a").0 else {
+            Issue.record("no list"); return await w.stop()
+        }
+        #expect(none.isEmpty)
+        #expect(mine.map(\.id) == [booking.id])
+
+        // REQUIRE_USER_ID (the shipped compose): a query without user_id is 2003.
+        let (anonymous, _) = try await Self.query(w, "booking.get", #"{"bookingId": "\#(booking.id)"}"#, as: "partner-b",
+                                                  anonymous: true)
+        #expect(anonymous == .error(ReplyError(code: .notPermitted,
+                                               text: "queries must carry the AMQP user_id property (REQUIRE_USER_ID is set)")))
+        await w.stop()
+    }
+
+    @Test func badQueriesGetTheContractsErrors() async throws {
+        let w = try await CallerModelTests.World.start()
+        func code(_ type: String, _ json: String) async throws -> (ErrorCode?, String?) {
+            guard case .error(let e) = try await Self.query(w, type, json, as: "partner-a").0 else { return (nil, nil) }
+            return (e.code, e.field)
+        }
+        #expect(try await code("booking.get", #"{"bookingId": "nope"}"#) == (.bookingNotFound, "bookingId"))
+        #expect(try await code("booking.get", "not json").0 == .invalidJSON)
+        #expect(try await code("booking.list", #"{"to": "2026-11-24"}"#).0 == .invalidField)
+        #expect(try await code("booking.list", #"{"from": "2026-11-23", "to": "2026-11-24", "limit": 5000}"#) == (.invalidField, "limit"))
+        #expect(try await code("booking.list", #"{"from": "yesterday", "to": "2026-11-24"}"#).0 == .invalidField)
+        #expect(try await code("booking.list", #"{"from": "2026-11-23", "to": "2026-11-24", "cursor": "x"}"#) == (.invalidField, "cursor"))
+        // The query named in the body when the type property says nothing.
+        let c = try await w.connection("partner-a")
+        var properties = AMQPProperties.persistentJSON(type: nil, messageID: UUID().uuidString)
+        properties.userID = "partner-a"
+        let named = try await c.call(Array(#"{"query": "booking.get", "bookingId": "nope"}"#.utf8), exchange: Topology.bookingQueriesExchange,
+                                     routingKey: "booking.get", properties: properties, timeout: .seconds(60))
+        #expect(try ContractJSON.decode(BookingQueryReply.self, from: named.body)
+            == .error(ReplyError(code: .bookingNotFound, text: "booking 'nope' not found", field: "bookingId")))
+        await w.stop()
+    }
+}
