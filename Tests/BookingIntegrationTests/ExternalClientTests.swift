@@ -9,10 +9,10 @@ import TestSupport
 /// reply_to and an idempotency-key header, then read the reply.
 @Suite("Publishing from another system")
 struct ExternalClientTests {
-    func runExample(_ url: AMQPURL, _ arguments: [String] = []) throws -> (Int32, String) {
+    func runExample(_ url: AMQPURL, _ arguments: [String] = [], script: String = "publish-booking.sh") throws -> (Int32, String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [HandlerHarness.repositoryRoot.appendingPathComponent("docs/examples/publish-booking.sh").path] + arguments
+        process.arguments = [HandlerHarness.repositoryRoot.appendingPathComponent("docs/examples/\(script)").path] + arguments
         process.environment = ProcessInfo.processInfo.environment.merging(["AMQP_URL": url.urlStringWithCredentials]) { $1 }
         let pipe = Pipe()
         process.standardOutput = pipe
@@ -36,6 +36,18 @@ struct ExternalClientTests {
         #expect(again == 0)
         #expect(try ContractJSON.decode(CommandReply.self, from: Array(secondOutput.utf8)) == reply)
         #expect(try await h.app.store.counts().bookings == 1)
+
+        // The README's reading example (v1.1), with the same client: the
+        // booking just made is listed, contacts included (it was made without
+        // user_id, so they are nobody's secret).
+        let (listed, listing) = try runExample(h.url, script: "list-bookings.sh")
+        #expect(listed == 0, "\(listing)")
+        guard case .bookings(let bookings, let next) = try ContractJSON.decode(BookingQueryReply.self, from: Array(listing.utf8)) else {
+            Issue.record("not a list: \(listing)"); return await h.stop()
+        }
+        #expect(bookings.map(\.id) == [booking.id])
+        #expect(bookings.first?.attendees.first?.email == "ada@example.com")
+        #expect(next == nil)
         await h.stop()
     }
 }

@@ -55,6 +55,40 @@ struct BookingctlTests {
         #expect(missing.status == 1 && missing.stderr.contains("error 2001"), "\(missing.stderr)")
     }
 
+    /// v1.1: `bookings list` pages through `booking.list` (one page and its
+    /// cursor, or `--all`), `bookings show` reads one booking.
+    @Test func bookingsListAndShow() async throws {
+        let handler = try await Handler()
+        defer { Task { await handler.stop() } }
+        let cli = CLIRunner(url: handler.url)
+        let date = localDate(daysFromNow: 2)
+        var ids: [String] = []
+        for hour in 9..<12 {
+            let booked = try await cli.run(["book", "--room", "Hamburg", "--date", date, "--start", String(format: "%02d:00", hour),
+                                            "--end", String(format: "%02d:30", hour), "--title", "Standup \(hour)",
+                                            "--attendee", Self.ada, "--json"])
+            ids.append(try #require(try reply(booked).bookingValue).id)
+        }
+        let window = ["--from", date, "--to", localDate(daysFromNow: 3), "--room", "Hamburg"]
+        let onePage = try await cli.run(["bookings", "list"] + window + ["--limit", "2"])
+        #expect(onePage.status == 0, "\(onePage.stderr)")
+        #expect(onePage.stdout.contains("Standup 9") && onePage.stdout.contains("Standup 10") && !onePage.stdout.contains("Standup 11"),
+                "\(onePage.stdout)")
+        #expect(onePage.stdout.contains("more: --cursor "))
+        let all = try await cli.run(["bookings", "list"] + window + ["--limit", "2", "--all", "--json"])
+        #expect(all.status == 0, "\(all.stderr)")
+        guard case .bookings(let listed, let next) = try ContractJSON.decode(BookingQueryReply.self, from: Data(all.stdout.utf8)) else {
+            Issue.record("not a list: \(all.stdout)"); return
+        }
+        #expect(listed.map(\.id) == ids && next == nil)
+        let shown = try await cli.run(["bookings", "show", ids[0]])
+        #expect(shown.status == 0 && shown.stdout.contains("<ada@example.com>") && shown.stdout.contains("Standup 9"), "\(shown.stdout)")
+        let missing = try await cli.run(["bookings", "show", "no-such-booking"])
+        #expect(missing.status == 1 && missing.stderr.contains("error 2001"), "\(missing.stderr)")
+        let bad = try await cli.run(["bookings", "list", "--from", "someday", "--to", date])
+        #expect(bad.status == 64 && bad.stderr.contains("--from"), "\(bad.stderr)")
+    }
+
     @Test func sameMessageIDBooksOnce() async throws {
         let handler = try await Handler()
         defer { Task { await handler.stop() } }
@@ -168,7 +202,7 @@ struct BookingctlTests {
         #expect(try await CLIRunner(url: url).run(["topology", "declare"]).status == 0)
     }
 
-    @Test(arguments: ["room register", "book", "confirm", "reject", "checkin", "cancel", "reschedule", "update", "rooms", "topology declare",
+    @Test(arguments: ["room register", "book", "confirm", "reject", "checkin", "cancel", "reschedule", "update", "rooms", "bookings list", "bookings show", "topology declare",
                       "topology upgrade"])
     func helpExplainsWithAnExample(command: String) async throws {
         let result = try await CLIRunner(url: try TestBroker.url())

@@ -1,0 +1,142 @@
+import AMQPClient
+import ArgumentParser
+import BookingContracts
+import Foundation
+import ServiceSupport
+
+/// `bookingctl bookings list|show`: reading bookings (contract v1.1,
+/// `booking.list`/`booking.get` on the `booking.queries` exchange, answered
+/// by the booking handler). What the operator's user sees follows the
+/// privacy rule: as an admin (`ADMIN_USERS`) every contact detail.
+struct BookingsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bookings", abstract: "Read bookings (asks the booking handler).",
+        subcommands: [List.self, Show.self])
+
+    /// Sends one query and returns its reply; an error reply is printed and
+    /// ends the command with exit status 1.
+    static func ask(_ type: BookingQueryType, _ body: some Encodable, global: GlobalOptions) async throws -> BookingQueryReply {
+        let reply = try await CommandClient(global: global).call(
+            exchange: Topology.bookingQueriesExchange, routingKey: type.rawValue, type: type.rawValue,
+            body: [UInt8](try ContractJSON.encode(body)), messageID: nil)
+        guard let decoded = try? ContractJSON.decode(BookingQueryReply.self, from: reply.body) else {
+            throw CLIError("the handler's reply is not a contract reply: \(String(decoding: reply.body, as: UTF8.self))")
+        }
+        if case .error(let error) = decoded {
+            if global.json { print(try Output.json(decoded)) }
+            else { FileHandle.standardError.write(Data((Output.describe(error) + "\n").utf8)) }
+            throw ExitStatus.errorReply
+        }
+        return decoded
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "list",
+            abstract: "Bookings overlapping a window, oldest first (booking.list).",
+            discussion: """
+                --from/--to are local dates (each room's own day) or UTC instants; the window
+                spans at most 366 days. Without --all one page is shown and its cursor printed;
+                --all follows the cursors to the end (one consistent snapshot).
+                Examples:
+                  bookingctl bookings list --from 2026-11-23 --to 2026-11-30 --room Berlin
+                  bookingctl bookings list --from 2026-11-23 --to 2026-12-01 --status confirmed,inProgress --all --json
+                """)
+
+        @OptionGroup var global: GlobalOptions
+        @Option(help: "Window start: YYYY-MM-DD or 2026-11-23T00:00:00Z.") var from: String
+        @Option(help: "Window end (exclusive): YYYY-MM-DD or an instant.") var to: String
+        @Option(help: "Only this room.") var room: String?
+        @Option(help: "Only these statuses, comma-separated.") var status: String?
+        @Option(name: .customLong("requested-by"), help: "Only bookings of this broker user.") var requestedBy: String?
+        @Option(name: .customLong("attendee-email"), help: "Only bookings with this attendee.") var attendeeEmail: String?
+        @Option(name: .customLong("series-id"), help: "Only occurrences of this series.") var seriesId: String?
+        @Option(help: "Bookings per page (1–1000, default 100).") var limit: Int?
+        @Option(help: "Continue from a previous page's cursor.") var cursor: String?
+        @Flag(help: "Follow the cursors through every page.") var all = false
+
+        func query(cursor: String?) throws -> ListBookings {
+            guard let lower = WindowBound(text: from) else { throw ValidationError("--from must be YYYY-MM-DD or a UTC instant, not '\(from)'") }
+            guard let upper = WindowBound(text: to) else { throw ValidationError("--to must be YYYY-MM-DD or a UTC instant, not '\(to)'") }
+            return ListBookings(from: lower, to: upper, room: room,
+                                status: status.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } },
+                                requestedBy: requestedBy, attendeeEmail: attendeeEmail, seriesId: seriesId, limit: limit,
+                                cursor: cursor)
+        }
+
+        func validate() throws { _ = try query(cursor: cursor) }
+
+        func run() async throws {
+            try await reportingErrors {
+                var bookings: [BookingView] = []
+                var next = cursor
+                repeat {
+                    guard case .bookings(let page, let following) = try await BookingsCommand.ask(.list, try query(cursor: next),
+                                                                                                 global: global) else {
+                        throw CLIError("the handler answered booking.list with something else")
+                    }
+                    bookings += page
+                    next = following
+                } while all && next != nil
+                if global.json {
+                    print(try Output.json(BookingQueryReply.bookings(bookings, nextCursor: next)))
+                } else {
+                    print(Output.table(bookings))
+                    if let next { print("more: --cursor \(next)") }
+                }
+            }
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "show",
+            abstract: "One booking with its attendees (booking.get).",
+            discussion: "Example:\n  bookingctl bookings show 6f1c2a9e-… --json")
+
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The booking id.") var bookingId: String
+
+        func run() async throws {
+            try await reportingErrors {
+                let reply = try await BookingsCommand.ask(.get, GetBooking(bookingId: bookingId), global: global)
+                guard case .booking(let view) = reply else { throw CLIError("the handler answered booking.get with something else") }
+                print(global.json ? try Output.json(reply) : Output.describe(view))
+            }
+        }
+    }
+}
+
+extension Output {
+    /// One booking as read back (contacts only where the reader may see them).
+    static func describe(_ b: BookingView) -> String {
+        var lines = [
+            "booking \(b.id)  \(b.status.rawValue)  version \(b.version)",
+            "  \(b.room)  \(b.date) \(b.start)–\(b.end) (\(b.timeZone))",
+            "  \(b.title)" + (b.description.map { " — \($0)" } ?? ""),
+        ]
+        if let requestedBy = b.requestedBy { lines.append("  requested by \(requestedBy)") }
+        if let reason = b.cancelReason { lines.append("  ended: \(reason)") }
+        for (index, a) in b.attendees.enumerated() {
+            lines.append("  attendee \(index): \(a.name)" + (a.email.map { " <\($0)>" } ?? "") + (a.phone.map { " \($0)" } ?? ""))
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// A fixed-width table of bookings.
+    static func table(_ bookings: [BookingView]) -> String {
+        if bookings.isEmpty { return "no bookings match" }
+        let header = ["DATE", "TIME", "ROOM", "STATUS", "TITLE", "ID"]
+        let rows = bookings.map { [$0.date, "\($0.start)–\($0.end)", $0.room, $0.status.rawValue, $0.title, $0.id] }
+        var widths = header.map(\.count)
+        for row in rows {
+            for (i, cell) in row.enumerated().dropLast() { widths[i] = max(widths[i], min(cell.count, 40)) }
+        }
+        func line(_ cells: [String]) -> String {
+            cells.enumerated().map { i, cell in
+                i == cells.count - 1 ? cell : String(cell.prefix(40)).padding(toLength: widths[i], withPad: " ", startingAt: 0)
+            }.joined(separator: "  ")
+        }
+        return ([line(header)] + rows.map(line)).joined(separator: "\n")
+    }
+}
