@@ -177,7 +177,13 @@ final class SlotSequence: @unchecked Sendable {  // all state behind `lock`
     private var issuedInRound = 0
     private var dates: [String] = []
 
-    init(rooms: Int) { self.rooms = rooms }
+    /// `startDay`: days after tomorrow where the sequence begins (to stay
+    /// clear of bookings a benchmark wrote by other means).
+    init(rooms: Int, startDay: Int = 0) {
+        self.rooms = rooms
+        self.startDay = startDay
+    }
+    private let startDay: Int
 
     /// The next command body, or nil once `limit` were handed out this round.
     func next(limit: Int) -> [UInt8]? {
@@ -185,7 +191,7 @@ final class SlotSequence: @unchecked Sendable {  // all state behind `lock`
             guard issuedInRound < limit else { return nil }
             issuedInRound += 1
             let perDay = rooms * 48
-            let day = index / perDay + 1, room = (index % perDay) / 48, quarter = index % 48
+            let day = index / perDay + 1 + startDay, room = (index % perDay) / 48, quarter = index % 48
             index += 1
             while dates.count < day { dates.append(localDate(daysFromNow: dates.count + 1)) }
             let start = 7 * 60 + quarter * 15
