@@ -26,6 +26,22 @@ struct ProjectorEndToEndTests {
         let message = try await h.rpc(#"{"date":"\#(date)","name":"berlin"}"#)
         #expect(message.properties.type == "availability.reply")
         #expect(try ContractJSON.decode(AvailabilityReply.self, from: message.body) == reply)
+        // v1.1: the same query through the booking.queries exchange, routing key availability.query.
+        var properties = AMQPProperties.persistentJSON(type: "availability.query", messageID: UUID().uuidString)
+        properties.correlationID = UUID().uuidString
+        let viaExchange = try await h.client.call(Array(#"{"date":"\#(date)","name":"berlin"}"#.utf8),
+                                                  exchange: Topology.bookingQueriesExchange, routingKey: Topology.availabilityQueryKey,
+                                                  properties: properties, timeout: .seconds(30))
+        #expect(try ContractJSON.decode(AvailabilityReply.self, from: viaExchange.body) == reply)
+        // … and the booking itself through booking.get, answered by the handler.
+        var get = AMQPProperties.persistentJSON(type: "booking.get", messageID: UUID().uuidString)
+        get.correlationID = UUID().uuidString
+        let read = try await h.client.call(Array(#"{"bookingId":"\#(booking.id)"}"#.utf8), exchange: Topology.bookingQueriesExchange,
+                                           routingKey: "booking.get", properties: get, timeout: .seconds(30))
+        guard case .booking(let view) = try ContractJSON.decode(BookingQueryReply.self, from: read.body) else {
+            Issue.record("booking.get: \(String(decoding: read.body, as: UTF8.self))"); return await h.stop()
+        }
+        #expect(view.id == booking.id && view.attendees.first?.email != nil, "made without user_id: contacts for everyone")
 
         // GET /rooms/{name}
         let (status, body) = try await httpGet(h.base + "/rooms/Berlin?date=\(date)")
