@@ -490,6 +490,8 @@ outside_user_checks() { # outside_user_checks USER URL OTHER_USER
     "${CLIENT[@]}" denied "$url" --op declare-exchange --name booking.commands
   check "$u may not delete booking.commands (exchange.delete: ACCESS_REFUSED)" \
     "${CLIENT[@]}" denied "$url" --op delete-exchange --name booking.commands
+  check "$u may not publish to booking.public (ACCESS_REFUSED)" \
+    "${CLIENT[@]}" refused "$url" --exchange booking.public --routing-key booking.created --user-id "$u" --expect-code 403
   check "$u may not set user_id $other (PRECONDITION_FAILED)" \
     "${CLIENT[@]}" refused "$url" --exchange booking.commands --routing-key booking.create \
     --user-id "$other" --expect-code 406
@@ -607,6 +609,8 @@ else
     echo "before: $BEFORE"; echo "after:  $after"
     [[ $BEFORE != unavailable && $after == "$BEFORE" ]]'
 
+  # (h, contract v1.1) external-publisher follows booking.public with a queue of its own.
+  "${CLIENT[@]}" watch "$EXT_URL" --exchange booking.public --queue external-publisher.ct-public --key 'booking.#' >/dev/null 2>&1 || true
   # (b) the same message_id from two users is two commands.
   shared_id=ct-shared-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')
   b_body() { printf '{"room":"Berlin","date":"%s","start":"%s","end":"%s","title":"container test %s","attendees":[{"name":"%s","email":"%s","phone":"0170 1234567"}]}' "$DATE" "$1" "$2" "$3" "$3" "$4"; }
@@ -629,6 +633,11 @@ raw = sys.argv[1]
 b = json.loads(raw) if raw else {}
 ok = b.get("ok") is True and "ext-secret@example.com" not in raw and b["booking"].get("requestedBy") == sys.argv[2]
 sys.exit(0 if ok else "reply: %s" % (raw or "none"))' "$partner_reply" "$PARTNER"
+
+  partner_booking=$("$PYTHON" -c 'import json,sys; print(json.loads(sys.argv[1])["booking"]["id"])' "$partner_reply" 2>/dev/null || echo none)
+  check "caller model (h): external-publisher sees $PARTNER's booking on booking.public, without its attendee's e-mail or phone" \
+    "${CLIENT[@]}" wait-event "$EXT_URL" --queue external-publisher.ct-public --type booking.created \
+    --booking-id "$partner_booking" --absent partner@example.com --absent +491701234567 --timeout 30
 
   # (c) a reply_to that is not the sender's: not answered, not executed, dead-lettered.
   failed_before=$(queue_messages passes.failed)

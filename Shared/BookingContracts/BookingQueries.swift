@@ -231,3 +231,54 @@ public enum BookingQueryReply: Codable, Sendable, Equatable {
         }
     }
 }
+
+/// A booking event as `booking.public` carries it (contract v1.1): the
+/// event with every attendee reduced to their name, in `booking` and in
+/// `previous`.
+public struct PublicBookingEvent: Codable, Sendable, Equatable {
+    /// The event's id (the same as on `booking.events`).
+    public var eventId: String
+    /// UTC instant of the change.
+    public var occurredAt: String
+    /// The booking after the change, names only.
+    public var booking: BookingView
+    /// The fields before the change, names only.
+    public var previous: PublicSnapshot?
+    /// As on the event: `true` on a release for want of check-in.
+    public var released: Bool?
+
+    /// The public form of `event`.
+    public init(_ event: BookingEvent) {
+        eventId = event.eventId
+        occurredAt = event.occurredAt
+        booking = BookingView(event.booking, contacts: false)
+        previous = event.previous.map(PublicSnapshot.init)
+        released = event.released
+    }
+}
+
+/// ``BookingSnapshot`` with attendees reduced to their names.
+public struct PublicSnapshot: Codable, Sendable, Equatable {
+    public var date: String
+    public var start: String
+    public var end: String
+    public var startsAt: String
+    public var endsAt: String
+    public var title: String
+    public var description: String?
+    public var attendees: [AttendeeView]
+    public var status: BookingStatus
+
+    /// The snapshot without contact details.
+    public init(_ snapshot: BookingSnapshot) {
+        date = snapshot.date
+        start = snapshot.start
+        end = snapshot.end
+        startsAt = snapshot.startsAt
+        endsAt = snapshot.endsAt
+        title = snapshot.title
+        description = snapshot.description
+        attendees = snapshot.attendees.map { AttendeeView($0, contacts: false) }
+        status = snapshot.status
+    }
+}

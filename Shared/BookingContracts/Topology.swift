@@ -40,6 +40,14 @@ public enum Topology {
     /// of the same name is another broker object; permission patterns
     /// match both.)
     public static let bookingQueriesExchange = "booking.queries"
+    /// `booking.public`, topic exchange (contract v1.1): the booking events
+    /// and `availability.changed`, routing key = event type, with attendee
+    /// contact details removed (``PublicBookingEvent``) — what other
+    /// systems may follow by binding their own queues. The booking
+    /// handler's relay publishes each booking event here right after
+    /// `booking.events` (same batch, confirmed together, so in order per
+    /// booking); the projector does the same for `availability.changed`.
+    public static let publicExchange = "booking.public"
     /// The AMQP default exchange (`""`): RPC queries, replies and `passes.failed`
     /// are published through it with the queue name as routing key.
     public static let defaultExchange = ""
@@ -195,6 +203,7 @@ public enum Topology {
         Exchange(name: eventsExchange, kind: .topic),
         Exchange(name: deadLetterExchange, kind: .topic),
         Exchange(name: bookingQueriesExchange, kind: .direct),
+        Exchange(name: publicExchange, kind: .topic),
     ]
 
     /// The queues services consume from (each has a `<queue>.dead`).

@@ -25,7 +25,8 @@ struct ContractBasicsTests {
         #expect(Set(Topology.passSenderEventsBindingKeys)
                     == ["booking.confirmed", "booking.rescheduled", "booking.cancelled", "booking.rejected"])
         #expect(Topology.projectorEventsBindingKeys == ["room.#", "booking.#"])
-        #expect(Topology.exchanges.map(\.kind) == [.fanout, .direct, .topic, .topic, .direct])
+        #expect(Topology.exchanges.map(\.kind) == [.fanout, .direct, .topic, .topic, .direct, .topic])
+        #expect(Topology.exchanges.last?.name == "booking.public")
         // v1.1: queries through the booking.queries exchange, routing key = query type.
         #expect(Topology.queue(named: Topology.bookingQueriesQueue)?.bindings
                     == [Topology.Binding(exchange: "booking.queries", key: "booking.get"),
@@ -99,6 +100,20 @@ struct ContractBasicsTests {
                           .bookingRejected])
         #expect(types.allSatisfy { $0.isBookingEvent })
         #expect(Topology.projectorEventsBindingKeys.contains("booking.#"), "the projector receives all of them")
+    }
+
+    /// v1.1: what booking.public carries has names, never e-mail or phone.
+    @Test func publicEventsCarryNoContactDetails() throws {
+        let event = BookingEvent(eventId: "e", occurredAt: Fixtures.occurredAt, booking: Fixtures.rescheduledBooking,
+                                 previous: BookingSnapshot(Fixtures.pendingBooking), released: true)
+        let text = String(decoding: try ContractJSON.encode(PublicBookingEvent(event)), as: UTF8.self)
+        for attendee in Fixtures.rescheduledBooking.attendees + Fixtures.pendingBooking.attendees {
+            #expect(text.contains(attendee.name))
+            #expect(!text.contains(attendee.email) && !text.contains(attendee.phone), "\(text)")
+        }
+        let decoded = try ContractJSON.decode(PublicBookingEvent.self, from: Array(text.utf8))
+        #expect(decoded.booking.version == event.booking.version && decoded.eventId == "e" && decoded.released == true)
+        #expect(decoded.previous?.attendees.map(\.name) == Fixtures.pendingBooking.attendees.map(\.name))
     }
 
     @Test func errorCodes() throws {

@@ -35,6 +35,7 @@ struct ExampleTests {
             case "booking.get": reencoded = try Self.reencode(GetBooking.self, data)
             case "booking.list": reencoded = try Self.reencode(ListBookings.self, data)
             case "booking.reply": reencoded = try Self.reencode(BookingQueryReply.self, data)
+            case "public.booking-event": reencoded = try Self.reencode(PublicBookingEvent.self, data)
             case "booking.reschedule": reencoded = try Self.reencode(RescheduleBooking.self, data)
             case "booking.replay": reencoded = try Self.reencode(ReplayBookings.self, data)
             case "booking.replay.done": reencoded = try Self.reencode(ReplaySummary.self, data)

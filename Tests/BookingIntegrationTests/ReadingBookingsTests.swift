@@ -67,6 +67,47 @@ struct ReadingBookingsTests {
         await w.stop()
     }
 
+    /// `booking.public` (v1.1): another outside system follows bookings with
+    /// its own queue and sees names, never another requester's attendees'
+    /// e-mail or phone; it cannot publish there nor read `booking.events`.
+    @Test func otherSystemsFollowBookingPublicWithoutContactDetails() async throws {
+        let w = try await CallerModelTests.World.start()
+        let follower = try await w.connection("partner-b")
+        let queue = "partner-b.public-\(UUID().uuidString.prefix(8))"
+        try await follower.declare([
+            .queue(QueueDeclaration(queue, type: .classic, durable: false, autoDelete: false)),
+            .binding(QueueBinding(queue: queue, exchange: Topology.publicExchange, routingKey: "booking.#")),
+        ])
+        let events = try await follower.consume(queue: queue)
+        let json = createJSON(room: "Berlin", date: TestDates.tomorrow, start: "11:00", end: "12:00",
+                              attendees: #"[{"name": "Grace Hopper", "email": "grace@example.com", "phone": "+1 415 555 0100"}]"#)
+        let booking = try #require(try await w.send("booking.create", json, as: "partner-a").booking)
+        let received = try await withTimeout(60, "booking.public events") { try await events.take(2) }
+        #expect(received.map(\.routingKey) == ["booking.created", "booking.confirmed"], "in order")
+        for message in received {
+            let text = String(decoding: message.body, as: UTF8.self)
+            #expect(!text.contains("grace@example.com") && !text.contains("+14155550100"), "\(text)")
+            let event = try ContractJSON.decode(PublicBookingEvent.self, from: message.body)
+            #expect(event.booking.id == booking.id && event.booking.attendees.map(\.name) == ["Grace Hopper"])
+            #expect(message.properties.userID == "booking-handler")
+        }
+        events.stop()
+        // Refused: publishing to booking.public, binding to booking.events.
+        let probe = try await AMQPConnection.connect(
+            configuration: AMQPConfiguration(url: w.vhost.url("partner-b"), connectionName: "probe"), logger: testLogger("probe"))
+        let publish = await #expect(throws: AMQPError.self) {
+            try await probe.publish(Array("{}".utf8), exchange: Topology.publicExchange, routingKey: "booking.created",
+                                    properties: AMQPProperties.persistentJSON(userID: "partner-b"))
+        }
+        #expect(publish?.replyCode == 403, "\(String(describing: publish))")
+        let bind = await #expect(throws: AMQPError.self) {
+            try await probe.declare([.binding(QueueBinding(queue: queue, exchange: Topology.eventsExchange, routingKey: "#"))])
+        }
+        #expect(bind?.replyCode == 403, "\(String(describing: bind))")
+        await probe.close()
+        await w.stop()
+    }
+
     @Test func badQueriesGetTheContractsErrors() async throws {
         let w = try await CallerModelTests.World.start()
         func code(_ type: String, _ json: String) async throws -> (ErrorCode?, String?) {

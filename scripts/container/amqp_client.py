@@ -238,7 +238,7 @@ def cmd_watch(a):
     ch = conn.channel()
     ch.queue_declare(a.queue, durable=True, arguments={"x-queue-type": "classic"})
     for key in a.key:
-        ch.queue_bind(a.queue, "booking.events", key)
+        ch.queue_bind(a.queue, a.exchange, key)
     conn.close()
     return 0
 
@@ -289,6 +289,11 @@ def cmd_wait_event(a):
         if etype == a.type and fields_match and booked_ok and (a.booking_id is None or event_booking_id(body) == a.booking_id):
             print(json.dumps(body))
             conn.close()
+            text = raw.decode("utf-8", "replace")
+            for absent in a.absent:
+                if absent in text:
+                    print(f"event contains {absent!r}", file=sys.stderr)
+                    return 1
             return 0
     conn.close()
     what = " ".join([a.type] + ([f"bookingId={a.booking_id}"] if a.booking_id else []) + a.field
@@ -329,6 +334,7 @@ def main():
     w.add_argument("url")
     w.add_argument("--queue", required=True)
     w.add_argument("--key", action="append", required=True)
+    w.add_argument("--exchange", default="booking.events")
     e = sub.add_parser("wait-event")
     e.add_argument("url")
     e.add_argument("--queue", required=True)
@@ -337,6 +343,7 @@ def main():
     e.add_argument("--field", action="append", default=[], help="KEY=VALUE a top-level field must have")
     e.add_argument("--booked", help="HH:MM-HH:MM that the event's avail list must not offer")
     e.add_argument("--timeout", type=float, default=60)
+    e.add_argument("--absent", action="append", default=[], help="text the matching event must not contain")
     dn = sub.add_parser("denied")
     dn.add_argument("url")
     dn.add_argument("--op", required=True, choices=["get", "consume", "declare-exchange", "delete-exchange", "declare-queue"])

@@ -107,6 +107,10 @@ public final class ChangePublisher: Service, Sendable {
                     properties.userID = connection.user
                     messages.append(([UInt8](body), Topology.eventsExchange, EventType.availabilityChanged.rawValue, properties))
                     owners.append(i)
+                    // v1.1: other systems follow availability on booking.public
+                    // (the body has no personal data).
+                    messages.append(([UInt8](body), Topology.publicExchange, EventType.availabilityChanged.rawValue, properties))
+                    owners.append(i)
                 }
             }
             let results = await connection.publish(batch: messages)
@@ -115,7 +119,7 @@ public final class ChangePublisher: Service, Sendable {
             for (i, pending) in batch.enumerated() {
                 pending.ticket.complete(failures[i].map { .failure($0) } ?? .success(()))
             }
-            published.increment(by: results.filter { $0 == nil }.count)
+            published.increment(by: results.enumerated().filter { $0.offset % 2 == 0 && $0.element == nil }.count)
             if let error = failures.compactMap({ $0 }).first {
                 logger.warning("availability.changed not confirmed; the events will be redelivered", metadata: ["error": "\(error)"])
             }

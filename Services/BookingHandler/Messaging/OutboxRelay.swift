@@ -160,11 +160,30 @@ public final class OutboxRelay: Service, Sendable {
         // user_id = this service's broker user: consumers of booking.events
         // trust only events the broker vouches came from the handler.
         let publisher = connection.user
-        let outcomes = await connection.publish(batch: events.map { event in
-            (body: event.body, exchange: Topology.eventsExchange, routingKey: event.routingKey,
-             properties: AMQPProperties.persistentJSON(type: event.routingKey, messageID: event.messageID,
-                                                       userID: publisher))
-        })
+        // Booking events also go to booking.public without contact details
+        // (v1.1), right after their booking.events copy: an event counts as
+        // published only when both are confirmed, so a failure repeats both
+        // (at-least-once on each exchange, in order per booking).
+        var messages: [(body: [UInt8], exchange: String, routingKey: String, properties: AMQPProperties)] = []
+        var owners: [Int] = []
+        for (index, event) in events.enumerated() {
+            let properties = AMQPProperties.persistentJSON(type: event.routingKey, messageID: event.messageID, userID: publisher)
+            messages.append((event.body, Topology.eventsExchange, event.routingKey, properties))
+            owners.append(index)
+            if let type = EventType(rawValue: event.routingKey), type.isBookingEvent {
+                guard let decoded = try? ContractJSON.decode(BookingEvent.self, from: event.body),
+                      let redacted = try? ContractJSON.encode(PublicBookingEvent(decoded)) else {
+                    logger.error("booking event unreadable; not published to booking.public",
+                                 metadata: ["event.id": .string(event.messageID)])
+                    continue
+                }
+                messages.append(([UInt8](redacted), Topology.publicExchange, event.routingKey, properties))
+                owners.append(index)
+            }
+        }
+        let confirmations = await connection.publish(batch: messages)
+        var outcomes = [AMQPError?](repeating: nil, count: events.count)
+        for (owner, result) in zip(owners, confirmations) where result != nil { outcomes[owner] = outcomes[owner] ?? result }
         let results = zip(events, outcomes).map { ($0.id, $1) }
         let ok = results.filter { $0.1 == nil }.map(\.0)
         let failed = results.filter { $0.1 != nil }.map(\.0)
