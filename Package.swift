@@ -224,7 +224,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AMQPIntegrationTests",
-            dependencies: ["AMQPClient", "TestSupport", "BookingContracts"],
+            dependencies: ["AMQPClient", "TestSupport", "BookingContracts", "ServiceSupport"],
             path: "Tests/AMQPIntegrationTests"
         ),
         .executableTarget(

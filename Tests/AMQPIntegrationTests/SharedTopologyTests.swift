@@ -1,4 +1,6 @@
 import AMQPClient
+import BookingContracts
+import ServiceSupport
 import Foundation
 import Testing
 import TestSupport
@@ -9,6 +11,27 @@ import TestSupport
 /// only declared passively.
 @Suite("Topology on a broker that owns the shared exchanges")
 struct SharedTopologyTests {
+    /// Each service, logged in as its shipped user, declares exactly what it
+    /// declares at start-up (its queues, their bindings, their dead-letter
+    /// queues; the shared exchanges passively). A binding the definitions do
+    /// not permit — as the projector's `availability.query` binding once
+    /// was — fails here with 403 instead of in the container test.
+    @Test(arguments: [
+        ("booking-handler", [Topology.handlerCommandsQueue, Topology.bookingQueriesQueue]),
+        ("pass-sender", [Topology.passSenderEventsQueue, Topology.passesFailedQueue]),
+        ("availability-projector", [Topology.projectorEventsQueue, Topology.availabilityQueriesQueue]),
+    ])
+    func everyServiceDeclaresItsTopologyWithItsShippedPermissions(user: String, queues: [String]) async throws {
+        let vhost = try ShippedBroker.vhost("service-topology")
+        defer { vhost.delete() }
+        let connection = try await AMQPConnection.connect(
+            configuration: AMQPConfiguration(url: vhost.url(user), connectionName: user), logger: testLogger(user))
+        try await connection.declare(ContractTopology.declarations(queues: queues))
+        // Twice: a restart declares the same again.
+        try await connection.declare(ContractTopology.declarations(queues: queues))
+        await connection.close()
+    }
+
     @Test func userWithoutConfigureOnExistingExchangesStartsAndRecovers() async throws {
         let adminURL = try TestBroker.isolatedURL("shared-topology")
         defer { TestBroker.deleteVhost(adminURL.vhost) }
