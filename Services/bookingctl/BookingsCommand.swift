@@ -123,20 +123,11 @@ extension Output {
         return lines.joined(separator: "\n")
     }
 
-    /// A fixed-width table of bookings.
+    /// A fixed-width table of bookings (titles cut at 40 characters).
     static func table(_ bookings: [BookingView]) -> String {
         if bookings.isEmpty { return "no bookings match" }
-        let header = ["DATE", "TIME", "ROOM", "STATUS", "TITLE", "ID"]
-        let rows = bookings.map { [$0.date, "\($0.start)–\($0.end)", $0.room, $0.status.rawValue, $0.title, $0.id] }
-        var widths = header.map(\.count)
-        for row in rows {
-            for (i, cell) in row.enumerated().dropLast() { widths[i] = max(widths[i], min(cell.count, 40)) }
-        }
-        func line(_ cells: [String]) -> String {
-            cells.enumerated().map { i, cell in
-                i == cells.count - 1 ? cell : String(cell.prefix(40)).padding(toLength: widths[i], withPad: " ", startingAt: 0)
-            }.joined(separator: "  ")
-        }
-        return ([line(header)] + rows.map(line)).joined(separator: "\n")
+        return columns(header: ["DATE", "TIME", "ROOM", "STATUS", "TITLE", "ID"],
+                       rows: bookings.map { [$0.date, "\($0.start)–\($0.end)", $0.room, $0.status.rawValue,
+                                             String($0.title.prefix(40)), $0.id] })
     }
 }

@@ -42,11 +42,14 @@ enum Output {
     /// A fixed-width table: one row per room with its free ranges.
     static func table(_ rooms: [RoomAvailability]) -> String {
         if rooms.isEmpty { return "no rooms match" }
-        let header = ["ROOM", "CAP", "EQUIPMENT", "FREE"]
-        let rows = rooms.map { room in
+        return columns(header: ["ROOM", "CAP", "EQUIPMENT", "FREE"], rows: rooms.map { room in
             [room.name, String(room.capacity), room.equipment.joined(separator: ","),
              room.avail.isEmpty ? "(fully booked)" : room.avail.joined(separator: ", ")]
-        }
+        })
+    }
+
+    /// Rows under a header, every column but the last padded to its widest cell.
+    static func columns(header: [String], rows: [[String]]) -> String {
         var widths = header.map(\.count)
         for row in rows {
             for (i, cell) in row.enumerated().dropLast() { widths[i] = max(widths[i], cell.count) }

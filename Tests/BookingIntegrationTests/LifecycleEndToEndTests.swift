@@ -119,7 +119,8 @@ struct LifecycleEndToEndTests {
         #expect(ended.version == 3)
 
         // The second booking's end completes it through the timer.
-        clock.withLock { $0 = try! #require(ContractFormat.parseTimestamp(other.endsAt)) }
+        let otherEnd = try #require(ContractFormat.parseTimestamp(other.endsAt))
+        clock.withLock { $0 = otherEnd }
         let seen = try await Self.events(w.handler) { seen in
             seen.contains { $0.type == "booking.completed" && $0.event.booking.id == other.id }
         }

@@ -231,12 +231,10 @@ struct ListPlan {
     static func key(_ q: ListBookings, statuses: [BookingStatus]?, email: String?, limit: Int) -> String {
         let parts: [String] = [q.from.text, q.to.text, q.room ?? "", statuses.map { $0.map(\.rawValue).joined(separator: ",") } ?? "*",
                                q.requestedBy ?? "", email ?? "", q.seriesId ?? "", String(limit)]
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in parts.joined(separator: "\u{1f}").utf8 {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x0000_0100_0000_01b3
-        }
-        return String(hash, radix: 36)
+        // The inbox's fingerprint (FNV-1a 64) serves here as well.
+        let hash = InboxKey.fingerprint(commandType: BookingQueryType.list.rawValue,
+                                        body: Array(parts.joined(separator: "\u{1f}").utf8))
+        return String(UInt64(bitPattern: hash), radix: 36)
     }
 }
 
