@@ -51,12 +51,15 @@ public enum ContractFormat {
     /// The contract's UTC instant text, whole seconds: `2026-11-23T08:00:00Z`.
     /// Fractions of a second are dropped (rounded down).
     public static func timestamp(_ date: Date) -> String {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        let whole = Date(timeIntervalSince1970: (date.timeIntervalSince1970).rounded(.down))
-        let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: whole)
-        return calendarDateString(year: c.year!, month: c.month!, day: c.day!) + "T"
-            + twoDigitString(c.hour!) + ":" + twoDigitString(c.minute!) + ":" + twoDigitString(c.second!) + "Z"
+        // Day arithmetic, not `Calendar`: this runs for every instant every
+        // event and reply carries, and Foundation's calendar costs
+        // microseconds per call on Linux.
+        let seconds = Int64(date.timeIntervalSince1970.rounded(.down))
+        let day = CivilDays.day(ofSeconds: seconds)
+        let (year, month, dayOfMonth) = CivilDays.civil(days: day)
+        let second = Int(seconds - day * 86_400)
+        return calendarDateString(year: year, month: month, day: dayOfMonth) + "T"
+            + twoDigitString(second / 3600) + ":" + twoDigitString(second / 60 % 60) + ":" + twoDigitString(second % 60) + "Z"
     }
 
     /// Parses a UTC instant in the contract's form `YYYY-MM-DDTHH:mm:ssZ`;
@@ -68,10 +71,8 @@ public enum ContractFormat {
               let d = calendarDate(String(decoding: u[0..<10], as: UTF8.self)),
               let h = twoDigits(u[11], u[12]), let m = twoDigits(u[14], u[15]), let s = twoDigits(u[17], u[18]),
               h < 24, m < 60, s < 60 else { return nil }
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        return calendar.date(from: DateComponents(year: d.year, month: d.month, day: d.day,
-                                                  hour: h, minute: m, second: s))
+        let days = CivilDays.days(year: d.year, month: d.month, day: d.day)
+        return Date(timeIntervalSince1970: Double(days * 86_400 + Int64(h * 3600 + m * 60 + s)))
     }
 
     /// The instant of local `date` (`YYYY-MM-DD`) at local `time` (`HH:mm`)

@@ -115,7 +115,76 @@ struct ReadsBenchmark: AsyncParsableCommand {
         print(String(format: "booking-handler RSS %.1f MiB", currentRSSMiB(pid: handler.processIdentifier) ?? .nan))
         handler.terminate()
         handler.waitUntilExit()
+
+        // The availability query of the same run, same broker, same shape
+        // (500 rooms, about six bookings a room-day for as many days), asked
+        // the way other systems ask: through the booking.queries exchange.
+        let availability = try await availabilityFigures(broker: broker, client: client, work: work)
         await client.close()
+
+        func ms(_ l: Latencies, _ p: Double) -> String { String(format: "%.2f", l.percentile(p)) }
+        print("")
+        print("one at a time, same run                                    p50 ms   p99 ms")
+        print("booking.list, one room, one week                         \(pad(ms(listLatencies, 50)))\(pad(ms(listLatencies, 99)))")
+        print("availability.query, \(rooms) rooms, one day (RPC)            \(pad(ms(availability.rpc, 50)))\(pad(ms(availability.rpc, 99)))")
+        print("GET /rooms?date= (HTTP)                                  \(pad(ms(availability.http, 50)))\(pad(ms(availability.http, 99)))")
+        print("raw echo through a quorum queue                          \(pad(ms(rawSingle.1, 50)))\(pad(ms(rawSingle.1, 99)))")
+        print(String(format: "mixed: booking.get %.0f/s p50 %.2f ms p99 %.2f ms while booking.create %.0f/s (half of %.0f/s pipelined)",
+                     getResult.rate, getResult.latencies.percentile(50), getResult.latencies.percentile(99), createResult.rate,
+                     createRate))
+    }
+
+    func pad(_ s: String) -> String { String(repeating: " ", count: max(0, 9 - s.count)) + s }
+
+    /// Fills an availability read model of `rooms` rooms (0–12 bookings a
+    /// room-day, six on average, for as many days as the handler's
+    /// database holds), starts the release projector on it, and times
+    /// `availability.query` over RPC and `GET /rooms?date=` one at a time.
+    func availabilityFigures(broker: BenchmarkBroker, client: AMQPConnection, work: URL) async throws
+        -> (rpc: Latencies, http: Latencies)
+    {
+        var projectorBench = ProjectorBenchmark()
+        projectorBench.rooms = rooms
+        projectorBench.days = max(1, bookings / rooms / 6)
+        projectorBench.maxPerDay = 12
+        let firstDate = localDate(daysFromNow: 1)
+        let directory = work.appendingPathComponent("projector")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let filled = try await projectorBench.fill(path: directory.appendingPathComponent("availability-projector.sqlite").path,
+                                                   firstDate: firstDate)
+        let port = try freeTCPPort()
+        let projector = try projectorBench.launch(url: broker.url, dataDirectory: directory.path, port: port)
+        defer { if projector.isRunning { projector.terminate(); projector.waitUntilExit() } }
+        while (try? RawHTTPClient(port: port).get("/readyz").status) != 200 {
+            guard projector.isRunning else { throw ValidationError("availability-projector exited (\(projector.terminationStatus))") }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        print(String(format: "availability read model: %d rooms × %d days, %d bookings", rooms, projectorBench.days, filled))
+        var rpc = Latencies(), http = Latencies()
+        let httpClient = try RawHTTPClient(port: port)
+        for i in 0..<(lists + 200) {
+            let day = LocalClockBench.date(firstDate, plus: i * 13 % projectorBench.days)
+            var properties = AMQPProperties.persistentJSON(type: "availability.query", messageID: UUID().uuidString)
+            properties.userID = client.user
+            let t0 = monotonicNow()
+            let reply = try await client.call(Array(#"{"date":"\#(day)"}"#.utf8), exchange: Topology.bookingQueriesExchange,
+                                              routingKey: Topology.availabilityQueryKey, properties: properties, timeout: .seconds(60))
+            let t1 = monotonicNow()
+            guard let list = try? ContractJSON.decode(AvailabilityReply.self, from: reply.body), list.count == rooms else {
+                throw ValidationError("availability.query failed: \(String(decoding: reply.body, as: UTF8.self).prefix(200))")
+            }
+            let t2 = monotonicNow()
+            let answer = try httpClient.get("/rooms?date=\(day)")
+            let t3 = monotonicNow()
+            guard answer.status == 200 else { throw ValidationError("GET /rooms: \(answer.status)") }
+            if i >= 200 {  // the first 200 warm up
+                rpc.add(t1 - t0)
+                http.add(t3 - t2)
+            }
+        }
+        projector.terminate()
+        projector.waitUntilExit()
+        return (rpc, http)
     }
 
     func ask(_ client: AMQPConnection, _ type: BookingQueryType, _ body: some Encodable) async throws -> BookingQueryReply {

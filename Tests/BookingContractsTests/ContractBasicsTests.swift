@@ -173,5 +173,25 @@ struct ContractBasicsTests {
         #expect(ContractFormat.parseTimestamp("2026-11-23T09:00:00+01:00") == nil)
         #expect(ContractFormat.timestamp(Date(timeIntervalSince1970: 0)) == "1970-01-01T00:00:00Z")
         #expect(ContractFormat.localDate(of: date, timeZone: "Pacific/Kiritimati") == "2026-11-23")
+        #expect(ContractFormat.timestamp(Date(timeIntervalSince1970: -0.5)) == "1969-12-31T23:59:59Z")
+        #expect(ContractFormat.parseTimestamp("2028-02-29T23:59:59Z") == Date(timeIntervalSince1970: 1_835_481_599))
+        #expect(ContractFormat.parseTimestamp("2027-02-29T00:00:00Z") == nil)
+    }
+
+    /// The day arithmetic agrees with Foundation's Gregorian calendar in UTC
+    /// on instants spread over four centuries (leap days, century years,
+    /// before 1970), both ways.
+    @Test func timestampsAgreeWithCalendar() {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        var seconds: Int64 = -2_208_988_800  // 1900-01-01
+        while seconds < 10_413_792_000 {  // 2300-01-01
+            let date = Date(timeIntervalSince1970: Double(seconds))
+            let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
+            let expected = String(format: "%04d-%02d-%02dT%02d:%02d:%02dZ", c.year!, c.month!, c.day!, c.hour!, c.minute!, c.second!)
+            #expect(ContractFormat.timestamp(date) == expected)
+            #expect(ContractFormat.parseTimestamp(expected) == date)
+            seconds += 86_400 * 37 + 3_661  // walks through every month, day and time of day
+        }
     }
 }

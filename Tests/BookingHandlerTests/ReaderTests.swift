@@ -116,6 +116,39 @@ struct ReaderTests {
             ReplyError(code: .bookingNotFound, text: "booking 'nope' not found", field: "bookingId")))
     }
 
+    /// The list reply is spliced from the stored JSON (redacted by SQLite):
+    /// it must be byte for byte what the contract's encoder writes for the
+    /// same page — with non-ASCII text, escapes, a description and several
+    /// attendees, with and without contact details, with and without a
+    /// next cursor.
+    @Test func theSplicedListReplyIsWhatTheEncoderWrites() async throws {
+        let (p, r) = try await setUp()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        _ = try await run(p, .createBooking, #"""
+            {"room":"Berlin","date":"2026-11-23","start":"09:00","end":"10:00","title":"Größe \"quoted\" \\ / tab\t ✓",
+             "description":"line\nbreak","attendees":[{"name":"Zoë","email":"zoe@example.com","phone":"0170 1234567"},
+             {"name":"Ola","email":"ola@example.com","phone":"+351 912 345 678"}]}
+            """#, user: "alice")
+        _ = try await book(p, "11:00", "12:00", user: nil)
+        _ = try await book(p, "13:00", "14:00", user: "bob")
+        for user in ["alice", "bob", nil] as [String?] {
+            for limit in [1, 2, 10] {
+                let body = try await r.listReply(day(limit: limit), caller: Caller(userID: user))
+                let decoded = try ContractJSON.decode(BookingQueryReply.self, from: Data(body))
+                guard case .bookings(let list, _) = decoded else { Issue.record("\(decoded)"); continue }
+                #expect(list.count == min(limit, 3))
+                #expect(String(decoding: body, as: UTF8.self) == String(decoding: try ContractJSON.encode(decoded), as: UTF8.self),
+                        "user \(user ?? "none"), limit \(limit)")
+            }
+        }
+        let (list, _) = try await page(r, day(), as: "bob")
+        #expect(list[0].title == "Größe \"quoted\" \\ / tab\t ✓")
+        #expect(list[0].description == "line\nbreak")
+        #expect(list[0].attendees.map(\.name) == ["Zoë", "Ola"])
+        #expect(list[0].attendees.allSatisfy { $0.email == nil && $0.phone == nil }, "bob is not alice")
+        #expect(list[2].attendees.first?.email == "carol@example.com", "bob's own booking")
+    }
+
     @Test func aDateIsTheLocalDayOfEachRoom() async throws {
         let (p, r) = try await setUp()
         defer { try? FileManager.default.removeItem(at: directory) }

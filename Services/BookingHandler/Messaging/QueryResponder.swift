@@ -23,6 +23,7 @@ public struct QueryResponder: Sendable {
 
     /// `type` of every reply.
     public static let replyType = "booking.reply"
+    private static let okSuffixReversed = Array(#""ok":true}"#.utf8.reversed())
 
     public init(connection: AMQPConnection, reader: BookingReader, logger: Logger) {
         self.connection = connection
@@ -42,24 +43,22 @@ public struct QueryResponder: Sendable {
         var query: String?
     }
 
-    /// The reply to one request from `caller`. Throws only for database
-    /// errors.
-    public func answer(body: [UInt8], typeProperty: String?, routingKey: String, caller: Caller) async throws
-        -> BookingQueryReply
-    {
+    /// The reply body to one request from `caller`. Throws only for
+    /// database errors.
+    public func answer(body: [UInt8], typeProperty: String?, routingKey: String, caller: Caller) async throws -> [UInt8] {
         let named = try? ContractJSON.decode(Named.self, from: body)
         guard let type = BookingQueryType.resolve(typeProperty: typeProperty, bodyQuery: named?.query, routingKey: routingKey) else {
             let name = typeProperty ?? named?.query ?? routingKey
-            return .error(ReplyError(code: .unknownCommand,
-                                     text: "unknown query type '\(name.prefix(100))'; one of booking.get, booking.list"))
+            return try BookingReader.encoded(.error(ReplyError(
+                code: .unknownCommand, text: "unknown query type '\(name.prefix(100))'; one of booking.get, booking.list")))
         }
         do {
             switch type {
-            case .get: return try await reader.get(try ContractJSON.decode(GetBooking.self, from: body), caller: caller)
-            case .list: return try await reader.list(try ContractJSON.decode(ListBookings.self, from: body), caller: caller)
+            case .get: return try BookingReader.encoded(try await reader.get(try ContractJSON.decode(GetBooking.self, from: body), caller: caller))
+            case .list: return try await reader.listReply(try ContractJSON.decode(ListBookings.self, from: body), caller: caller)
             }
         } catch let error as DecodingError {
-            return .error(ContractJSON.replyError(for: error))
+            return try BookingReader.encoded(.error(ContractJSON.replyError(for: error)))
         }
     }
 
@@ -72,7 +71,7 @@ public struct QueryResponder: Sendable {
             try? await delivery.reject(requeue: false)
             return
         }
-        let reply: BookingQueryReply
+        let reply: [UInt8]
         do {
             reply = try await answer(body: delivery.body, typeProperty: delivery.properties.type,
                                      routingKey: delivery.routingKey, caller: caller)
@@ -82,8 +81,8 @@ public struct QueryResponder: Sendable {
             try? await delivery.nack(requeue: true)
             return
         }
-        let ok: Bool
-        if case .error = reply { ok = false } else { ok = true }
+        // Keys are sorted in every reply, so `ok` comes last.
+        let ok = reply.reversed().starts(with: Self.okSuffixReversed)
         Counter(label: "booking_queries_total", dimensions: [("outcome", ok ? "ok" : "refused")]).increment()
         if let replyTo = delivery.properties.replyTo, !replyTo.isEmpty {
             let properties = AMQPProperties(
@@ -93,10 +92,9 @@ public struct QueryResponder: Sendable {
                 timestamp: UInt64(Date().timeIntervalSince1970), type: Self.replyType,
                 userID: connection.user, appID: "booking-handler")
             do {
-                let body = [UInt8](try ContractJSON.encode(reply))
-                try await connection.publish(body, exchange: "", routingKey: replyTo, properties: properties,
+                try await connection.publish(reply, exchange: "", routingKey: replyTo, properties: properties,
                                              mandatory: !replyTo.hasPrefix(MessageProperties.directReplyTo))
-            } catch let error as AMQPError where error.code == .unroutable || error.code == .invalidArgument {
+            } catch where error.code == .unroutable || error.code == .invalidArgument {
                 logger.warning("booking query reply could not be delivered", metadata: ["error": "\(error)"])
             } catch {
                 try? await delivery.nack(requeue: true)

@@ -30,7 +30,13 @@ public struct BookingReader: Sendable {
 
     /// Whether `caller` may see the contact details of `booking` in `room`.
     public func maySeeContacts(_ booking: Booking, room: Room?, caller: Caller) -> Bool {
-        guard let owner = booking.requestedBy, !owner.isEmpty else { return true }
+        maySeeContacts(requestedBy: booking.requestedBy, room: room, caller: caller)
+    }
+
+    /// Whether `caller` may see the contact details of a booking requested
+    /// by `requestedBy` in `room`.
+    public func maySeeContacts(requestedBy: String?, room: Room?, caller: Caller) -> Bool {
+        guard let owner = requestedBy, !owner.isEmpty else { return true }
         guard let name = caller.name else { return false }
         return name == owner || policy.administrators.contains(name) || (room?.approvers ?? []).contains(name)
     }
@@ -52,10 +58,17 @@ public struct BookingReader: Sendable {
     /// pages return every booking that matched then exactly once, as it was
     /// then, whatever changed in between.
     public func list(_ query: ListBookings, caller: Caller) async throws -> BookingQueryReply {
-        if let refusal = admit(caller) { return .error(refusal) }
+        try ContractJSON.decode(BookingQueryReply.self, from: Data(try await listReply(query, caller: caller)))
+    }
+
+    /// ``list(_:caller:)`` as the reply body the responder sends: the
+    /// stored JSON of each booking spliced into the envelope, not decoded
+    /// and re-encoded (that was most of a query's cost).
+    public func listReply(_ query: ListBookings, caller: Caller) async throws -> [UInt8] {
+        if let refusal = admit(caller) { return try Self.encoded(.error(refusal)) }
         let plan: ListPlan
         switch ListPlan.make(query, now: now()) {
-        case .failure(let error): return .error(error)
+        case .failure(let error): return try Self.encoded(.error(error))
         case .success(let p): plan = p
         }
         let snapshot: Int64
@@ -66,12 +79,16 @@ public struct BookingReader: Sendable {
         } else {
             snapshot = try await store.snapshotSeq()
         }
+        // The envelope as ContractJSON writes it (sorted keys).
+        var body = Array(#"{"bookings":["#.utf8)
         if query.seriesId != nil {
             // No series exist yet (contract v1.1, "Recurring bookings").
-            return .bookings([], nextCursor: nil)
+            body += Array(#"],"nextCursor":null,"ok":true}"#.utf8)
+            return body
         }
-        var page: [BookingView] = []
+        var listed = 0
         var rooms: [String: Room?] = [:]
+        var bounds: [String: (from: Int64, to: Int64)?] = [:]
         var lastReturned: (startsAt: Int64, id: String)?
         var more = false
         // Rows the window's zones or the e-mail filter drop are read past in
@@ -82,27 +99,40 @@ public struct BookingReader: Sendable {
                                                     statuses: plan.statuses, requestedBy: query.requestedBy,
                                                     after: after, limit: batch)
             for row in rows {
-                after = (row.startsAt, row.booking.id)
-                guard plan.overlaps(row.booking) else { continue }
-                if rooms[row.booking.room] == nil { rooms[row.booking.room] = try await store.room(named: row.booking.room) }
-                let contacts = maySeeContacts(row.booking, room: rooms[row.booking.room] ?? nil, caller: caller)
+                after = (row.startsAt, row.id)
+                if bounds[row.timeZone] == nil { bounds[row.timeZone] = plan.bounds(zone: row.timeZone) }
+                guard let window = bounds[row.timeZone] ?? nil, row.startsAt < window.to, row.endsAt > window.from else { continue }
+                if rooms[row.room] == nil { rooms[row.room] = try await store.room(named: row.room) }
+                let contacts = maySeeContacts(requestedBy: row.requestedBy, room: rooms[row.room] ?? nil, caller: caller)
                 if let email = plan.attendeeEmail {
-                    guard contacts, row.booking.attendees.contains(where: { Self.normalised($0.email) == email }) else { continue }
+                    guard contacts, let booking = try? ContractJSON.decode(Booking.self, from: Data(row.json)),
+                          booking.attendees.contains(where: { Self.normalised($0.email) == email }) else { continue }
                 }
-                if page.count == plan.limit {
+                if listed == plan.limit {
                     more = true
                     break scan
                 }
-                page.append(BookingView(row.booking, contacts: contacts))
-                lastReturned = (row.startsAt, row.booking.id)
+                if listed > 0 { body.append(UInt8(ascii: ",")) }
+                body += contacts ? row.json : row.redactedJSON
+                listed += 1
+                lastReturned = (row.startsAt, row.id)
             }
             if rows.count < batch { break }
         }
-        let next = more ? lastReturned.map {
-            ListCursor(snapshot: snapshot, startsAt: $0.startsAt, id: $0.id, key: plan.key,
-                       issuedAt: plan.cursor?.issuedAt ?? now().timeIntervalSince1970).encoded
-        } : nil
-        return .bookings(page, nextCursor: next)
+        body += Array(#"],"nextCursor":"#.utf8)
+        if more, let last = lastReturned {
+            let cursor = ListCursor(snapshot: snapshot, startsAt: last.startsAt, id: last.id, key: plan.key,
+                                    issuedAt: plan.cursor?.issuedAt ?? now().timeIntervalSince1970)
+            // Base64url: nothing in it needs escaping.
+            body += Array("\"\(cursor.encoded)\",\"ok\":true}".utf8)
+        } else {
+            body += Array(#"null,"ok":true}"#.utf8)
+        }
+        return body
+    }
+
+    static func encoded(_ reply: BookingQueryReply) throws -> [UInt8] {
+        [UInt8](try ContractJSON.encode(reply))
     }
 
     private func admit(_ caller: Caller) -> ReplyError? {
@@ -188,13 +218,14 @@ struct ListPlan {
                                  widest: widest, key: key, cursor: cursor))
     }
 
-    /// Whether `booking` overlaps [from, to), dates taken in the booking's zone.
-    func overlaps(_ booking: Booking) -> Bool {
-        guard let startsAt = ContractFormat.parseTimestamp(booking.startsAt),
-              let endsAt = ContractFormat.parseTimestamp(booking.endsAt),
-              let lower = Self.instant(from, zone: booking.timeZone),
-              let upper = Self.instant(to, zone: booking.timeZone) else { return false }
-        return startsAt < upper && endsAt > lower
+    /// The window [from, to) in UNIX seconds for bookings in `zone` (dates
+    /// are that zone's local days); nil for a zone this system does not
+    /// know, which then matches nothing.
+    func bounds(zone: String) -> (from: Int64, to: Int64)? {
+        guard let lower = Self.instant(from, zone: zone), let upper = Self.instant(to, zone: zone) else { return nil }
+        // Bookings lie on whole seconds: a fraction in an instant bound
+        // moves it to the second that includes it.
+        return (Int64(lower.timeIntervalSince1970.rounded(.down)), Int64(upper.timeIntervalSince1970.rounded(.up)))
     }
 
     static func isDate(_ bound: WindowBound) -> Bool {

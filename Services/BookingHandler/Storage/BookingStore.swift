@@ -433,6 +433,28 @@ public final class BookingStore: Sendable {
         try await pool.read { db in try Int64.fetchOne(db, sql: "SELECT MAX(seq) FROM booking_version") ?? 0 }
     }
 
+    /// One booking version as ``listVersions`` reads it: the columns the
+    /// reader filters on and the JSON it answers with, never decoded on the
+    /// way (a week of a room is some 40 bookings; decoding and re-encoding
+    /// each cost more than the whole query).
+    public struct ListedVersion: Sendable {
+        public let id: String
+        public let room: String
+        /// The booking's zone (for windows given as local dates).
+        public let timeZone: String
+        /// UNIX seconds.
+        public let startsAt: Int64
+        /// UNIX seconds.
+        public let endsAt: Int64
+        public let requestedBy: String?
+        /// The booking as events carry it — the reply's booking with
+        /// contact details (contract v1.1 `bookingView`).
+        public let json: [UInt8]
+        /// The same without attendees' `email` and `phone`, redacted by
+        /// SQLite's JSON functions in the same statement.
+        public let redactedJSON: [UInt8]
+    }
+
     /// The booking versions visible at snapshot `seq` (committed at or
     /// before it, not yet superseded then) overlapping [`from`, `to`), in
     /// (`startsAt`, `id`) order after `after`, at most `limit`; filtered by
@@ -440,11 +462,14 @@ public final class BookingStore: Sendable {
     /// instants of the window (callers narrow date windows per zone).
     public func listVersions(at seq: Int64, from: Date, to: Date, room: String?, statuses: [BookingStatus]?,
                              requestedBy: String?, after: (startsAt: Int64, id: String)?, limit: Int)
-        async throws -> [(startsAt: Int64, booking: Booking)]
+        async throws -> [ListedVersion]
     {
         let start = Int64(from.timeIntervalSince1970.rounded(.down)), end = Int64(to.timeIntervalSince1970.rounded(.up))
         var sql = """
-            SELECT startsAt, json FROM booking_version
+            SELECT id, room, json_extract(j, '$.timeZone'), startsAt, endsAt, requestedBy, j,
+                   json_set(j, '$.attendees', json((SELECT json_group_array(json_remove(value, '$.email', '$.phone'))
+                                                    FROM json_each(j, '$.attendees'))))
+            FROM (SELECT id, room, startsAt, endsAt, requestedBy, CAST(json AS TEXT) AS j FROM booking_version
             WHERE seq <= ? AND (until IS NULL OR until > ?)
               AND startsAt < ? AND endsAt > ? AND startsAt > ?
             """
@@ -465,14 +490,23 @@ public final class BookingStore: Sendable {
             sql += " AND (startsAt > ? OR (startsAt = ? AND id > ?))"
             arguments += [after.startsAt, after.startsAt, after.id]
         }
-        sql += " ORDER BY startsAt, id LIMIT ?"
+        sql += " ORDER BY startsAt, id LIMIT ?) ORDER BY startsAt, id"
         arguments.append(limit)
         let statement = sql, values = StatementArguments(arguments)
         return try await pool.read { db in
-            try Row.fetchAll(db.cachedStatement(sql: statement), arguments: values).map { row in
-                (row[0] as Int64, try ContractJSON.decode(Booking.self, from: row[1] as Data))
+            var rows: [ListedVersion] = []
+            let cursor = try Row.fetchCursor(db.cachedStatement(sql: statement), arguments: values)
+            while let row = try cursor.next() {
+                rows.append(ListedVersion(id: row[0], room: row[1], timeZone: row[2], startsAt: row[3], endsAt: row[4],
+                                          requestedBy: row[5], json: Self.bytes(row, 6), redactedJSON: Self.bytes(row, 7)))
             }
+            return rows
         }
+    }
+
+    /// Column `index` (TEXT) as UTF-8 bytes, copied once.
+    private static func bytes(_ row: Row, _ index: Int) -> [UInt8] {
+        (try? row.withUnsafeData(atIndex: index) { data in data.map { [UInt8]($0) } ?? [] }) ?? []
     }
 
     /// The rooms by name, for the readers' privacy rule (approvers).
