@@ -22,6 +22,8 @@ private func sendAndPrint<Body: Encodable>(_ type: CommandType, _ body: Body, gl
         case .room(let room): print(Output.describe(room))
         case .replay(let summary):
             print("replayed \(summary.rooms) rooms and \(summary.bookings) bookings to \(summary.queue) (replay \(summary.replayId))")
+        case .series(let series): print(Output.describe(series))
+        case .seriesCancelled(let series): print(Output.describe(series))
         case .error(let error): FileHandle.standardError.write(Data((Output.describe(error) + "\n").utf8))
         }
     }
@@ -139,9 +141,18 @@ struct BookCommand: AsyncParsableCommand {
         discussion: """
             Each --attendee is NAME,EMAIL,PHONE; a phone without country code is German.
 
-            Example:
+            A series (v1.1): --repeat daily|weekdays|weekly|biweekly|monthly with
+            --until YYYY-MM-DD or --count N; --date is the first occurrence.
+            With --skip-conflicts, occurrences that conflict or break a room rule
+            are skipped and listed; without it, one such occurrence refuses the
+            whole series and nothing is booked.
+
+            Examples:
               bookingctl book --room Berlin --date 2026-11-23 --start 09:00 --end 10:30 \\
                 --title "Sprint review" --attendee "Ada Lovelace,ada@example.com,0170 1234567"
+              bookingctl book --room Berlin --date 2026-11-23 --start 09:00 --end 09:30 \\
+                --title "Stand-up" --attendee "Ada Lovelace,ada@example.com,0170 1234567" \\
+                --repeat weekly --until 2027-06-30 --skip-conflicts
             """)
 
     @OptionGroup var global: GlobalOptions
@@ -154,10 +165,25 @@ struct BookCommand: AsyncParsableCommand {
     @Option(help: "Description.") var description: String?
     @Option(name: .customLong("attendee"), help: "NAME,EMAIL,PHONE (repeat for each attendee).")
     var attendees: [String] = []
+    @Option(name: .customLong("repeat"), help: "Book a series: daily, weekdays, weekly, biweekly or monthly (v1.1).")
+    var frequency: String?
+    @Option(help: "Last date of the series, YYYY-MM-DD (with --repeat).") var until: String?
+    @Option(help: "Number of occurrences, 1–366 (with --repeat, instead of --until).") var count: Int?
+    @Flag(name: .customLong("skip-conflicts"),
+          help: "Book the occurrences that fit and list the others (onConflict skip); default: all or nothing.")
+    var skipConflicts = false
     @Option(help: "Read the whole booking.create body from a JSON file ('-' for stdin) instead of the options.")
     var body: String?
 
     func validate() throws {
+        if let frequency {
+            guard Recurrence.Frequency(rawValue: frequency) != nil else {
+                throw ValidationError("--repeat must be one of \(Recurrence.Frequency.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            guard (until == nil) != (count == nil) else { throw ValidationError("--repeat needs --until DATE or --count N (one of them)") }
+        } else if until != nil || count != nil || skipConflicts {
+            throw ValidationError("--until, --count and --skip-conflicts go with --repeat")
+        }
         guard body == nil else { return }
         for (flag, value) in [("--room", room), ("--date", date), ("--start", start), ("--end", end), ("--title", title)]
         where value == nil {
@@ -178,7 +204,9 @@ struct BookCommand: AsyncParsableCommand {
                 create = try readBody(CreateBooking.self, from: body)
             } else {
                 create = CreateBooking(room: room!, date: try parseDate(date!), start: start!, end: end!,
-                                       title: title!, description: description, attendees: try parsedAttendees())
+                                       title: title!, description: description, attendees: try parsedAttendees(),
+                                       recurrence: frequency.map { Recurrence(frequency: $0, until: until, count: count) },
+                                       onConflict: skipConflicts ? ConflictPolicy.skip.rawValue : nil)
             }
             try await sendAndPrint(.createBooking, create, global: global, send: send)
         }
@@ -205,18 +233,34 @@ struct ConfirmCommand: AsyncParsableCommand {
 /// `bookingctl cancel`.
 struct CancelCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "cancel", abstract: "Cancel a booking (booking.cancel); pending passes are dropped.",
-        discussion: "Example:\n  bookingctl cancel 6f1c2a9e-… --reason \"moved online\"")
+        commandName: "cancel", abstract: "Cancel a booking or a series (booking.cancel); pending passes are dropped.",
+        discussion: """
+            Examples:
+              bookingctl cancel 6f1c2a9e-… --reason "moved online"
+              bookingctl cancel --series 0b7d… --from 2027-03-01     # every occurrence on or after that date
+            """)
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var send: SendOptions
-    @Argument(help: "The booking id.") var bookingId: String
+    @Argument(help: "The booking id (one booking; one occurrence of a series alone).") var bookingId: String?
+    @Option(name: .customLong("series"), help: "Cancel the occurrences of this series instead (v1.1).") var seriesId: String?
+    @Option(help: "With --series: the first local date to cancel, YYYY-MM-DD (default: all).") var from: String?
     @Option(help: "Why; kept with the booking.") var reason: String?
+
+    func validate() throws {
+        guard (bookingId == nil) != (seriesId == nil) else { throw ValidationError("give a booking id or --series ID (one of them)") }
+        if from != nil, seriesId == nil { throw ValidationError("--from goes with --series") }
+    }
 
     func run() async throws {
         try await reportingErrors {
-            try await sendAndPrint(.cancelBooking, CancelBooking(bookingId: bookingId, reason: reason),
-                                   global: global, send: send)
+            if let seriesId {
+                try await sendAndPrint(.cancelBooking, CancelSeries(seriesId: seriesId, from: from, reason: reason),
+                                       global: global, send: send)
+            } else {
+                try await sendAndPrint(.cancelBooking, CancelBooking(bookingId: bookingId!, reason: reason),
+                                       global: global, send: send)
+            }
         }
     }
 }

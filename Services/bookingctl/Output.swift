@@ -15,6 +15,9 @@ enum Output {
         ]
         if let requestedBy = booking.requestedBy { lines.append("  requested by \(requestedBy)") }
         if let reason = booking.cancelReason { lines.append("  cancelled: \(reason)") }
+        if let series = booking.series {
+            lines.append("  series \(series.id): occurrence \(series.index + 1) of \(series.count) (series version \(series.version))")
+        }
         for (index, attendee) in booking.attendees.enumerated() {
             lines.append("  attendee \(index): \(attendee.name) <\(attendee.email)> \(attendee.phone)")
         }
@@ -33,10 +36,42 @@ enum Output {
     static func describe(_ error: ReplyError) -> String {
         var text = "error \(error.code.rawValue): \(error.text)"
         if let field = error.field { text += " (field: \(field))" }
+        if let date = error.date { text += "\n  occurrence: \(date)" }
+        if let dates = error.conflictDates, !dates.isEmpty {
+            text += "\n  conflicting dates: " + dates.joined(separator: ", ")
+        }
         if let conflicts = error.conflicts, !conflicts.isEmpty {
             text += "\n  conflicts with: " + conflicts.joined(separator: ", ")
         }
         return text
+    }
+
+    /// A booked series: its id, then one line per occurrence and per
+    /// skipped date.
+    static func describe(_ series: SeriesBooked) -> String {
+        var lines = ["series \(series.id)  \(series.recurrence.frequency)"
+                     + (series.recurrence.until.map { " until \($0)" } ?? "")
+                     + (series.recurrence.count.map { " × \($0)" } ?? "")
+                     + "  \(series.bookings.count) booked, \(series.skipped.count) skipped"]
+        for booking in series.bookings {
+            lines.append("  \(booking.date) \(booking.start)–\(booking.end)  \(booking.status.rawValue)  \(booking.id)")
+        }
+        for skip in series.skipped {
+            lines.append("  \(skip.date)  skipped: \(skip.code.rawValue) \(skip.text)")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// The outcome of a cancel by series.
+    static func describe(_ series: SeriesCancelled) -> String {
+        var lines = ["series \(series.id)  version \(series.version)  \(series.cancelled.count) cancelled"]
+        for booking in series.cancelled {
+            lines.append("  \(booking.date) \(booking.start)–\(booking.end)  cancelled  \(booking.id)")
+        }
+        for skip in series.skipped {
+            lines.append("  \(skip.date)  kept: \(skip.code.rawValue) \(skip.text)")
+        }
+        return lines.joined(separator: "\n")
     }
 
     /// A fixed-width table: one row per room with its free ranges.

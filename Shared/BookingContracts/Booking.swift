@@ -143,12 +143,15 @@ public struct Booking: Codable, Sendable, Equatable {
     /// given. The handler's timers write `"released: nobody checked in"`
     /// and `"expired"`.
     public var cancelReason: String?
+    /// The series this booking is an occurrence of (v1.1); omitted for a
+    /// single booking.
+    public var series: SeriesRef?
 
     /// Creates a booking.
     public init(id: String, room: String, date: String, start: String, end: String, timeZone: String,
                 startsAt: String, endsAt: String, title: String, description: String? = nil,
                 status: BookingStatus, attendees: [Attendee], requestedBy: String? = nil, version: Int,
-                cancelReason: String? = nil) {
+                cancelReason: String? = nil, series: SeriesRef? = nil) {
         self.id = id
         self.room = room
         self.date = date
@@ -164,5 +167,6 @@ public struct Booking: Codable, Sendable, Equatable {
         self.requestedBy = requestedBy
         self.version = version
         self.cancelReason = cancelReason
+        self.series = series
     }
 }

@@ -101,7 +101,7 @@ public struct ListBookings: Codable, Sendable, Equatable {
     /// Only bookings with an attendee of this e-mail address whose contact
     /// details the caller may see.
     public var attendeeEmail: String?
-    /// Only occurrences of this series (matches nothing until series exist).
+    /// Only occurrences of this series.
     public var seriesId: String?
     /// Page size, 1…``maxLimit``; default ``defaultLimit``.
     public var limit: Int?
@@ -164,6 +164,8 @@ public struct BookingView: Codable, Sendable, Equatable {
     public var requestedBy: String?
     public var version: Int
     public var cancelReason: String?
+    /// The series the booking is an occurrence of (v1.1).
+    public var series: SeriesRef?
 
     /// The view of `booking`; `contacts` false drops e-mail and phone.
     public init(_ booking: Booking, contacts: Bool) {
@@ -182,6 +184,7 @@ public struct BookingView: Codable, Sendable, Equatable {
         requestedBy = booking.requestedBy
         version = booking.version
         cancelReason = booking.cancelReason
+        series = booking.series
     }
 }
 

@@ -105,10 +105,16 @@ public struct CreateBooking: Codable, Sendable, Equatable {
     public var description: String?
     /// At least one attendee, at most the room's capacity.
     public var attendees: [AttendeeInput]
+    /// Books a series (v1.1): ``date`` is the first occurrence's date.
+    public var recurrence: Recurrence?
+    /// `"reject"` (default) or `"skip"` (``ConflictPolicy``); only with
+    /// ``recurrence``.
+    public var onConflict: String?
 
     /// Creates the command.
     public init(room: String, date: DateSpec, start: String, end: String, title: String,
-                description: String? = nil, attendees: [AttendeeInput]) {
+                description: String? = nil, attendees: [AttendeeInput], recurrence: Recurrence? = nil,
+                onConflict: String? = nil) {
         self.room = room
         self.date = date
         self.start = start
@@ -116,6 +122,8 @@ public struct CreateBooking: Codable, Sendable, Equatable {
         self.title = title
         self.description = description
         self.attendees = attendees
+        self.recurrence = recurrence
+        self.onConflict = onConflict
     }
 }
 
@@ -233,6 +241,8 @@ public enum Command: Sendable, Equatable {
     case checkinBooking(CheckinBooking)
     /// `booking.replay`.
     case replayBookings(ReplayBookings)
+    /// `booking.cancel` with `seriesId` (v1.1).
+    case cancelSeries(CancelSeries)
 
     /// The command's type.
     public var type: CommandType {
@@ -240,7 +250,7 @@ public enum Command: Sendable, Equatable {
         case .registerRoom: .registerRoom
         case .createBooking: .createBooking
         case .confirmBooking: .confirmBooking
-        case .cancelBooking: .cancelBooking
+        case .cancelBooking, .cancelSeries: .cancelBooking
         case .rejectBooking: .rejectBooking
         case .rescheduleBooking: .rescheduleBooking
         case .updateBooking: .updateBooking
@@ -261,7 +271,12 @@ public enum Command: Sendable, Equatable {
         case .registerRoom: return .registerRoom(try ContractJSON.decode(RegisterRoom.self, from: body))
         case .createBooking: return .createBooking(try ContractJSON.decode(CreateBooking.self, from: body))
         case .confirmBooking: return .confirmBooking(try ContractJSON.decode(ConfirmBooking.self, from: body))
-        case .cancelBooking: return .cancelBooking(try ContractJSON.decode(CancelBooking.self, from: body))
+        case .cancelBooking:
+            // By `seriesId` (v1.1) when it names one, else by `bookingId`.
+            if (try? ContractJSON.decode(CancelTarget.self, from: body))?.seriesId != nil {
+                return .cancelSeries(try ContractJSON.decode(CancelSeries.self, from: body))
+            }
+            return .cancelBooking(try ContractJSON.decode(CancelBooking.self, from: body))
         case .rejectBooking: return .rejectBooking(try ContractJSON.decode(RejectBooking.self, from: body))
         case .rescheduleBooking:
             return .rescheduleBooking(try ContractJSON.decode(RescheduleBooking.self, from: body))
@@ -283,6 +298,12 @@ public enum Command: Sendable, Equatable {
         case .updateBooking(let c): [UInt8](try ContractJSON.encode(c))
         case .checkinBooking(let c): [UInt8](try ContractJSON.encode(c))
         case .replayBookings(let c): [UInt8](try ContractJSON.encode(c))
+        case .cancelSeries(let c): [UInt8](try ContractJSON.encode(c))
         }
+    }
+
+    /// Which kind of `booking.cancel` a body is.
+    private struct CancelTarget: Decodable {
+        var seriesId: String?
     }
 }

@@ -110,7 +110,8 @@ public enum ContractFormat {
 
     private static func twoDigitString(_ n: Int) -> String { n < 10 ? "0\(n)" : String(n) }
 
-    private static func daysIn(month: Int, year: Int) -> Int {
+    /// Days in `month` (1…12) of the Gregorian `year`.
+    public static func daysIn(month: Int, year: Int) -> Int {
         switch month {
         case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
         case 4, 6, 9, 11: 30

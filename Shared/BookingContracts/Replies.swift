@@ -8,20 +8,30 @@ public struct ReplyError: Codable, Sendable, Equatable, Error {
     public var field: String?
     /// Ids of the conflicting bookings (code 2000); omitted when nil.
     public var conflicts: [String]?
+    /// A refused series (v1.1): the local dates of the occurrences that
+    /// conflict (code 2000).
+    public var conflictDates: [String]?
+    /// A refused series (v1.1): the local date of the occurrence that
+    /// breaks a room rule (11xx codes).
+    public var date: String?
 
     /// Creates an error.
-    public init(code: ErrorCode, text: String, field: String? = nil, conflicts: [String]? = nil) {
+    public init(code: ErrorCode, text: String, field: String? = nil, conflicts: [String]? = nil,
+                conflictDates: [String]? = nil, date: String? = nil) {
         self.code = code
         self.text = text
         self.field = field
         self.conflicts = conflicts
+        self.conflictDates = conflictDates
+        self.date = date
     }
 }
 
 /// The one reply to a command that had `reply_to`:
 /// `{"ok":true,"booking":{…}}` (booking commands),
 /// `{"ok":true,"room":{…}}` (`room.register`),
-/// `{"ok":true,"replay":{…}}` (`booking.replay`) or
+/// `{"ok":true,"replay":{…}}` (`booking.replay`),
+/// `{"ok":true,"series":{…}}` (a recurring create or a cancel by series) or
 /// `{"ok":false,"error":{…}}`.
 public enum CommandReply: Codable, Sendable, Equatable {
     /// Success of a booking command: the booking after the change.
@@ -30,6 +40,10 @@ public enum CommandReply: Codable, Sendable, Equatable {
     case room(Room)
     /// Success of `booking.replay`: what was published.
     case replay(ReplaySummary)
+    /// Success of a recurring `booking.create` (v1.1): the series.
+    case series(SeriesBooked)
+    /// Success of `booking.cancel` by `seriesId` (v1.1).
+    case seriesCancelled(SeriesCancelled)
     /// Failure.
     case error(ReplyError)
 
@@ -46,7 +60,12 @@ public enum CommandReply: Codable, Sendable, Equatable {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case ok, booking, room, replay, error
+        case ok, booking, room, replay, series, error
+    }
+
+    /// Tells the two `series` replies apart.
+    private enum SeriesKeys: String, CodingKey {
+        case cancelled
     }
 
     /// Decodes by `ok`, then `booking` or `room`.
@@ -59,6 +78,12 @@ public enum CommandReply: Codable, Sendable, Equatable {
                 self = .room(try c.decode(Room.self, forKey: .room))
             } else if c.contains(.replay) {
                 self = .replay(try c.decode(ReplaySummary.self, forKey: .replay))
+            } else if c.contains(.series) {
+                if try c.nestedContainer(keyedBy: SeriesKeys.self, forKey: .series).contains(.cancelled) {
+                    self = .seriesCancelled(try c.decode(SeriesCancelled.self, forKey: .series))
+                } else {
+                    self = .series(try c.decode(SeriesBooked.self, forKey: .series))
+                }
             } else {
                 throw DecodingError.keyNotFound(
                     CodingKeys.booking,
@@ -82,6 +107,12 @@ public enum CommandReply: Codable, Sendable, Equatable {
         case .replay(let summary):
             try c.encode(true, forKey: .ok)
             try c.encode(summary, forKey: .replay)
+        case .series(let series):
+            try c.encode(true, forKey: .ok)
+            try c.encode(series, forKey: .series)
+        case .seriesCancelled(let series):
+            try c.encode(true, forKey: .ok)
+            try c.encode(series, forKey: .series)
         case .error(let error):
             try c.encode(false, forKey: .ok)
             try c.encode(error, forKey: .error)

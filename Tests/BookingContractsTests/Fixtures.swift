@@ -138,6 +138,24 @@ enum Fixtures {
         lastFailureAt: "2026-11-22T10:13:40Z", lastErrorCode: 4002, lastErrorText: "number not reachable",
         room: "Berlin", date: "2026-11-23", start: "09:00", end: "10:30", title: "Sprint review")
 
+    static let seriesId = "5e1f0a3c-2b4d-4c6e-8f9a-0b1c2d3e4f5a"
+    static let seriesCreate = CreateBooking(room: "Berlin", date: .calendarDate("2026-11-23"), start: "09:00", end: "09:30",
+                                            title: "Stand-up", attendees: createBooking.attendees,
+                                            recurrence: Recurrence(.weekly, until: "2026-12-28"), onConflict: "skip")
+    static var occurrence: Booking {
+        var b = booking
+        b.series = SeriesRef(id: seriesId, index: 0, count: 4, version: 1)
+        return b
+    }
+    static var cancelledOccurrence: Booking {
+        var b = occurrence
+        b.status = .cancelled
+        b.version += 1
+        b.cancelReason = "moved"
+        b.series?.version = 2
+        return b
+    }
+
     static let replaySummary = ReplaySummary(replayId: "rebuild-1", queue: "availability-projector.replay",
                                              rooms: 6, bookings: 1520)
 
@@ -162,6 +180,28 @@ enum Fixtures {
             try e("booking.create--unix", CreateBooking(room: "Berlin", date: .unixSeconds(1_795_420_800),
                                                         start: "09:00", end: "09:15", title: "Quick",
                                                         attendees: createBooking.attendees)),
+            try e("booking.create--series", seriesCreate),
+            try e("booking.create--count", CreateBooking(room: "Berlin", date: .calendarDate("2027-01-31"), start: "14:00",
+                                                         end: "15:00", title: "Month-end", attendees: createBooking.attendees,
+                                                         recurrence: Recurrence(.monthly, count: 6))),
+            try e("booking.cancel--series", CancelSeries(seriesId: seriesId, from: "2026-12-07", reason: "moved")),
+            try e("booking.cancel--series-all", CancelSeries(seriesId: seriesId)),
+            try e("reply--series", CommandReply.series(SeriesBooked(
+                id: seriesId, recurrence: seriesCreate.recurrence!, version: 1, bookings: [occurrence],
+                skipped: [SkippedOccurrence(date: "2026-11-30", code: .overlap, text: "Berlin is already booked on 2026-11-30",
+                                            conflicts: [otherBookingId]),
+                          SkippedOccurrence(date: "2026-12-28", code: .beyondHorizon, text: "beyond the horizon")]))),
+            try e("reply--series-cancelled", CommandReply.seriesCancelled(SeriesCancelled(
+                id: seriesId, version: 2, cancelled: [cancelledOccurrence],
+                skipped: [SkippedOccurrence(date: "2026-11-23", code: .tooLateToChange, text: "too late", bookingId: bookingId)]))),
+            try e("reply--series-conflict", CommandReply.error(ReplyError(
+                code: .overlap, text: "Berlin is already booked on 2026-11-30; nothing was booked", field: "start",
+                conflicts: [otherBookingId], conflictDates: ["2026-11-30"]))),
+            try e("reply--series-rule", CommandReply.error(ReplyError(code: .beyondHorizon, text: "2026-12-28: too far ahead",
+                                                                      field: "date", date: "2026-12-28"))),
+            try e("booking.confirmed--occurrence", bookingEvent(occurrence)),
+            try e("booking.cancelled--occurrence", BookingEvent(eventId: "9d8c7b6a", occurredAt: occurredAt,
+                                                                booking: cancelledOccurrence, previous: BookingSnapshot(occurrence))),
             try e("booking.confirm", ConfirmBooking(bookingId: bookingId)),
             try e("booking.cancel", CancelBooking(bookingId: bookingId, reason: "Moved to next sprint")),
             try e("booking.cancel--no-reason", CancelBooking(bookingId: bookingId)),

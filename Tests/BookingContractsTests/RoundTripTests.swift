@@ -24,6 +24,16 @@ struct RoundTripTests {
         try expectRoundTrip(Fixtures.booking)
         try expectRoundTrip(Fixtures.pendingBooking)
         try expectRoundTrip(Fixtures.cancelledBooking)
+        try expectRoundTrip(Fixtures.occurrence)
+        try expectRoundTrip(Fixtures.cancelledOccurrence)
+        for reply in [CommandReply.series(SeriesBooked(id: "s", recurrence: Recurrence(.daily, count: 2), version: 1,
+                                                        bookings: [Fixtures.occurrence], skipped: [])),
+                      .seriesCancelled(SeriesCancelled(id: "s", version: 2, cancelled: [])),
+                      .seriesCancelled(SeriesCancelled(id: "s", version: 2, cancelled: [Fixtures.cancelledOccurrence],
+                                                       skipped: [SkippedOccurrence(date: "2026-11-23", code: .tooLateToChange,
+                                                                                   text: "t", bookingId: "b")]))] {
+            try expectRoundTrip(reply)
+        }
         try expectRoundTrip(Fixtures.registerRoom.resolved())
         try expectRoundTrip(Fixtures.minimalRegisterRoom.resolved())
         try expectRoundTrip(Attendee(name: "Ada", email: "ada@example.com", phone: "+491701234567"))
@@ -83,6 +93,9 @@ struct RoundTripTests {
             .rescheduleBooking(RescheduleBooking(bookingId: "b", date: .today, start: "09:00", end: "10:00")),
             .checkinBooking(CheckinBooking(bookingId: "b")),
             .replayBookings(ReplayBookings(queue: "availability-projector.replay", replayId: "r-1")),
+            .createBooking(Fixtures.seriesCreate),
+            .cancelSeries(CancelSeries(seriesId: "s", from: "2026-12-01", reason: "r")),
+            .cancelSeries(CancelSeries(seriesId: "s")),
         ]
         #expect(Set(commands.map(\.type)) == Set(CommandType.allCases))
         for command in commands {

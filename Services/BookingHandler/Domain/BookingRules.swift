@@ -230,6 +230,9 @@ public enum BookingRules: Sendable {
         guard let room else {
             return .failure(ReplyError(code: .unknownRoom, text: "unknown room \"\(command.room)\"", field: "room"))
         }
+        if case .failure(let error) = SeriesRules.conflictPolicy(command.onConflict, hasRecurrence: command.recurrence != nil) {
+            return .failure(error)
+        }
         let texts: (title: String, description: String?)
         switch text(title: command.title, description: command.description) {
         case .success(let value): texts = value
@@ -258,7 +261,7 @@ public enum BookingRules: Sendable {
 
     // MARK: Private
 
-    private static func resolveDate(_ date: DateSpec, zone: TimeZone, now: Date) -> Result<String, ReplyError> {
+    static func resolveDate(_ date: DateSpec, zone: TimeZone, now: Date) -> Result<String, ReplyError> {
         switch date {
         case .calendarDate(let text):
             guard ContractFormat.calendarDate(text) != nil else {

@@ -107,7 +107,12 @@ public struct CommandProcessor: Sendable {
             InboxKey(caller: caller, key: $0, commandType: type.rawValue, body: command.body)
         }
         let outcome: BookingStore.Outcome
-        if case .createBooking(let create) = decoded, let prepared = prepare(create, requester: requester, now: now) {
+        if case .createBooking(let create) = decoded, create.recurrence != nil {
+            let prepared = prepareSeries(create, requester: requester, now: now)
+            outcome = try await store.execute(key: key, commandType: type.rawValue) { [self] tx in
+                try commitSeries(prepared, create, tx, caller: caller, now: now)
+            }
+        } else if case .createBooking(let create) = decoded, let prepared = prepare(create, requester: requester, now: now) {
             outcome = try await store.execute(key: key, commandType: type.rawValue) { [self] tx in
                 try commit(prepared, create, tx, caller: caller, now: now)
             }
@@ -173,12 +178,12 @@ public struct CommandProcessor: Sendable {
         }
     }
 
-    private func newBooking(_ valid: ValidatedCreate, requester: String?, now: Date) throws -> PreparedBooking {
+    func newBooking(_ valid: ValidatedCreate, requester: String?, now: Date, series: SeriesRef? = nil) throws -> PreparedBooking {
         let booking = Booking(
             id: newID(), room: valid.room.name, date: valid.slot.date, start: valid.slot.start, end: valid.slot.end,
             timeZone: valid.slot.timeZone, startsAt: ContractFormat.timestamp(valid.slot.startsAt),
             endsAt: ContractFormat.timestamp(valid.slot.endsAt), title: valid.title, description: valid.description,
-            status: valid.status, attendees: valid.attendees, requestedBy: requester, version: 1)
+            status: valid.status, attendees: valid.attendees, requestedBy: requester, version: 1, series: series)
         let encoded = try EncodedBooking(booking)
         // A booking that needs no approval is confirmed at once: consumers
         // that act on confirmation (passes) get the same event as for
@@ -285,6 +290,9 @@ public struct CommandProcessor: Sendable {
                 b.cancelReason = c.reason
                 return (b, .bookingCancelled)
             }
+
+        case .cancelSeries(let c):
+            return try cancelSeries(c, tx, caller: caller, now: now)
 
         case .checkinBooking(let c):
             return try change(c.bookingId, .checkin, tx, caller: caller, now: now) { booking, room in

@@ -81,11 +81,6 @@ public struct BookingReader: Sendable {
         }
         // The envelope as ContractJSON writes it (sorted keys).
         var body = Array(#"{"bookings":["#.utf8)
-        if query.seriesId != nil {
-            // No series exist yet (contract v1.1, "Recurring bookings").
-            body += Array(#"],"nextCursor":null,"ok":true}"#.utf8)
-            return body
-        }
         var listed = 0
         var rooms: [String: Room?] = [:]
         var bounds: [String: (from: Int64, to: Int64)?] = [:]
@@ -97,7 +92,7 @@ public struct BookingReader: Sendable {
         scan: while true {
             let rows = try await store.listVersions(at: snapshot, from: plan.widest.from, to: plan.widest.to, room: query.room,
                                                     statuses: plan.statuses, requestedBy: query.requestedBy,
-                                                    after: after, limit: batch)
+                                                    seriesId: query.seriesId, after: after, limit: batch)
             for row in rows {
                 after = (row.startsAt, row.id)
                 if bounds[row.timeZone] == nil { bounds[row.timeZone] = plan.bounds(zone: row.timeZone) }

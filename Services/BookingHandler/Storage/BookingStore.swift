@@ -208,6 +208,29 @@ public final class BookingStore: Sendable {
                     FROM booking ORDER BY rowid;
                 """)
         }
+        // Recurring bookings (contract v1.1): a series row (its version
+        // grows with every change of the series as a whole), and each
+        // occurrence's series id on the booking and its versions, so a
+        // cancel by `seriesId` and a `booking.list` by `seriesId` are index
+        // ranges.
+        migrator.registerMigration("v5-series") { db in
+            try db.execute(sql: """
+                CREATE TABLE series (
+                    id TEXT PRIMARY KEY,
+                    room TEXT NOT NULL,
+                    requestedBy TEXT,
+                    recurrence BLOB NOT NULL,
+                    onConflict TEXT NOT NULL,
+                    version INTEGER NOT NULL,
+                    count INTEGER NOT NULL,
+                    createdAt DOUBLE NOT NULL
+                );
+                ALTER TABLE booking ADD COLUMN seriesId TEXT;
+                CREATE INDEX booking_series ON booking (seriesId, startsAt) WHERE seriesId IS NOT NULL;
+                ALTER TABLE booking_version ADD COLUMN seriesId TEXT;
+                CREATE INDEX booking_version_series ON booking_version (seriesId, startsAt, id) WHERE seriesId IS NOT NULL;
+                """)
+        }
         return migrator
     }
 
@@ -461,7 +484,7 @@ public final class BookingStore: Sendable {
     /// room, statuses and requester when given. `from`/`to` are the widest
     /// instants of the window (callers narrow date windows per zone).
     public func listVersions(at seq: Int64, from: Date, to: Date, room: String?, statuses: [BookingStatus]?,
-                             requestedBy: String?, after: (startsAt: Int64, id: String)?, limit: Int)
+                             requestedBy: String?, seriesId: String? = nil, after: (startsAt: Int64, id: String)?, limit: Int)
         async throws -> [ListedVersion]
     {
         let start = Int64(from.timeIntervalSince1970.rounded(.down)), end = Int64(to.timeIntervalSince1970.rounded(.up))
@@ -485,6 +508,10 @@ public final class BookingStore: Sendable {
         if let requestedBy {
             sql += " AND requestedBy = ?"
             arguments.append(requestedBy)
+        }
+        if let seriesId {
+            sql += " AND seriesId = ?"
+            arguments.append(seriesId)
         }
         if let after {
             sql += " AND (startsAt > ? OR (startsAt = ? AND id > ?))"
@@ -815,26 +842,65 @@ public struct StoreTransaction {
         let booking = encoded.booking
         let due = BookingRules.earliestDue(status: booking.status, startsAt: startsAt, endsAt: endsAt)
         try db.cachedStatement(sql: """
-            INSERT INTO booking (id, room, status, startsAt, endsAt, version, json, nextDueAt) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO booking (id, room, status, startsAt, endsAt, version, json, nextDueAt, seriesId) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(id) DO UPDATE SET room = excluded.room, status = excluded.status, startsAt = excluded.startsAt,
-              endsAt = excluded.endsAt, version = excluded.version, json = excluded.json, nextDueAt = excluded.nextDueAt
+              endsAt = excluded.endsAt, version = excluded.version, json = excluded.json, nextDueAt = excluded.nextDueAt,
+              seriesId = excluded.seriesId
             """).execute(arguments: [booking.id, booking.room, booking.status.rawValue, Int64(startsAt.timeIntervalSince1970),
                              Int64(endsAt.timeIntervalSince1970), booking.version, encoded.json,
-                             due.map { Self.dueSeconds($0) }])
+                             due.map { Self.dueSeconds($0) }, booking.series?.id])
         // The version for readers (``BookingStore/listVersions``): appended,
         // and the one it replaces closed at its seq.
         try db.cachedStatement(sql: """
-            INSERT INTO booking_version (id, version, room, status, startsAt, endsAt, requestedBy, json)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO booking_version (id, version, room, status, startsAt, endsAt, requestedBy, json, seriesId)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
             """).execute(arguments: [booking.id, booking.version, booking.room, booking.status.rawValue,
                                      Int64(startsAt.timeIntervalSince1970), Int64(endsAt.timeIntervalSince1970),
-                                     booking.requestedBy, encoded.json])
+                                     booking.requestedBy, encoded.json, booking.series?.id])
         let seq = db.lastInsertedRowID
         if booking.version > 1 {
             try db.cachedStatement(sql: """
                 UPDATE booking_version SET until = ?, supersededAt = ? WHERE id = ? AND until IS NULL AND seq < ?
                 """).execute(arguments: [seq, Date().timeIntervalSince1970, booking.id, seq])
         }
+    }
+
+    // MARK: Series
+
+    /// A series as stored: who booked it where, and its version.
+    public struct SeriesRow: Sendable, Equatable {
+        public let id: String
+        public let room: String
+        public let requestedBy: String?
+        public let version: Int
+        public let count: Int
+    }
+
+    /// Records a new series (version 1).
+    public func insertSeries(id: String, room: String, requestedBy: String?, recurrence: Recurrence,
+                             onConflict: ConflictPolicy, count: Int, now: Date) throws {
+        try db.cachedStatement(sql: """
+            INSERT INTO series (id, room, requestedBy, recurrence, onConflict, version, count, createdAt)
+            VALUES (?, ?, ?, ?, ?, 1, ?, ?)
+            """).execute(arguments: [id, room, requestedBy, try ContractJSON.encode(recurrence), onConflict.rawValue, count,
+                                     now.timeIntervalSince1970])
+    }
+
+    public func series(id: String) throws -> SeriesRow? {
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: """
+            SELECT id, room, requestedBy, version, count FROM series WHERE id = ?
+            """), arguments: [id]) else { return nil }
+        return SeriesRow(id: row[0], room: row[1], requestedBy: row[2], version: row[3], count: row[4])
+    }
+
+    public func setSeriesVersion(id: String, _ version: Int) throws {
+        try db.cachedStatement(sql: "UPDATE series SET version = ? WHERE id = ?").execute(arguments: [version, id])
+    }
+
+    /// Every occurrence of the series, in start order.
+    public func bookings(seriesId: String) throws -> [Booking] {
+        try Data.fetchAll(db.cachedStatement(sql: "SELECT json FROM booking WHERE seriesId = ? ORDER BY startsAt, id"),
+                          arguments: [seriesId]).map { try ContractJSON.decode(Booking.self, from: $0) }
     }
 
     /// Whole seconds, rounded up: a timer never runs before its due instant.

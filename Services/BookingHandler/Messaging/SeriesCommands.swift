@@ -1,0 +1,174 @@
+import BookingContracts
+import Foundation
+
+/// Recurring bookings (contract v1.1, "Recurring bookings"): a series is
+/// one command — one `message_id`, one transaction, one reply — so a
+/// redelivery finds its reply in the inbox and books nothing twice, and
+/// `"reject"` books all occurrences or none even while other handler
+/// processes book the same room: the overlap checks and the inserts run in
+/// the same write transaction, which SQLite serialises across processes.
+extension CommandProcessor {
+    /// A series planned and encoded before its transaction (as
+    /// ``PreparedCreate`` for one booking), on the assumption that no
+    /// occurrence conflicts; the transaction rebuilds only when some do
+    /// and are skipped (the survivors' `index` and `count` change).
+    struct PreparedSeries: Sendable {
+        let roomJSON: Data
+        let id: String
+        let plan: Result<SeriesPlan, ReplyError>
+        let bookings: [PreparedBooking]
+    }
+
+    /// Nil when the room is not cached in this process.
+    func prepareSeries(_ create: CreateBooking, requester: String?, now: Date) -> PreparedSeries? {
+        guard let cached = store.cachedRoom(named: create.room) else { return nil }
+        let id = newID()
+        let plan = SeriesRules.plan(create, room: cached.room, now: now)
+        var bookings: [PreparedBooking] = []
+        if case .success(let p) = plan {
+            guard let built = try? buildOccurrences(p, seriesID: id, booked: p.occurrences.indices.filter { p.isValid($0) },
+                                                    requester: requester, now: now) else { return nil }
+            bookings = built
+        }
+        return PreparedSeries(roomJSON: cached.json, id: id, plan: plan, bookings: bookings)
+    }
+
+    /// The locked part of a recurring create.
+    func commitSeries(_ prepared: PreparedSeries?, _ create: CreateBooking, _ tx: StoreTransaction, caller: Caller,
+                      now: Date) throws -> ReplyBody {
+        let requester = caller.name
+        var id: String
+        var plan: SeriesPlan
+        var built: [PreparedBooking]?
+        if let prepared, try tx.roomJSON(named: create.room) == prepared.roomJSON {
+            switch prepared.plan {
+            case .failure(let error): return ReplyBody(.error(error))
+            case .success(let p): (id, plan, built) = (prepared.id, p, prepared.bookings)
+            }
+        } else {
+            // Not prepared, or the room was re-registered since: plan here.
+            switch SeriesRules.plan(create, room: try tx.room(named: create.room), now: now) {
+            case .failure(let error): return ReplyBody(.error(error))
+            case .success(let p): (id, plan, built) = (newID(), p, nil)
+            }
+        }
+        var skipped: [SkippedOccurrence] = []
+        var conflicts: [(date: String, ids: [String])] = []
+        var free: [Int] = []
+        for (index, occurrence) in plan.occurrences.enumerated() {
+            switch occurrence.slot {
+            case .failure(let error):
+                skipped.append(SkippedOccurrence(date: occurrence.date, code: error.code, text: error.text))
+            case .success(let slot):
+                let ids = try tx.conflicts(room: plan.room.name, startsAt: slot.startsAt, endsAt: slot.endsAt)
+                if ids.isEmpty {
+                    free.append(index)
+                } else {
+                    conflicts.append((occurrence.date, ids))
+                    skipped.append(SkippedOccurrence(date: occurrence.date, code: .overlap,
+                                                     text: "\(plan.room.name) is already booked on \(occurrence.date)",
+                                                     conflicts: ids))
+                }
+            }
+        }
+        if plan.policy == .reject, !conflicts.isEmpty {
+            return ReplyBody(.error(SeriesRules.conflictRefusal(room: plan.room, conflicts: conflicts)))
+        }
+        skipped.sort { $0.date < $1.date }
+        guard !free.isEmpty else {
+            // Booking nothing is not a success, whatever the policy.
+            let first = skipped[0]
+            return ReplyBody(.failure(first.code, "no occurrence of the series can be booked; \(first.date): \(first.text)",
+                                      field: first.code == .overlap ? "start" : "date", conflicts: first.conflicts))
+        }
+        let prebuiltAll = built.map { $0.count == free.count } ?? false
+        if !prebuiltAll {
+            if built == nil { id = newID() }
+            built = try buildOccurrences(plan, seriesID: id, booked: free, requester: requester, now: now)
+        }
+        let bookings = built ?? []
+        for booking in bookings {
+            try tx.save(booking.encoded, startsAt: booking.slot.startsAt, endsAt: booking.slot.endsAt)
+            for event in booking.events {
+                try tx.enqueue(routingKey: event.type.rawValue, messageID: event.id, body: event.body)
+            }
+        }
+        try tx.insertSeries(id: id, room: plan.room.name, requestedBy: requester, recurrence: plan.recurrence,
+                            onConflict: plan.policy, count: bookings.count, now: now)
+        return ReplyBody(.series(SeriesBooked(id: id, recurrence: plan.recurrence, version: 1,
+                                              bookings: bookings.map(\.encoded.booking), skipped: skipped)))
+    }
+
+    /// The occurrences at `booked` (indices into the plan, date order) as
+    /// new bookings with their events, `series.index` counting only these.
+    func buildOccurrences(_ plan: SeriesPlan, seriesID: String, booked: [Int], requester: String?, now: Date) throws
+        -> [PreparedBooking]
+    {
+        try booked.enumerated().map { position, index in
+            guard case .success(let slot) = plan.occurrences[index].slot else {
+                throw StoreCorruption(description: "occurrence \(index) of a series plan has no slot")
+            }
+            let valid = ValidatedCreate(room: plan.room, slot: slot, title: plan.title, description: plan.description,
+                                        attendees: plan.attendees, status: plan.status)
+            return try newBooking(valid, requester: requester, now: now,
+                                  series: SeriesRef(id: seriesID, index: position, count: booked.count, version: 1))
+        }
+    }
+
+    /// `booking.cancel` by `seriesId`: every active occurrence on or after
+    /// `from` is cancelled as `booking.cancel` would (an occurrence in
+    /// progress ends at the next quarter hour), each with its own
+    /// `booking.cancelled`, and the series' version grows by one. The
+    /// caller needs the right to cancel every one of them (else 2003 and
+    /// nothing changes); occurrences inside the room's change cutoff stay
+    /// and are listed in `skipped` (2004).
+    func cancelSeries(_ c: CancelSeries, _ tx: StoreTransaction, caller: Caller, now: Date) throws -> ReplyBody {
+        if c.bookingId != nil {
+            return ReplyBody(.failure(.invalidField, "booking.cancel takes bookingId or seriesId, not both", field: "bookingId"))
+        }
+        if let error = BookingRules.reason(c.reason) { return ReplyBody(.error(error)) }
+        if let from = c.from, ContractFormat.calendarDate(from) == nil {
+            return ReplyBody(.failure(.invalidField, "from \"\(from.prefix(40))\" is not a calendar date (YYYY-MM-DD)", field: "from"))
+        }
+        guard !c.seriesId.isEmpty, let series = try tx.series(id: c.seriesId) else {
+            return ReplyBody(.failure(.bookingNotFound, "series '\(c.seriesId.prefix(100))' not found", field: "seriesId"))
+        }
+        let room = try tx.room(named: series.room)
+        let targets = try tx.bookings(seriesId: series.id).filter { c.from == nil || $0.date >= c.from! }
+        var plans: [(booking: Booking, status: BookingStatus)] = []
+        var skipped: [SkippedOccurrence] = []
+        for booking in targets {
+            let refusal = room.map { policy.refusal(.cancel, of: booking, in: $0, caller: caller) } ?? policy.mayChange(booking, caller: caller)
+            if let refusal { return ReplyBody(.error(refusal)) }
+            // Ended occurrences (cancelled, rejected, completed) are simply past.
+            guard case .success(let status) = BookingRules.transition(.cancel, from: booking.status,
+                                                                      requiresApproval: room?.requiresApproval ?? false) else { continue }
+            if let room, let late = BookingRules.tooLate(.cancel, booking: booking, room: room, now: now, isAdmin: policy.isAdmin(caller)) {
+                skipped.append(SkippedOccurrence(date: booking.date, code: late.code, text: late.text, bookingId: booking.id))
+                continue
+            }
+            plans.append((booking, status))
+        }
+        let version = plans.isEmpty ? series.version : series.version + 1
+        var cancelled: [Booking] = []
+        for (booking, status) in plans {
+            var changed = booking.status == .inProgress
+                ? BookingRules.cutShort(booking, now: now, zone: TimeZone(identifier: booking.timeZone) ?? .gmt)
+                : booking
+            changed.status = status
+            changed.cancelReason = c.reason
+            changed.series?.version = version
+            cancelled.append(try record(changed, from: booking, event: .bookingCancelled, tx, now: now).booking)
+        }
+        if version != series.version { try tx.setSeriesVersion(id: series.id, version) }
+        return ReplyBody(.seriesCancelled(SeriesCancelled(id: series.id, version: version, cancelled: cancelled, skipped: skipped)))
+    }
+}
+
+extension SeriesPlan {
+    /// Whether occurrence `index` passed every room rule.
+    func isValid(_ index: Int) -> Bool {
+        if case .success = occurrences[index].slot { return true }
+        return false
+    }
+}
