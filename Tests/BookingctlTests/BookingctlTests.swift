@@ -89,6 +89,47 @@ struct BookingctlTests {
         #expect(bad.status == 64 && bad.stderr.contains("--from"), "\(bad.stderr)")
     }
 
+    /// v1.1: `book --repeat` books a series, `bookings list --series-id`
+    /// lists it, `cancel --series --from` cancels its tail.
+    @Test func seriesBookListAndCancelFromADate() async throws {
+        let handler = try await Handler()
+        defer { Task { await handler.stop() } }
+        let cli = CLIRunner(url: handler.url)
+        let first = localDate(daysFromNow: 3)
+        let booked = try await cli.run(["book", "--room", "Hamburg", "--date", first, "--start", "08:00", "--end", "08:30",
+                                        "--title", "Stand-up", "--attendee", Self.ada, "--repeat", "weekly", "--count", "4"])
+        #expect(booked.status == 0, "\(booked.stderr)")
+        #expect(booked.stdout.contains("4 booked, 0 skipped"), "\(booked.stdout)")
+        let seriesId = try #require(booked.stdout.split(separator: " ").dropFirst().first.map(String.init))
+        let dates = (0..<4).map { localDate(daysFromNow: 3 + 7 * $0) }
+        for date in dates { #expect(booked.stdout.contains(date), "\(date) in \(booked.stdout)") }
+
+        // The same week again refuses as a whole, naming every conflicting date.
+        let again = try await cli.run(["book", "--room", "Hamburg", "--date", first, "--start", "08:15", "--end", "08:45",
+                                       "--title", "Clash", "--attendee", Self.ada, "--repeat", "weekly", "--until", dates[3]])
+        #expect(again.status == 1 && again.stderr.contains("error 2000"), "\(again.stderr)")
+        #expect(again.stderr.contains("conflicting dates: " + dates.joined(separator: ", ")), "\(again.stderr)")
+
+        let listed = try await cli.run(["bookings", "list", "--from", first, "--to", localDate(daysFromNow: 30),
+                                        "--series-id", seriesId, "--json"])
+        guard case .bookings(let occurrences, _) = try ContractJSON.decode(BookingQueryReply.self, from: Data(listed.stdout.utf8)) else {
+            Issue.record("not a list: \(listed.stdout) \(listed.stderr)"); return
+        }
+        #expect(occurrences.map(\.date) == dates)
+        #expect(occurrences.map { $0.series?.index } == [0, 1, 2, 3])
+
+        let cancelled = try await cli.run(["cancel", "--series", seriesId, "--from", dates[2], "--reason", "done", "--json"])
+        #expect(cancelled.status == 0, "\(cancelled.stderr)")
+        guard case .seriesCancelled(let c) = try reply(cancelled) else { Issue.record("\(cancelled.stdout)"); return }
+        #expect(c.cancelled.map(\.date) == Array(dates[2...]) && c.version == 2)
+
+        let usage = try await cli.run(["cancel", "some-id", "--series", seriesId])
+        #expect(usage.status == 64, "\(usage.stderr)")
+        let noUntil = try await cli.run(["book", "--room", "Hamburg", "--date", first, "--start", "08:00", "--end", "08:30",
+                                         "--title", "x", "--attendee", Self.ada, "--repeat", "weekly"])
+        #expect(noUntil.status == 64 && noUntil.stderr.contains("--until"), "\(noUntil.stderr)")
+    }
+
     @Test func sameMessageIDBooksOnce() async throws {
         let handler = try await Handler()
         defer { Task { await handler.stop() } }
