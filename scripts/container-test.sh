@@ -574,6 +574,31 @@ if book "first" 09:00 10:30 queue; then
 fi
 book "direct reply-to" 11:00 11:30 direct || true
 
+section "a recurring booking (contract v1.1)"
+series_body=$(printf '{"room":"Berlin","date":"%s","start":"18:00","end":"18:30","title":"container test series","attendees":[{"name":"Series Person","email":"series@example.com","phone":"0170 1234567"}],"recurrence":{"frequency":"weekly","count":3}}' "$DATE")
+series_reply=$("${CLIENT[@]}" command "$EXT_URL" --type booking.create --user-id external-publisher --body "$series_body" 2>/dev/null) || true
+check "series: booking.create with recurrence weekly x3 -> one reply with 3 occurrences, one week apart, each with its series object" \
+  "$PYTHON" -c '
+import datetime, json, sys
+raw = sys.argv[1]
+print("reply:", raw[:300] or "none")
+s = json.loads(raw)["series"]
+dates = [b["date"] for b in s["bookings"]]
+first = datetime.date.fromisoformat(dates[0])
+ok = (len(dates) == 3 and dates == [str(first + datetime.timedelta(days=7 * i)) for i in range(3)]
+      and [b["series"] for b in s["bookings"]] == [{"id": s["id"], "index": i, "count": 3, "version": 1} for i in range(3)])
+sys.exit(0 if ok else "unexpected series reply")' "$series_reply"
+series_ids=$("$PYTHON" -c 'import json,sys; print(" ".join(b["id"] for b in json.loads(sys.argv[1])["series"]["bookings"]))' "$series_reply" 2>/dev/null || echo none)
+check "series: one pass spooled per occurrence (<bookingId>-v1-0.eml for each of the 3 in /data/outbox/)" bash -c "
+  for i in \$(seq 1 60); do
+    missing=0
+    for id in $series_ids; do
+      \"\$COMPOSE\" -p \"\$PROJECT\" -f \"\$ROOT/docker-compose.yml\" exec -T pass-sender test -f /data/outbox/\$id-v1-0.eml || missing=1
+    done
+    [[ \$missing == 0 && '$series_ids' != none ]] && exit 0; sleep 1
+  done
+  echo 'not every occurrence ($series_ids) has its pass in /data/outbox/'; exit 1"
+
 # ---- the handler's caller model (contract v1.1, issue 11) -----------------
 # What the booking handler must do for outside systems sharing the broker.
 # These need the handler of issue 11; run with CONTAINER_TEST_SKIP=caller-model
