@@ -187,6 +187,38 @@ struct SeriesProcessorTests {
         #expect(none.errorValue?.code == .beyondHorizon)
     }
 
+    /// The reply carries every occurrence and must fit the broker's 1 MiB
+    /// message limit, with room for a cancel of the same occurrences.
+    @Test func aSeriesWhoseReplyWouldNotFitIsRefusedWhole() async throws {
+        let (p, store) = try await setUp()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let description = String(repeating: "x", count: 3_900)
+        let body = #"""
+            {"room":"Berlin","date":"2026-11-23","start":"09:00","end":"10:00","title":"Big","description":"\#(description)",
+             "attendees":[{"name":"Carol","email":"carol@example.com","phone":"0170 1234567"}],
+             "recurrence":{"frequency":"daily","count":NUMBER}}
+            """#
+        let (big, _) = try await run(p, .createBooking, body.replacingOccurrences(of: "NUMBER", with: "160"))
+        #expect(big.errorValue?.code == .invalidField && big.errorValue?.field == "recurrence", "\(big.errorValue?.text ?? "ok")")
+        #expect(try await store.counts().bookings == 0)
+        let (fits, _) = try await run(p, .createBooking, body.replacingOccurrences(of: "NUMBER", with: "100"))
+        guard case .series(let s) = fits else { Issue.record("\(fits)"); return }
+        // Cancelling all of it with the longest reason still fits the broker.
+        let reason = String(repeating: "r", count: 1_000)
+        let (cancelled, _) = try await run(p, .cancelBooking, #"{"seriesId":"\#(s.id)","reason":"\#(reason)"}"#)
+        #expect(try ContractJSON.encode(cancelled).count < 1_048_576 - 4_096)
+    }
+
+    @Test func skipAlsoSkipsOccurrencesInThePast() async throws {
+        let (p, _) = try await setUp()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // The clock reads 2026-11-20 10:00Z: the 19th and the 20th at 09:00 Berlin have begun.
+        let (reply, _) = try await run(p, .createBooking, series(date: "2026-11-19", #"{"frequency":"daily","count":3}"#, onConflict: "skip"))
+        guard case .series(let s) = reply else { Issue.record("\(reply)"); return }
+        #expect(s.bookings.map(\.date) == ["2026-11-21"])
+        #expect(s.skipped.map { "\($0.date) \($0.code.rawValue)" } == ["2026-11-19 1105", "2026-11-20 1105"])
+    }
+
     @Test func malformedSeriesBodiesAreRefusedEitherWay() async throws {
         let (p, _) = try await setUp()
         defer { try? FileManager.default.removeItem(at: directory) }

@@ -5,6 +5,12 @@ import Foundation
 /// dates a recurrence names, and a series checked occurrence by occurrence.
 /// Pure, like ``BookingRules``: no clock, no database.
 public enum SeriesRules {
+    /// Largest reply to a recurring `booking.create`. Replies carry every
+    /// occurrence, and the broker refuses messages over 1 MiB
+    /// (`max_message_size`); this leaves room for the cancel by `seriesId`
+    /// of the same occurrences, each with a reason of up to 1,000 bytes.
+    public static let maxReplyBytes = 600_000
+
     /// The local dates of `recurrence` starting at `first` (`YYYY-MM-DD`),
     /// in order, or the 1100 that names the bad field.
     ///

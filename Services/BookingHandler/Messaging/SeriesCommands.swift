@@ -87,6 +87,14 @@ extension CommandProcessor {
             built = try buildOccurrences(plan, seriesID: id, booked: free, requester: requester, now: now)
         }
         let bookings = built ?? []
+        let reply = CommandReply.series(SeriesBooked(id: id, recurrence: plan.recurrence, version: 1,
+                                                     bookings: bookings.map(\.encoded.booking), skipped: skipped))
+        let json = try ContractJSON.encode(reply)
+        if json.count > SeriesRules.maxReplyBytes {
+            return ReplyBody(.failure(.invalidField, "the series' reply would be \(json.count) bytes, more than \(SeriesRules.maxReplyBytes) "
+                                      + "(\(bookings.count) occurrences with these attendees and texts); book fewer occurrences "
+                                      + "or shorten the description", field: "recurrence"))
+        }
         for booking in bookings {
             try tx.save(booking.encoded, startsAt: booking.slot.startsAt, endsAt: booking.slot.endsAt)
             for event in booking.events {
@@ -95,8 +103,7 @@ extension CommandProcessor {
         }
         try tx.insertSeries(id: id, room: plan.room.name, requestedBy: requester, recurrence: plan.recurrence,
                             onConflict: plan.policy, count: bookings.count, now: now)
-        return ReplyBody(.series(SeriesBooked(id: id, recurrence: plan.recurrence, version: 1,
-                                              bookings: bookings.map(\.encoded.booking), skipped: skipped)))
+        return ReplyBody(reply, json: json)
     }
 
     /// The occurrences at `booked` (indices into the plan, date order) as
