@@ -30,8 +30,8 @@ APT_PACKAGES=(
   chromium           # headless browser for the projector page test (Tests/ProjectorIntegrationTests)
   curl               # scripts/run.sh asks the projector over HTTP
 )
-PIP_PACKAGES=(jsonschema pyyaml)   # pip names
-PIP_MODULES=(jsonschema yaml)      # matching import names
+PIP_PACKAGES=(jsonschema pyyaml icalendar)   # pip names (icalendar: the independent parser of the pass e-mails' iCalendar parts)
+PIP_MODULES=(jsonschema yaml icalendar)       # matching import names
 
 PYTHON=${PYTHON:-python3}
 

@@ -88,7 +88,7 @@ public struct PassDispatcher: Sendable {
             let request = SendPassRequestBuilder.request(for: booking, attendeeIndexes: indexes)
             let started = DispatchTime.now()
             let outcome = await gateway.send(request, batch: PassBatch(bookingId: booking.id, version: booking.version,
-                                                                       attendeeIndexes: indexes))
+                                                                       attendeeIndexes: indexes, booking: booking))
             gatewayTimer.recordInterval(since: started)
             Counter(label: "pass_gateway_requests_total", dimensions: [("outcome", outcome.label)]).increment()
             summary.gatewayCalls += 1

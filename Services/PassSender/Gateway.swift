@@ -8,11 +8,15 @@ public struct PassBatch: Sendable, Equatable {
     public var version: Int
     /// Attendee indexes, one per pass of the request, in the same order.
     public var attendeeIndexes: [Int]
+    /// The booking itself: the legacy request carries only UNIX times, and
+    /// what a person reads needs the room's zone (the spool gateway).
+    public var booking: Booking?
 
-    public init(bookingId: String, version: Int, attendeeIndexes: [Int]) {
+    public init(bookingId: String, version: Int, attendeeIndexes: [Int], booking: Booking? = nil) {
         self.bookingId = bookingId
         self.version = version
         self.attendeeIndexes = attendeeIndexes
+        self.booking = booking
     }
 }
 

@@ -55,8 +55,8 @@ public final class SpoolPassGateway: PassGateway {
             let index = batch.attendeeIndexes[i]
             let stem = Self.stem(bookingId: batch.bookingId, version: batch.version, attendeeIndex: index)
             let mail = PassMail.email(pass: pass, booking: request.booking, from: sender,
-                                      messageID: "\(stem)@pass-sender.room-booking.invalid", date: date)
-            let sms = PassMail.sms(pass: pass, booking: request.booking)
+                                      messageID: "\(stem)@pass-sender.room-booking.invalid", date: date, full: batch.booking)
+            let sms = PassMail.sms(pass: pass, booking: request.booking, full: batch.booking)
             do {
                 try Self.writeAtomically(Array(mail.utf8), to: directory.appendingPathComponent(stem + ".eml"))
                 try Self.writeAtomically(Array(sms.utf8), to: directory.appendingPathComponent(stem + ".sms"))
@@ -115,48 +115,81 @@ public final class SpoolPassGateway: PassGateway {
 /// Text of the pass files: an RFC 5322 e-mail (UTF-8 body, RFC 2047 for
 /// non-ASCII header text) and an SMS.
 public enum PassMail {
-    /// The e-mail, CRLF line ends.
+    /// The e-mail, CRLF line ends. With the booking (`full`) it is
+    /// multipart: the text, with times local to the room, and an iCalendar
+    /// invitation (``PassCalendar``); without it (a caller that only has
+    /// the legacy request) plain text with UTC times.
     public static func email(pass: SendPassRequest.Pass, booking: SendPassRequest.BookingInfo, from: String,
-                             messageID: String, date: Date) -> String {
-        let subject = "Your access pass: \(booking.title) (\(booking.room), \(when(booking)))"
-        var lines = [
+                             messageID: String, date: Date, full: Booking? = nil) -> String {
+        let when = full.map(LocalTimeText.when) ?? utcWhen(booking)
+        let subject = "Your access pass: \(booking.title) (\(booking.room), \(when))"
+        var headers = [
             "From: \(from)",
             "To: \(address(name: pass.name, email: pass.email))",
             "Subject: \(encodeHeaderText(subject, prefixLength: "Subject: ".count))",
             "Date: \(rfc5322Date(date))",
             "Message-ID: <\(messageID)>",
             "MIME-Version: 1.0",
+        ]
+        var text = ["Hello \(pass.name),", "", "this is your access pass for \"\(booking.title)\" in room \(booking.room),", "\(when)."]
+        if !booking.description.isEmpty {
+            text += ["", booking.description]
+        }
+        text += ["", "Show this e-mail or the SMS sent to \(pass.number) at the door."]
+        let plain = text.joined(separator: "\r\n") + "\r\n"
+        guard let full else {
+            headers += ["Content-Type: text/plain; charset=utf-8", "Content-Transfer-Encoding: 8bit", ""]
+            return headers.joined(separator: "\r\n") + "\r\n" + plain
+        }
+        let (organizerName, organizerEmail) = mailbox(from)
+        let calendar = PassCalendar.request(booking: full, attendeeName: pass.name, attendeeEmail: pass.email,
+                                            organizerEmail: organizerEmail, organizerName: organizerName, stamp: date)
+        // The boundary cannot occur in either part: both are text we wrote,
+        // and neither contains "=_" followed by the message id.
+        let boundary = "=_pass_" + messageID.filter { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "." }
+        headers += ["Content-Type: multipart/mixed; boundary=\"\(boundary)\"", ""]
+        return headers.joined(separator: "\r\n") + "\r\n" + [
+            "--\(boundary)",
             "Content-Type: text/plain; charset=utf-8",
             "Content-Transfer-Encoding: 8bit",
             "",
-        ]
-        lines.append("Hello \(pass.name),")
-        lines.append("")
-        lines.append("this is your access pass for \"\(booking.title)\" in room \(booking.room),")
-        lines.append("\(when(booking)).")
-        if !booking.description.isEmpty {
-            lines.append("")
-            lines.append(booking.description)
-        }
-        lines.append("")
-        lines.append("Show this e-mail or the SMS sent to \(pass.number) at the door.")
-        return lines.joined(separator: "\r\n") + "\r\n"
+            plain,
+            "--\(boundary)",
+            "Content-Type: text/calendar; charset=utf-8; method=REQUEST",
+            "Content-Transfer-Encoding: 8bit",
+            "Content-Disposition: attachment; filename=\"pass.ics\"",
+            "",
+            calendar,
+            "--\(boundary)--",
+            "",
+        ].joined(separator: "\r\n")
     }
 
     /// The SMS: recipient line, blank line, text.
-    public static func sms(pass: SendPassRequest.Pass, booking: SendPassRequest.BookingInfo) -> String {
-        "To: \(pass.number)\n\nAccess pass for \(pass.name): \(booking.title), room \(booking.room), \(when(booking)).\n"
+    public static func sms(pass: SendPassRequest.Pass, booking: SendPassRequest.BookingInfo, full: Booking? = nil) -> String {
+        let when = full.map(LocalTimeText.when) ?? utcWhen(booking)
+        return "To: \(pass.number)\n\nAccess pass for \(pass.name): \(booking.title), room \(booking.room), \(when).\n"
     }
 
-    /// `2026-11-23 08:00–09:30 UTC` from the request's instants.
-    static func when(_ booking: SendPassRequest.BookingInfo) -> String {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        let s = calendar.dateComponents([.year, .month, .day, .hour, .minute],
-                                        from: Date(timeIntervalSince1970: TimeInterval(booking.timeStart)))
-        let e = calendar.dateComponents([.hour, .minute], from: Date(timeIntervalSince1970: TimeInterval(booking.timeEnd)))
-        return String(format: "%04d-%02d-%02d %02d:%02d-%02d:%02d UTC", s.year!, s.month!, s.day!, s.hour!, s.minute!,
-                      e.hour!, e.minute!)
+    /// `2026-11-23 08:00-09:30 UTC` from the request's instants: only for
+    /// callers without the booking (and so without its zone).
+    static func utcWhen(_ booking: SendPassRequest.BookingInfo) -> String {
+        let start = Int64(booking.timeStart), end = Int64(booking.timeEnd)
+        let day = CivilDays.civil(days: CivilDays.day(ofSeconds: start))
+        func hm(_ t: Int64) -> String {
+            let s = Int(t - CivilDays.day(ofSeconds: t) * 86_400)
+            return String(format: "%02d:%02d", s / 3600, s / 60 % 60)
+        }
+        return String(format: "%04d-%02d-%02d ", day.year, day.month, day.day) + hm(start) + "-" + hm(end) + " UTC"
+    }
+
+    /// Name and address of `Name <address>` (the sender setting).
+    static func mailbox(_ text: String) -> (name: String, email: String) {
+        guard let open = text.lastIndex(of: "<"), let close = text.lastIndex(of: ">"), open < close else {
+            return (text, text)
+        }
+        let name = text[..<open].trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+        return (name.isEmpty ? String(text[text.index(after: open)..<close]) : name, String(text[text.index(after: open)..<close]))
     }
 
     /// `Name <email>`: ASCII names quoted when they contain specials,
