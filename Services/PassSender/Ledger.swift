@@ -2,6 +2,7 @@ import AMQPClient
 import BookingContracts
 import Foundation
 import GRDB
+import ServiceSupport
 
 /// Where a pass stands in the ledger.
 public enum PassStatus: String, Sendable, Codable, CaseIterable {
@@ -135,8 +136,13 @@ public final class PassLedger: Sendable {
             // WAL + FULL: a commit is on disk before we call the gateway or ack.
             try db.execute(sql: "PRAGMA synchronous = FULL")
         }
-        pool = try DatabasePool(path: path, configuration: configuration)
-        try Self.migrator.migrate(pool)
+        // Instances that open a fresh ledger together must not migrate it
+        // together (FileLock explains why).
+        pool = try FileLock.withExclusive(path: path + ".migrating") {
+            let pool = try DatabasePool(path: path, configuration: configuration)
+            try Self.migrator.migrate(pool)
+            return pool
+        }
     }
 
     static var migrator: DatabaseMigrator {

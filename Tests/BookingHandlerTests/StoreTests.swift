@@ -7,6 +7,27 @@ import Testing
 /// the inbox, the outbox lease.
 @Suite("Booking store")
 struct StoreTests {
+    /// Two handler processes started together on a fresh data directory
+    /// both open and migrate the database: neither may fail (without the
+    /// migration lock the second found the tables half made, "table room
+    /// already exists"). Eight openers at once, on twenty fresh files.
+    @Test func storesOpenedTogetherOnAFreshFileAllSucceed() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("open-race-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for round in 0..<20 {
+            let path = dir.appendingPathComponent("db-\(round).sqlite").path
+            let opened = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<8 {
+                    group.addTask { try await Task.detached { _ = try BookingStore(path: path); return 1 }.value }
+                }
+                return try await group.reduce(0, +)
+            }
+            #expect(opened == 8)
+            #expect(try await BookingStore(path: path).counts().rooms == 0)
+        }
+    }
+
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID().uuidString)")
 
     func makeProcessor() async throws -> (BookingStore, CommandProcessor) {

@@ -1,6 +1,7 @@
 import BookingContracts
 import Foundation
 import GRDB
+import ServiceSupport
 import Synchronization
 
 /// The booking handler's SQLite database (GRDB, WAL): rooms, bookings, the
@@ -58,8 +59,13 @@ public final class BookingStore: Sendable {
                 try db.execute(sql: "PRAGMA wal_autocheckpoint = 10000")
             }
         }
-        pool = try DatabasePool(path: path, configuration: configuration)
-        try Self.migrator.migrate(pool)
+        // Processes that open a fresh database together must not migrate
+        // it together (FileLock explains why).
+        pool = try FileLock.withExclusive(path: path + ".migrating") {
+            let pool = try DatabasePool(path: path, configuration: configuration)
+            try Self.migrator.migrate(pool)
+            return pool
+        }
         var checkpointConfiguration = Configuration()
         checkpointConfiguration.busyMode = .timeout(15)
         checkpointConnection = try DatabaseQueue(path: path, configuration: checkpointConfiguration)
