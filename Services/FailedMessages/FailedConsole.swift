@@ -59,6 +59,8 @@ public struct FailedConsole: Sendable {
         /// Queues that do not exist on this broker (e.g. `pass-sender.retry.dead`
         /// before the pass sender first started).
         public var missing: [String]
+        /// Messages not read, per queue, beyond ``QueueSnapshot/maximumHeld``.
+        public var unread: [String: Int] = [:]
     }
 
     /// Every message of `queues`; the queues are left as they were.
@@ -69,9 +71,12 @@ public struct FailedConsole: Sendable {
                 listing.missing.append(queue)
                 continue
             }
-            let snapshot = try await QueueSnapshot.hold(queue, on: connection)
+            let snapshot = try await QueueSnapshot.hold(queue, like: connection)
             try await snapshot.release()
             listing.messages += messages(of: snapshot)
+            if snapshot.readyAtStart > snapshot.deliveries.count {
+                listing.unread[queue] = snapshot.readyAtStart - snapshot.deliveries.count
+            }
         }
         return listing
     }
@@ -154,7 +159,7 @@ public struct FailedConsole: Sendable {
     /// Removes the audit copies archived before `cutoff` (oldest first;
     /// copies without a readable `x-archived-at` are kept). Returns how many.
     public func purgeArchived(before cutoff: Date) async throws -> Int {
-        let snapshot = try await QueueSnapshot.hold(FailedQueues.archive, on: connection)
+        let snapshot = try await QueueSnapshot.hold(FailedQueues.archive, like: connection)
         let outcomes = try await snapshot.settle { _, delivery in
             guard let text = delivery.properties.headers["x-archived-at"]?.stringValue,
                   let at = ContractFormat.parseTimestamp(text) else { return false }
@@ -166,7 +171,7 @@ public struct FailedConsole: Sendable {
 
     /// Every audit copy, oldest first (the archive is left as it was).
     public func archived() async throws -> [AMQPDelivery] {
-        let snapshot = try await QueueSnapshot.hold(FailedQueues.archive, on: connection)
+        let snapshot = try await QueueSnapshot.hold(FailedQueues.archive, like: connection)
         try await snapshot.release()
         return snapshot.deliveries
     }
@@ -182,7 +187,7 @@ public struct FailedConsole: Sendable {
         var outcome = Outcome()
         for queue in queues {
             guard try await exists(queue) else { continue }
-            let snapshot = try await QueueSnapshot.hold(queue, on: connection)
+            let snapshot = try await QueueSnapshot.hold(queue, like: connection)
             let held = messages(of: snapshot)
             let results = try await snapshot.settle { position, delivery in
                 guard matches(held[position]) else { return false }

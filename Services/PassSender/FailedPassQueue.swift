@@ -59,7 +59,7 @@ public struct FailedPassQueue: Sendable {
 
     /// Every message, oldest first; the queue is left as it was.
     public func list() async throws -> [FailedPassEntry] {
-        let snapshot = try await QueueSnapshot.hold(Topology.passesFailedQueue, on: connection)
+        let snapshot = try await QueueSnapshot.hold(Topology.passesFailedQueue, like: connection)
         try await snapshot.release()
         return snapshot.deliveries.enumerated().map { FailedPassEntry(position: $0, delivery: $1) }
     }
@@ -113,7 +113,7 @@ public struct FailedPassQueue: Sendable {
     /// untouched) and the error is thrown.
     private func act(where matches: (FailedPassEntry) -> Bool,
                      replace: (FailedPassEntry) async throws -> Bool) async throws -> [FailedPassEntry] {
-        let snapshot = try await QueueSnapshot.hold(Topology.passesFailedQueue, on: connection)
+        let snapshot = try await QueueSnapshot.hold(Topology.passesFailedQueue, like: connection)
         let entries = snapshot.deliveries.enumerated().map { FailedPassEntry(position: $0, delivery: $1) }
         var failed = false
         let outcomes = try await snapshot.settle { position, _ in

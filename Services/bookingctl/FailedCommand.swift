@@ -93,6 +93,7 @@ struct FailedCommand: AsyncParsableCommand {
             if common.global.json {
                 OperatorRun.printJSON([
                     "count": listing.messages.count, "queues": perQueue, "missing": listing.missing,
+                    "unread": listing.unread,
                     "groupBy": groupBy.rawValue,
                     "groups": groups.map { ["group": $0.key, "count": $0.count] as [String: Any] },
                     "messages": listing.messages.map(messageJSON),
@@ -102,6 +103,9 @@ struct FailedCommand: AsyncParsableCommand {
             print("failed messages: \(listing.messages.count)")
             for queue in queues where perQueue[queue] != nil { print("  \(queue): \(perQueue[queue] ?? 0)") }
             if !listing.missing.isEmpty { print("  (not on this broker: \(listing.missing.joined(separator: ", ")))") }
+            for (queue, n) in listing.unread.sorted(by: { $0.key < $1.key }) {
+                print("  (\(queue): \(n) more behind the first \(QueueSnapshot.maximumHeld), not read; act on these first)")
+            }
             guard !listing.messages.isEmpty else { return }
             print("\nby \(groupBy.rawValue) (use as --group):")
             for g in groups { print("  \(String(g.count).padding(toLength: 6, withPad: " ", startingAt: 0)) \(g.key)") }
