@@ -8,11 +8,11 @@ import PassSender
 /// discard with an audit copy — without losing, reordering or duplicating
 /// one. docs/operations.md ("Failed messages") is the runbook.
 ///
-/// **Reading.** Each queue is held whole as a ``QueueSnapshot`` (nothing is
-/// consumed; untouched messages go back in queue order in front of
-/// whatever arrived meanwhile), one queue at a time, under the
-/// ``QueueLock`` ``FailedQueues/lock`` so two operators never hold the same
-/// queue at once. A message leaves its queue only by an ack, and only after
+/// **Reading.** Each queue is held whole as a ``QueueSnapshot`` (consumed
+/// unacknowledged on a connection of its own; untouched messages go back in
+/// queue order in front of whatever arrived meanwhile when it closes), one
+/// queue at a time, under the ``QueueLock`` ``FailedQueues/lock`` so two
+/// operators never hold the same queue at once. A message leaves its queue only by an ack, and only after
 /// its replacement — the retried message, or the audit copy — was confirmed.
 ///
 /// **Identity of a retry.** A retried message keeps its original sender:
@@ -59,8 +59,9 @@ public struct FailedConsole: Sendable {
         /// Queues that do not exist on this broker (e.g. `pass-sender.retry.dead`
         /// before the pass sender first started).
         public var missing: [String]
-        /// Messages not read, per queue, beyond ``QueueSnapshot/maximumHeld``.
-        public var unread: [String: Int] = [:]
+        /// Queues with more than ``QueueSnapshot/maximumHeld`` messages: only
+        /// the first ones were read.
+        public var incomplete: [String] = []
     }
 
     /// Every message of `queues`; the queues are left as they were.
@@ -74,9 +75,7 @@ public struct FailedConsole: Sendable {
             let snapshot = try await QueueSnapshot.hold(queue, like: connection)
             try await snapshot.release()
             listing.messages += messages(of: snapshot)
-            if snapshot.readyAtStart > snapshot.deliveries.count {
-                listing.unread[queue] = snapshot.readyAtStart - snapshot.deliveries.count
-            }
+            if !snapshot.isComplete { listing.incomplete.append(queue) }
         }
         return listing
     }

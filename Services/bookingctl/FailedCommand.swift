@@ -13,9 +13,10 @@ struct FailedCommand: AsyncParsableCommand {
         discussion: """
             Covers \(FailedQueues.all.joined(separator: ", ")).
 
-            Reading never loses or reorders a queue: its messages are held
-            without ack and returned in queue order (one operator's bookingctl
-            at a time; a second one waits up to --timeout). retry publishes a
+            Reading never loses or reorders a queue: its messages, up to an end
+            marker put at the queue's end, are held unacknowledged by a consumer
+            of its own and go back in queue order when it closes (one operator's bookingctl at a time; a second one
+            waits up to --timeout; at most 65,535 per queue are read). retry publishes a
             message to the exchange and routing key it originally came by, as
             its original sender (the broker user needs the impersonator tag),
             and removes the dead copy only after the broker confirmed the
@@ -93,7 +94,7 @@ struct FailedCommand: AsyncParsableCommand {
             if common.global.json {
                 OperatorRun.printJSON([
                     "count": listing.messages.count, "queues": perQueue, "missing": listing.missing,
-                    "unread": listing.unread,
+                    "incomplete": listing.incomplete,
                     "groupBy": groupBy.rawValue,
                     "groups": groups.map { ["group": $0.key, "count": $0.count] as [String: Any] },
                     "messages": listing.messages.map(messageJSON),
@@ -103,8 +104,8 @@ struct FailedCommand: AsyncParsableCommand {
             print("failed messages: \(listing.messages.count)")
             for queue in queues where perQueue[queue] != nil { print("  \(queue): \(perQueue[queue] ?? 0)") }
             if !listing.missing.isEmpty { print("  (not on this broker: \(listing.missing.joined(separator: ", ")))") }
-            for (queue, n) in listing.unread.sorted(by: { $0.key < $1.key }) {
-                print("  (\(queue): \(n) more behind the first \(QueueSnapshot.maximumHeld), not read; act on these first)")
+            for queue in listing.incomplete {
+                print("  (\(queue): more messages wait behind the first \(QueueSnapshot.maximumHeld), not read; act on these first)")
             }
             guard !listing.messages.isEmpty else { return }
             print("\nby \(groupBy.rawValue) (use as --group):")

@@ -4,98 +4,105 @@ import Synchronization
 /// must look at a queue nothing consumes (dead-letter queues,
 /// `passes.failed`) and then act on some of its messages.
 ///
-/// How it reads: on a connection of its own, it counts the queue's ready
-/// messages (N, a passive declare), then consumes with manual acks and a
-/// prefetch of N until N deliveries have arrived, keeping every one
-/// unacknowledged (at most ``maximumHeld``: the rest of a longer queue
-/// stays behind them, unread). Nothing leaves the queue until it is acked, and a
-/// message is acked only after whatever replaces it (a retry, an audit
-/// copy) was confirmed by the broker. The rest go back when the holding
-/// connection closes — also when this process dies.
+/// How it reads: on a connection of its own it consumes the queue with
+/// manual acks, and puts a *marker* at the queue's end (a small message
+/// with the header ``markerHeader``, published with a confirm through the
+/// default exchange). Every delivery before the marker is held
+/// unacknowledged; the marker is acked (removed) when it arrives. Nothing
+/// else leaves the queue until it is acked, and a message is acked only
+/// after whatever replaces it (a retry, an audit copy) was confirmed by the
+/// broker. The rest go back when the holding connection closes — also when
+/// this process dies.
 ///
-/// Why so, and not `basic.get` + `basic.nack(requeue)`: RabbitMQ 3.10's
-/// quorum queues return messages fetched with `basic.get` in no particular
-/// order — nacked one by one, all at once (`multiple`) or by closing the
-/// connection alike (FailedConsoleTests and a pika experiment showed 2,000
-/// messages shuffled). Messages delivered to a *consumer* go back sorted by
-/// delivery when the consumer goes away, ahead of every other message. So
-/// the untouched messages return in front of whatever arrived meanwhile
-/// (new dead letters keep coming while a snapshot is held), in their old
-/// order. Counting first tells where the queue ended when the snapshot
-/// began (a consumer never hears "empty"); with the prefetch at that count
-/// nothing that arrives later is delivered to the snapshot. Nobody else
-/// may remove messages meanwhile: two snapshots of one queue at once would
-/// split it between them, which ``QueueLock`` prevents; nothing consumes
-/// these queues otherwise. (A classic queue promises none of this; these
-/// are all quorum queues.)
+/// Why a marker: a consumer never hears "the queue is empty now", and the
+/// count of a passive declare is not ordered with publishes still being
+/// committed to a quorum queue (the pass sender's tests caught a listing
+/// that missed a just-confirmed message). The marker is: everything
+/// enqueued before it comes before it. Messages arriving after it are
+/// behind it — delivered to the snapshot or not, they go back in order.
+///
+/// Why a consumer and a closed connection, not `basic.get` +
+/// `basic.nack(requeue)`: RabbitMQ 3.10's quorum queues return messages
+/// fetched with `basic.get` in no particular order — nacked one by one, all
+/// at once (`multiple`) or by closing the connection alike (a test with
+/// 5,000 messages and a pika experiment showed them shuffled). Messages
+/// delivered to a *consumer* go back sorted by delivery when it goes away,
+/// ahead of every other message. So the untouched messages return in front
+/// of whatever arrived meanwhile, in their old order. Two snapshots of one
+/// queue at once would split it between them (``QueueLock`` prevents that;
+/// nothing else consumes these queues). A classic queue promises none of
+/// this; these are all quorum queues.
 public final class QueueSnapshot: Sendable {
     /// The queue.
     public let queue: String
     /// Every held message, oldest first.
     public let deliveries: [AMQPDelivery]
-    /// Ready messages when the snapshot began; more than ``deliveries``
-    /// holds only when that was above ``maximumHeld``.
-    public let readyAtStart: Int
-    /// At most this many messages are held (the largest AMQP prefetch);
-    /// the rest of a longer queue stays in place behind them.
+    /// False when the queue held more than ``maximumHeld`` messages: the
+    /// rest stays in place behind them, unread.
+    public let isComplete: Bool
+    /// At most this many messages are held (the largest AMQP prefetch).
     public static let maximumHeld = Int(UInt16.max)
+    /// The header that marks a snapshot's end marker (its value: the
+    /// snapshot's random id). Markers of a snapshot that died before it
+    /// removed its own are dropped by the next one.
+    public static let markerHeader = "x-queue-snapshot-marker"
     private let holder: AMQPConnection
     private let owner: AMQPConnection
     private let acked = Mutex(0)
 
-    private init(queue: String, deliveries: [AMQPDelivery], readyAtStart: Int, holder: AMQPConnection,
+    private init(queue: String, deliveries: [AMQPDelivery], isComplete: Bool, holder: AMQPConnection,
                  owner: AMQPConnection) {
         self.queue = queue
         self.deliveries = deliveries
-        self.readyAtStart = readyAtStart
+        self.isComplete = isComplete
         self.holder = holder
         self.owner = owner
     }
 
     /// Holds every message of `queue` on a new connection made like
-    /// `connection` (see the type's description). When reading fails, what
-    /// was held goes back before the error is thrown.
+    /// `connection`, which publishes the end marker (it needs `write` on
+    /// the default exchange). See the type's description. When reading
+    /// fails, what was held goes back before the error is thrown.
     ///
-    /// - Parameter timeout: how long to wait for the counted messages to
-    ///   arrive (they are sent at once; this only guards against a hang).
+    /// - Parameter timeout: how long to wait for the marker to come round
+    ///   (only a guard against a hang).
     public static func hold(_ queue: String, like connection: AMQPConnection,
                             timeout: Duration = .seconds(120)) async throws -> QueueSnapshot {
-        let ready = try await connection.queueInfo(queue).messageCount
-        // The prefetch is exactly what is held: a quorum queue reads
-        // prefetch 0 as 2,000, not "unlimited", and with the limit at the
-        // count no later arrival is delivered to this snapshot at all.
-        let count = min(ready, maximumHeld)
         let holder = try await connection.sibling(named: "snapshot \(queue)")
-        guard count > 0 else {
-            return QueueSnapshot(queue: queue, deliveries: [], readyAtStart: ready, holder: holder, owner: connection)
-        }
+        let marker = String(UInt64.random(in: 0...UInt64.max), radix: 16) + String(UInt64.random(in: 0...UInt64.max), radix: 16)
         do {
-            let consumer = try await holder.consume(queue: queue, prefetch: UInt16(count))
-            let held = try await withThrowingTaskGroup(of: [AMQPDelivery].self) { group in
+            let consumer = try await holder.consume(queue: queue, prefetch: UInt16(maximumHeld))
+            var properties = AMQPProperties(headers: [markerHeader: .string(marker)])
+            properties.type = "queue-snapshot-marker"
+            try await connection.publish([], exchange: "", routingKey: queue, properties: properties, mandatory: true)
+            let (held, complete) = try await withThrowingTaskGroup(of: ([AMQPDelivery], Bool).self) { group in
                 group.addTask {
                     var held: [AMQPDelivery] = []
-                    held.reserveCapacity(count)
                     for try await delivery in consumer {
-                        held.append(delivery)
-                        if held.count == count { break }
+                        guard let found = delivery.properties.headers[markerHeader]?.stringValue else {
+                            held.append(delivery)
+                            if held.count == maximumHeld { return (held, false) }
+                            continue
+                        }
+                        // Ours ends the snapshot; another is a dead run's leftover.
+                        try await delivery.ack()
+                        if found == marker { return (held, true) }
                     }
-                    return held
+                    throw AMQPError(.channelClosed, "the consumer of \(queue) ended before the snapshot's end marker")
                 }
                 group.addTask {
                     try await Task.sleep(for: timeout)
-                    throw AMQPError(.timeout, "\(queue) had \(count) messages, fewer arrived within \(timeout)")
+                    throw AMQPError(.timeout, "the end marker of a snapshot of \(queue) did not come round within \(timeout)")
                 }
                 defer { group.cancelAll() }
-                return try await group.next() ?? []
+                return try await group.next() ?? ([], false)
             }
             // The consumer is deliberately not cancelled: a delivery that
             // overtakes a basic.cancel is rejected on its own (AMQPConsumer),
-            // which could put it in front of the held ones. None should
-            // come (the prefetch is full); the connection's close ends it.
-            guard held.count == count else {
-                throw AMQPError(.channelClosed, "the consumer of \(queue) ended after \(held.count) of \(count) messages")
-            }
-            return QueueSnapshot(queue: queue, deliveries: held, readyAtStart: ready, holder: holder, owner: connection)
+            // which could put it in front of the held ones. Later arrivals
+            // wait unacked in the stream's buffer and go back with the rest,
+            // in order, when the holding connection closes.
+            return QueueSnapshot(queue: queue, deliveries: held, isComplete: complete, holder: holder, owner: connection)
         } catch {
             await holder.close()
             throw error

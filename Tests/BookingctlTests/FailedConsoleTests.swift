@@ -203,12 +203,39 @@ struct FailedConsoleTests {
         try await passSender.publish(Array(retryBody.utf8), routingKey: PassQueues.retry, properties: retry, mandatory: true)
         try await w.deadLetter(from: PassQueues.retry, count: 1)
 
+        // A pass the pass sender gave up on, in passes.failed.
+        let now = ContractFormat.timestamp(Date())
+        let failedPass = FailedPass(bookingId: "b-1", version: 2, attendeeIndex: 0, name: "Ada", email: "ada@example.com",
+                                    phone: "+491701234567", attempts: 5, firstFailureAt: now, lastFailureAt: now,
+                                    lastErrorCode: nil, lastErrorText: "gateway down", room: "Berlin", date: "2026-11-24",
+                                    start: "09:00", end: "10:00", title: "T")
+        var failedProperties = AMQPProperties.persistentJSON(type: Topology.passesFailedQueue, messageID: failedPass.passKey)
+        failedProperties.userID = "pass-sender"
+        try await passSender.publish([UInt8](try ContractJSON.encode(failedPass)), routingKey: Topology.passesFailedQueue,
+                                     properties: failedProperties, mandatory: true)
+
         let cli = w.cli
         let listed = try await cli.run(["failed", "list", "--group-by", "queue"])
         #expect(listed.status == 0, "\(listed.stderr)")
-        #expect(listed.stdout.contains("1 queue:pass-sender.events.dead") || listed.stdout.contains("queue:pass-sender.events.dead"),
-                "\(listed.stdout)")
-        #expect(listed.stdout.contains("queue:pass-sender.retry.dead"), "\(listed.stdout)")
+        #expect(listed.stdout.contains("failed messages: 3"), "\(listed.stdout)")
+        for queue in ["pass-sender.events.dead", "pass-sender.retry.dead", "passes.failed"] {
+            #expect(listed.stdout.contains("1      queue:\(queue)"), "\(listed.stdout)")
+        }
+        let byDay = try json(try await cli.run(["failed", "list", "--group-by", "day", "--json"]))
+        // All failed within this test: today's UTC day (or yesterday's, run across midnight).
+        let days = try #require(byDay["groups"] as? [[String: Any]])
+        #expect(days.compactMap { $0["count"] as? Int }.reduce(0, +) == 3)
+        #expect(days.contains { $0["group"] as? String == "day:\(now.prefix(10))" }, "\(byDay)")
+
+        // passes.failed through the same console: back to the pass sender
+        // as an operator retry (attempts reset), as `passes failed retry` does.
+        let pass = try await cli.run(["failed", "retry", "--queue", "passes.failed", "--group", "reason:pass failed: gateway down"])
+        #expect(pass.status == 0, "\(pass.stderr)")
+        let operatorRetry = try #require(try await w.admin.get(queue: PassQueues.retry))
+        #expect(operatorRetry.properties.userID == "bookingctl")
+        let message = try ContractJSON.decode(PassRetryMessage.self, from: operatorRetry.body)
+        #expect(message.kind == .operator && message.bookingId == "b-1" && message.passes.map(\.attempts) == [0])
+        try await operatorRetry.ack()
 
         let events = try await cli.run(["failed", "retry", "--queue", "pass-sender.events.dead", "--all"])
         #expect(events.status == 0, "\(events.stderr)")
