@@ -186,6 +186,8 @@ struct FailedCommand: AsyncParsableCommand {
         @OptionGroup var common: Common
         @OptionGroup var selection: Selection
 
+        func validate() throws { try selection.check(common) }
+
         func run() async throws {
             let queues = common.selectedQueues, selection = self.selection
             let who = operatorName(common.global)
@@ -213,6 +215,7 @@ struct FailedCommand: AsyncParsableCommand {
         @Option(help: "Why (kept with the audit copy).") var reason: String
 
         func validate() throws {
+            try selection.check(common)
             if reason.trimmingCharacters(in: .whitespaces).isEmpty { throw ValidationError("--reason must not be empty") }
         }
 
@@ -277,6 +280,12 @@ struct FailedCommand: AsyncParsableCommand {
         func validate() throws {
             let chosen = [id != nil, group != nil, all].filter { $0 }.count
             if chosen != 1 { throw ValidationError("give exactly one of ID, --group G, --queue Q --all") }
+        }
+
+        /// `--all` only with `--queue`: everything everywhere at once is never
+        /// what an operator means.
+        func check(_ common: Common) throws {
+            if all && common.queues.isEmpty { throw ValidationError("--all needs --queue Q (one queue at a time)") }
         }
 
         /// The predicate; an id prefix is resolved against a listing first.
