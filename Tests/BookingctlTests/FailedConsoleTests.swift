@@ -286,6 +286,37 @@ struct FailedConsoleTests {
         await w.stop()
     }
 
+    /// Who may do what around the console, with the shipped users: an
+    /// outside system can neither run it nor send as somebody else; the
+    /// operators' user may send as others, but only where its permissions
+    /// reach (booking and room events, not the pass sender's).
+    @Test func onlyTheOperatorsUserImpersonatesAndOnlyWhereItMayWrite() async throws {
+        let w = try await World()
+        let refused = try await CLIRunner(url: w.vhost.url("partner-a")).run(["failed", "list"])
+        #expect(refused.status == 1, "\(refused.stdout) \(refused.stderr)")
+        #expect(refused.stderr.contains(FailedQueues.lock), "\(refused.stderr)")
+
+        let partner = try await w.connection("partner-a")
+        var forged = AMQPProperties.persistentJSON(type: "booking.create", messageID: "forged")
+        forged.userID = "partner-b"
+        await #expect(throws: AMQPError.self, "partner-a may not send as partner-b") {
+            try await partner.publish(Array("{}".utf8), exchange: Topology.commandsExchange, routingKey: "booking.create",
+                                      properties: forged, mandatory: true)
+        }
+        let operators = try await w.connection("bookingctl")
+        var asHandler = AMQPProperties.persistentJSON(type: "booking.cancelled", messageID: "ok")
+        asHandler.userID = "booking-handler"
+        try await operators.publish(Array("{}".utf8), exchange: Topology.eventsExchange, routingKey: "booking.cancelled",
+                                    properties: asHandler, mandatory: true)
+        var asPassSender = AMQPProperties.persistentJSON(type: "pass.delivered", messageID: "no")
+        asPassSender.userID = "pass-sender"
+        await #expect(throws: AMQPError.self, "the operators' topic permission on booking.events stops at room.* and booking.*") {
+            try await operators.publish(Array("{}".utf8), exchange: Topology.eventsExchange, routingKey: "pass.delivered",
+                                        properties: asPassSender, mandatory: false)
+        }
+        await w.stop()
+    }
+
     /// Thousands of dead letters, listed again and again by two operators at
     /// once while a service keeps adding more: every listing is the queue in
     /// its order with nothing missing, and the queue afterwards is exactly
