@@ -90,6 +90,14 @@ public struct FailedMessage: Sendable {
     ///   The header is believed only on a message whose verified `user_id`
     ///   is one of them: anybody can put the header on their own message.
     public init(queue: String, position: Int, delivery: AMQPDelivery, serviceUsers: Set<String>) {
+        self.init(queue: queue, position: position, properties: delivery.properties, body: delivery.body,
+                  serviceUsers: serviceUsers)
+    }
+
+    /// Reads a message of `queue` from its properties and body (see the
+    /// other initializer).
+    public init(queue: String, position: Int, properties: AMQPProperties, body: [UInt8], serviceUsers: Set<String>) {
+        let delivery = (properties: properties, body: body)
         self.queue = queue
         self.position = position
         self.properties = delivery.properties
