@@ -140,12 +140,19 @@ let package = Package(
             dependencies: ["AMQPClient", "AvailabilityProjector", "BookingContracts", "ServiceSupport"],
             path: "Services/availability-projector"
         ),
+        /// The operators' console over every failed message of the set
+        /// (dead-letter queues, passes.failed): list, retry, discard, archive.
+        .target(
+            name: "FailedMessages",
+            dependencies: ["AMQPClient", "BookingContracts", "PassSender"],
+            path: "Services/FailedMessages"
+        ),
         /// The operators' CLI: commands, availability queries, failed passes,
         /// projector rebuild, topology.
         .executableTarget(
             name: "bookingctl",
             dependencies: [
-                "AMQPClient", "AvailabilityProjector", "BookingContracts", "PassSender", "ServiceSupport",
+                "AMQPClient", "AvailabilityProjector", "BookingContracts", "FailedMessages", "PassSender", "ServiceSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -219,7 +226,8 @@ let package = Package(
         ),
         .testTarget(
             name: "BookingctlTests",
-            dependencies: ["BookingHandler", "BookingContracts", "AMQPClient", "TestSupport", "ServiceSupport"],
+            dependencies: ["BookingHandler", "BookingContracts", "AMQPClient", "TestSupport", "ServiceSupport",
+                           "FailedMessages", "PassSender"],
             path: "Tests/BookingctlTests"
         ),
         .testTarget(

@@ -255,6 +255,14 @@ ok = any(p.get("apply-to") == "exchanges" and p["definition"].get("alternate-exc
          and p["pattern"] == "^booking\\.commands$" for p in d.get("policies", []))
 ok = ok and any(e["name"] == "booking.commands.unrouted" and e["internal"] for e in d["exchanges"])
 sys.exit(0 if ok else "no alternate-exchange policy for booking.commands")'
+  check "definitions: only bookingctl impersonates (bookingctl failed retry), its archive bookingctl.archive drops nothing" "$PYTHON" -c '
+import json, sys
+d = json.load(open("deploy/rabbitmq/definitions.json"))
+impersonators = sorted(u["name"] for u in d["users"] if "impersonator" in u["tags"])
+dropping = {"x-max-length", "x-max-length-bytes", "x-overflow", "x-message-ttl", "x-expires"}
+archive = [q for q in d["queues"] if q["name"] == "bookingctl.archive"]
+ok = impersonators == ["bookingctl"] and len(archive) == 1 and not dropping & set(archive[0]["arguments"])
+sys.exit(0 if ok else "impersonators %s, archive %s" % (impersonators, archive))'
   check "rabbitmq.conf: max_message_size is 1 MiB" grep -qx 'max_message_size = 1048576' deploy/rabbitmq/rabbitmq.conf
 fi
 

@@ -22,17 +22,15 @@ public struct FailedPassEntry: Sendable {
     public var key: String { pass?.passKey ?? messageID ?? "?" }
 }
 
-/// What operators do with `passes.failed` (used by `bookingctl passes failed`).
+/// What operators do with `passes.failed` (used by `bookingctl passes failed`
+/// and, for the `passes.failed` part of it, by `bookingctl failed`).
 ///
-/// Reading: every message is fetched with `basic.get` (manual ack) and,
-/// once all are held, those not acted on are returned with
-/// `basic.nack(requeue)` one by one in queue order. A quorum queue puts
-/// returned messages before the rest in the order they were returned, so
-/// the queue keeps its order and nothing is lost: a message only leaves
-/// the queue when it is acked, and that happens only after its replacement
-/// (a retry message, or the audit copy of a discarded pass) was confirmed
-/// by the broker. If this process dies meanwhile, the broker returns every
-/// held message by itself.
+/// Reading holds the whole queue as a ``QueueSnapshot`` (no message is
+/// consumed; the untouched ones go back in queue order, see there). A
+/// message only leaves the queue when it is acked, and that happens only
+/// after its replacement (a retry message, or the audit copy of a
+/// discarded pass) was confirmed by the broker. If this process dies
+/// meanwhile, the broker returns every held message by itself.
 public struct FailedPassQueue: Sendable {
     let connection: AMQPConnection
 
@@ -61,9 +59,9 @@ public struct FailedPassQueue: Sendable {
 
     /// Every message, oldest first; the queue is left as it was.
     public func list() async throws -> [FailedPassEntry] {
-        let held = try await fetchAll()
-        try await requeue(held.map(\.1))
-        return held.map(\.0)
+        let snapshot = try await QueueSnapshot.hold(Topology.passesFailedQueue, like: connection)
+        try await snapshot.release()
+        return snapshot.deliveries.enumerated().map { FailedPassEntry(position: $0, delivery: $1) }
     }
 
     /// Moves the matching passes back into the pass sender (`pass-sender.retry`,
@@ -71,18 +69,24 @@ public struct FailedPassQueue: Sendable {
     /// `passes.failed`. Returns the moved entries. Messages that are not
     /// `passes.failed` bodies are never moved.
     public func retry(where matches: (FailedPassEntry) -> Bool) async throws -> [FailedPassEntry] {
-        try await act(where: matches) { entry in
-            guard let pass = entry.pass else { return false }
-            let message = PassRetryMessage.operatorRetry(of: pass, token: RandomID.uuidString())
-            var properties = AMQPProperties.persistentJSON(type: PassQueues.retryMessageType, messageID: RandomID.uuidString(),
-                                                           headers: message.headers)
-            properties.appID = "bookingctl"
-            // The pass sender takes retries only from itself and ADMIN_USERS.
-            properties.userID = connection.user
-            try await connection.publish([UInt8](try ContractJSON.encode(message)), exchange: Topology.defaultExchange,
-                                         routingKey: PassQueues.retry, properties: properties, mandatory: true)
-            return true
-        }
+        try await act(where: matches) { try await sendRetry(of: $0) }
+    }
+
+    /// Publishes an operator retry of `entry` to `pass-sender.retry` (attempts
+    /// reset, a fresh retry token) and waits for the broker's confirm.
+    /// Returns false, publishing nothing, when the body is not a
+    /// `passes.failed` message.
+    public func sendRetry(of entry: FailedPassEntry) async throws -> Bool {
+        guard let pass = entry.pass else { return false }
+        let message = PassRetryMessage.operatorRetry(of: pass, token: RandomID.uuidString())
+        var properties = AMQPProperties.persistentJSON(type: PassQueues.retryMessageType, messageID: RandomID.uuidString(),
+                                                       headers: message.headers)
+        properties.appID = "bookingctl"
+        // The pass sender takes retries only from itself and ADMIN_USERS.
+        properties.userID = connection.user
+        try await connection.publish([UInt8](try ContractJSON.encode(message)), exchange: Topology.defaultExchange,
+                                     routingKey: PassQueues.retry, properties: properties, mandatory: true)
+        return true
     }
 
     /// Removes the matching passes, keeping a copy with `reason` (and who
@@ -104,50 +108,38 @@ public struct FailedPassQueue: Sendable {
     }
 
     /// Holds every message; for each match runs `replace` and acks the
-    /// original if it returned true; returns the others in order.
+    /// original if it returned true; returns the others in order. After
+    /// the first failure nothing more is replaced (the rest go back
+    /// untouched) and the error is thrown.
     private func act(where matches: (FailedPassEntry) -> Bool,
                      replace: (FailedPassEntry) async throws -> Bool) async throws -> [FailedPassEntry] {
-        let held = try await fetchAll()
-        var done: [FailedPassEntry] = []
-        var failure: (any Error)?
-        for (entry, delivery) in held {
-            if failure == nil, matches(entry) {
-                do {
-                    if try await replace(entry) {
-                        try await delivery.ack()
-                        done.append(entry)
-                        continue
-                    }
-                } catch {
-                    failure = error
-                }
+        let snapshot = try await QueueSnapshot.hold(Topology.passesFailedQueue, like: connection)
+        let entries = snapshot.deliveries.enumerated().map { FailedPassEntry(position: $0, delivery: $1) }
+        var failed = false
+        let outcomes = try await snapshot.settle { position, _ in
+            guard !failed, matches(entries[position]) else { return false }
+            do {
+                return try await replace(entries[position])
+            } catch {
+                failed = true
+                throw error
             }
-            try await delivery.nack(requeue: true)
         }
-        if let failure { throw failure }
-        return done
-    }
-
-    private func fetchAll() async throws -> [(FailedPassEntry, AMQPDelivery)] {
-        var held: [(FailedPassEntry, AMQPDelivery)] = []
-        do {
-            while let delivery = try await connection.get(queue: Topology.passesFailedQueue) {
-                let entry = FailedPassEntry(
-                    position: held.count, messageID: delivery.properties.messageID,
-                    pass: try? ContractJSON.decode(FailedPass.self, from: delivery.body), body: delivery.body,
-                    headers: delivery.properties.headers,
-                    deliveryCount: delivery.properties.headers["x-delivery-count"]?.intValue.map { Int($0) })
-                held.append((entry, delivery))
-            }
-        } catch {
-            try? await requeue(held.map(\.1))
-            throw error
+        for case .failed(let error)? in outcomes { throw error }
+        return zip(entries, outcomes).compactMap { entry, outcome in
+            if case .done? = outcome { return entry }
+            return nil
         }
-        return held
     }
+}
 
-    private func requeue(_ deliveries: [AMQPDelivery]) async throws {
-        for delivery in deliveries { try await delivery.nack(requeue: true) }
+extension FailedPassEntry {
+    /// The entry for a `passes.failed` message held at `position`.
+    public init(position: Int, delivery: AMQPDelivery) {
+        self.init(position: position, messageID: delivery.properties.messageID,
+                  pass: try? ContractJSON.decode(FailedPass.self, from: delivery.body), body: delivery.body,
+                  headers: delivery.properties.headers,
+                  deliveryCount: delivery.properties.headers["x-delivery-count"]?.intValue.map { Int($0) })
     }
 }
 

@@ -14,12 +14,12 @@ struct BookingCtl: AsyncParsableCommand {
             exit non-zero on an error reply (the contract's error code is printed).
 
             Exit status: 0 success; 1 error reply (or other failure); 3 no failed pass
-            matched (passes failed show/retry/discard); 64 bad usage; 68 nothing
+            or message matched (passes failed / failed show/retry/discard); 64 bad usage; 68 nothing
             receives the message (service or topology missing); 69 broker
             unreachable, login refused or no reply in time.
             """,
         subcommands: [RoomCommand.self, BookCommand.self, ConfirmCommand.self, RejectCommand.self, CheckinCommand.self, CancelCommand.self,
                       UpdateCommand.self,
-                      RescheduleCommand.self, BookingsCommand.self, RoomsCommand.self, PassesCommand.self, ProjectorCommand.self,
+                      RescheduleCommand.self, BookingsCommand.self, RoomsCommand.self, PassesCommand.self, FailedCommand.self, ProjectorCommand.self,
                       TopologyCommand.self])
 }

@@ -162,37 +162,21 @@ struct FailedPassesCommand: AsyncParsableCommand {
     }
 }
 
+/// One run over `passes.failed` under the operators' lock (see ``OperatorRun``).
 private func withQueue<T: Sendable>(_ global: GlobalOptions, _ body: (FailedPassQueue) async throws -> T) async throws -> T {
-    let connection: AMQPConnection
-    do {
-        connection = try await CommandClient(global: global).connect()
-    } catch let error as CLIError {
-        FileHandle.standardError.write(Data("bookingctl: \(error.description)\n".utf8))
-        throw error.exit
-    }
-    let queue = FailedPassQueue(connection: connection)
-    do {
-        try await queue.declare()
-    } catch {
-        await connection.close()
-        FileHandle.standardError.write(Data("bookingctl: cannot use \(Topology.passesFailedQueue): \(error)\n".utf8))
-        throw ExitCode(1)
-    }
-    do {
-        let result = try await body(queue)
-        await connection.close()
-        return result
-    } catch {
-        await connection.close()
-        throw error
+    try await OperatorRun.run(global) { connection in
+        let queue = FailedPassQueue(connection: connection)
+        do {
+            try await queue.declare()
+        } catch {
+            OperatorRun.fail("cannot use \(Topology.passesFailedQueue): \(error)", ExitCode(1))
+        }
+        return try await body(queue)
     }
 }
 
 private func grouped(_ entries: [FailedPassEntry], by key: (FailedPassEntry) -> String) -> String {
-    var counts: [String: Int] = [:]
-    for e in entries { counts[key(e), default: 0] += 1 }
-    return counts.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
-        .map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+    OperatorRun.counts(entries, by: key).map { "\($0.key)=\($0.count)" }.joined(separator: " ")
 }
 
 private func line(_ e: FailedPassEntry) -> String {
@@ -233,8 +217,4 @@ private func report(_ entries: [FailedPassEntry], verb: String, json: Bool) {
     }
 }
 
-private func printJSON(_ object: Any) {
-    if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]) {
-        print(String(decoding: data, as: UTF8.self))
-    }
-}
+private func printJSON(_ object: Any) { OperatorRun.printJSON(object) }

@@ -53,6 +53,15 @@ public final class AMQPConnection: Sendable, Service {
         return AMQPConnection(loop: loop)
     }
 
+    /// Opens another connection with this one's configuration and logger
+    /// (its own TCP connection and channels), e.g. for a ``QueueSnapshot``,
+    /// whose held messages go back to their queue when it closes.
+    public func sibling(named name: String) async throws(AMQPError) -> AMQPConnection {
+        var configuration = loop.configuration
+        configuration.connectionName = name
+        return try await Self.connect(configuration: configuration, logger: loop.logger)
+    }
+
     /// The broker user this connection logs in as: the only value RabbitMQ
     /// accepts in the `user_id` property of what it publishes.
     public var user: String { loop.configuration.url.user }

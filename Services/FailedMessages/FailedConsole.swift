@@ -1,0 +1,235 @@
+import AMQPClient
+import BookingContracts
+import Foundation
+import PassSender
+
+/// The operators' console over every failed message of the set
+/// (`bookingctl failed …`): list, retry to where a message came from, or
+/// discard with an audit copy — without losing, reordering or duplicating
+/// one. docs/operations.md ("Failed messages") is the runbook.
+///
+/// **Reading.** Each queue is held whole as a ``QueueSnapshot`` (consumed
+/// unacknowledged on a connection of its own; untouched messages go back in
+/// queue order in front of whatever arrived meanwhile when it closes), one
+/// queue at a time, under the ``QueueLock`` ``FailedQueues/lock`` so two
+/// operators never hold the same queue at once. A message leaves its queue only by an ack, and only after
+/// its replacement — the retried message, or the audit copy — was confirmed.
+///
+/// **Identity of a retry.** A retried message keeps its original sender:
+/// it is published with the original `user_id` (a command stays the
+/// caller's — same idempotency scope in the handler's inbox, same rights;
+/// an event stays the booking handler's, so consumers still trust it).
+/// RabbitMQ accepts a `user_id` other than the connection's only from a
+/// user with the `impersonator` tag, which the shipped `bookingctl` user
+/// has; docs/security.md has the risk. Without the tag the broker refuses
+/// the publish and the message stays where it is.
+public struct FailedConsole: Sendable {
+    /// The operator's connection.
+    public let connection: AMQPConnection
+    /// Broker users whose re-published dead letters name the original
+    /// sender in `x-original-user-id` (the booking handler's user).
+    public let serviceUsers: Set<String>
+
+    /// A console on `connection`. Call ``prepare(lockTimeout:)`` first.
+    public init(connection: AMQPConnection, serviceUsers: Set<String> = ["booking-handler"]) {
+        self.connection = connection
+        self.serviceUsers = serviceUsers
+    }
+
+    /// Takes the operators' lock (waiting up to `lockTimeout` seconds for
+    /// another operator's run to end) and makes sure the archive queue
+    /// exists (the shipped definitions have it; on an embedded broker it is
+    /// declared here).
+    public func prepare(lockTimeout: Double) async throws {
+        try await QueueLock.acquire(FailedQueues.lock, on: connection, waitingUpTo: lockTimeout)
+        if try await !exists(FailedQueues.archive) {
+            try await connection.declare([.queue(QueueDeclaration(FailedQueues.archive, type: .quorum))])
+        }
+    }
+
+    /// Gives the operators' lock back (closing the connection does too).
+    public func finish() async throws {
+        try await QueueLock.release(FailedQueues.lock, on: connection)
+    }
+
+    /// What a listing found.
+    public struct Listing: Sendable {
+        /// Every message, queue by queue in the order asked, oldest first within a queue.
+        public var messages: [FailedMessage]
+        /// Queues that do not exist on this broker (e.g. `pass-sender.retry.dead`
+        /// before the pass sender first started).
+        public var missing: [String]
+        /// Queues with more than ``QueueSnapshot/maximumHeld`` messages: only
+        /// the first ones were read.
+        public var incomplete: [String] = []
+    }
+
+    /// Every message of `queues`; the queues are left as they were.
+    public func list(_ queues: [String]) async throws -> Listing {
+        var listing = Listing(messages: [], missing: [])
+        for queue in queues {
+            guard try await exists(queue) else {
+                listing.missing.append(queue)
+                continue
+            }
+            let snapshot = try await QueueSnapshot.hold(queue, like: connection)
+            try await snapshot.release()
+            listing.messages += messages(of: snapshot)
+            if !snapshot.isComplete { listing.incomplete.append(queue) }
+        }
+        return listing
+    }
+
+    /// What retry or discard did.
+    public struct Outcome: Sendable {
+        /// Messages moved (retried, or archived) and removed from their queue.
+        public var done: [FailedMessage] = []
+        /// Messages that matched but could not be moved; each stays where it
+        /// was. The text says why.
+        public var failed: [(message: FailedMessage, error: String)] = []
+    }
+
+    /// Retries the matching messages of `queues`: each is published to the
+    /// exchange and routing key it originally came by (RabbitMQ's `x-death`,
+    /// else the booking handler's `x-original-exchange`/`-routing-key`, else
+    /// straight into the queue it died in), as its original sender, with a
+    /// publisher confirm; only then is the dead copy removed. A
+    /// `passes.failed` message goes back to the pass sender as an operator
+    /// retry (`pass-sender.retry`, attempts reset), as `bookingctl passes
+    /// failed retry` does.
+    public func retry(_ queues: [String], by operatorName: String,
+                      where matches: (FailedMessage) -> Bool) async throws -> Outcome {
+        try await act(queues, where: matches) { message, delivery in
+            if message.queue == Topology.passesFailedQueue {
+                let entry = FailedPassEntry(position: message.position, delivery: delivery)
+                guard try await FailedPassQueue(connection: connection).sendRetry(of: entry) else {
+                    throw ConsoleError("not a passes.failed message (unreadable body): nothing to send again")
+                }
+                return
+            }
+            guard let target = message.target else { throw ConsoleError("no original exchange or queue known") }
+            var properties = message.properties
+            for header in Self.deathNotes { properties.headers[header] = nil }
+            let count = (properties.headers["x-retry-count"]?.intValue ?? 0) + 1
+            properties.headers["x-retry-count"] = .int64(count)
+            properties.headers["x-retried-from"] = .string(message.queue)
+            properties.headers["x-retried-by"] = .string(operatorName)
+            properties.headers["x-retried-at"] = .string(ContractFormat.timestamp(Date()))
+            properties.userID = message.originalUser
+            // Dead-lettering dropped any expiration already; a retry is an
+            // operator's decision to run it now, so none is set again.
+            properties.expiration = nil
+            do {
+                try await connection.publish(message.body, exchange: target.exchange, routingKey: target.routingKey,
+                                             properties: properties, mandatory: true)
+            } catch let error as AMQPError where error.code == .channelClosed && error.replyCode == 406 && message.originalUser != nil
+                && message.originalUser != connection.user {
+                throw ConsoleError("the broker refused user_id '\(message.originalUser ?? "")' from '\(connection.user)': "
+                                   + "retrying as the original sender needs a broker user with the impersonator tag "
+                                   + "(docs/security.md) — \(error.message)")
+            }
+        }
+    }
+
+    /// Removes the matching messages of `queues`, each after its audit copy
+    /// (body and properties as they were, plus `x-archived-from`,
+    /// `x-archived-id`, `x-archive-reason`, `x-archived-by`, `x-archived-at`)
+    /// was confirmed in ``FailedQueues/archive``.
+    public func discard(_ queues: [String], reason: String, by operatorName: String,
+                        where matches: (FailedMessage) -> Bool) async throws -> Outcome {
+        try await act(queues, where: matches) { message, _ in
+            var properties = message.properties
+            properties.headers["x-archived-from"] = .string(message.queue)
+            properties.headers["x-archived-id"] = .string(message.id)
+            properties.headers["x-archive-reason"] = .string(reason)
+            properties.headers["x-archived-by"] = .string(operatorName)
+            properties.headers["x-archived-at"] = .string(ContractFormat.timestamp(Date()))
+            if let user = message.originalUser { properties.headers["x-archived-user-id"] = .string(user) }
+            // The copy is the operator's own message: RabbitMQ checks user_id
+            // against the publisher, and the original sender is in the header.
+            properties.userID = connection.user
+            properties.expiration = nil
+            properties.deliveryMode = .persistent
+            try await connection.publish(message.body, exchange: Topology.defaultExchange,
+                                         routingKey: FailedQueues.archive, properties: properties, mandatory: true)
+        }
+    }
+
+    /// Removes the audit copies archived before `cutoff` (oldest first;
+    /// copies without a readable `x-archived-at` are kept). Returns how many.
+    public func purgeArchived(before cutoff: Date) async throws -> Int {
+        let snapshot = try await QueueSnapshot.hold(FailedQueues.archive, like: connection)
+        let outcomes = try await snapshot.settle { _, delivery in
+            guard let text = delivery.properties.headers["x-archived-at"]?.stringValue,
+                  let at = ContractFormat.parseTimestamp(text) else { return false }
+            return at < cutoff
+        }
+        for case .failed(let error)? in outcomes { throw error }
+        return outcomes.filter { if case .done? = $0 { true } else { false } }.count
+    }
+
+    /// Every audit copy, oldest first (the archive is left as it was).
+    public func archived() async throws -> [AMQPDelivery] {
+        let snapshot = try await QueueSnapshot.hold(FailedQueues.archive, like: connection)
+        try await snapshot.release()
+        return snapshot.deliveries
+    }
+
+    /// Headers a service or the broker wrote about the failure; a retried
+    /// message goes out without the service's (its next failure writes
+    /// them afresh). RabbitMQ's own `x-death` history stays with it.
+    static let deathNotes = ["x-death-reason", "x-error-code", "x-original-user-id", "x-original-expiration",
+                             "x-original-routing-key", "x-original-exchange", "x-dead-lettered-by", "x-delivery-count"]
+
+    private func act(_ queues: [String], where matches: (FailedMessage) -> Bool,
+                     move: (FailedMessage, AMQPDelivery) async throws -> Void) async throws -> Outcome {
+        var outcome = Outcome()
+        for queue in queues {
+            guard try await exists(queue) else { continue }
+            let snapshot = try await QueueSnapshot.hold(queue, like: connection)
+            let held = messages(of: snapshot)
+            let results = try await snapshot.settle { position, delivery in
+                guard matches(held[position]) else { return false }
+                try await move(held[position], delivery)
+                return true
+            }
+            for (message, result) in zip(held, results) {
+                switch result {
+                case .done?: outcome.done.append(message)
+                case .failed(let error)?: outcome.failed.append((message, "\(error)"))
+                case nil: break
+                }
+            }
+        }
+        return outcome
+    }
+
+    private func messages(of snapshot: QueueSnapshot) -> [FailedMessage] {
+        snapshot.deliveries.enumerated().map {
+            FailedMessage(queue: snapshot.queue, position: $0, delivery: $1, serviceUsers: serviceUsers)
+        }
+    }
+
+    /// Whether `queue` exists (a passive declare; needs no permission).
+    private func exists(_ queue: String) async throws -> Bool {
+        let failure: AMQPError?
+        do {
+            _ = try await connection.queueInfo(queue)
+            failure = nil
+        } catch {
+            failure = error
+        }
+        guard let failure else { return true }
+        if failure.code == .channelClosed && failure.replyCode == 404 { return false }
+        throw failure
+    }
+}
+
+/// A failure of one console action, in words for the operator.
+public struct ConsoleError: Error, CustomStringConvertible {
+    /// What went wrong.
+    public let description: String
+
+    /// An error saying `description`.
+    public init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,201 @@
+import AMQPClient
+import BookingContracts
+import Foundation
+import PassSender
+
+/// The queues where the set's failed messages end up, as the operators'
+/// console (`bookingctl failed`) sees them. See docs/operations.md,
+/// "Failed messages".
+public enum FailedQueues {
+    /// Every dead-letter queue of the set: `<queue>.dead` of each contract
+    /// service queue (``Topology/serviceQueues``, so a service queue added
+    /// to the contract is covered without touching this) and of the pass
+    /// sender's `pass-sender.retry`.
+    public static var deadLetterQueues: [String] {
+        Topology.serviceQueues.map { Topology.deadLetterQueue(for: $0.name) }
+            + [Topology.deadLetterQueue(for: PassQueues.retry)]
+    }
+
+    /// Every queue the console reads, in listing order: the dead-letter
+    /// queues, then `passes.failed`.
+    public static var all: [String] { deadLetterQueues + [Topology.passesFailedQueue] }
+
+    /// `bookingctl.archive`: the audit copies of discarded messages (quorum,
+    /// in the shipped definitions; emptied only by `failed purge-archived`).
+    public static let archive = "bookingctl.archive"
+
+    /// The exclusive queue that serialises operators' reads of these
+    /// queues (``QueueLock``); `bookingctl passes failed` takes it too.
+    public static let lock = "bookingctl.failed.lock"
+
+    /// The service queue whose dead letters `queue` holds (`x.dead` → `x`),
+    /// nil for `passes.failed`.
+    public static func sourceQueue(of queue: String) -> String? {
+        queue.hasSuffix(".dead") ? String(queue.dropLast(".dead".count)) : nil
+    }
+}
+
+/// What the console groups failed messages by (`--group-by`).
+public enum FailedGrouping: String, Sendable, CaseIterable {
+    /// Why it failed (the service's `x-death-reason`, else RabbitMQ's
+    /// `x-death` reason, else the pass's last error).
+    case reason
+    /// The queue it waits in.
+    case queue
+    /// The command, event or query type (its original routing key).
+    case type
+    /// The UTC day it first failed.
+    case day
+}
+
+/// One failed message as operators see it: where it waits, why, whose it
+/// is and where a retry sends it.
+public struct FailedMessage: Sendable {
+    /// Stable identity: 16 hex digits of FNV-1a 64 over the queue, the
+    /// `message_id`, the first death (queue, reason, time) or the service's
+    /// reason header, the original sender and the body — all things that do
+    /// not change while the message waits (unlike `x-delivery-count`, which
+    /// quorum queues raise at every listing). Two byte-identical copies of
+    /// one message in one queue share an id, and are acted on together.
+    public var id: String
+    /// The queue it waits in.
+    public var queue: String
+    /// 0-based position in that queue when read (0 = oldest).
+    public var position: Int
+    /// Why it failed.
+    public var reason: String
+    /// Command, event or query type: the routing key it was originally
+    /// published with, else its AMQP `type`.
+    public var type: String
+    /// When it (first) failed, if known.
+    public var failedAt: Date?
+    /// The broker user that sent the original message (nil: anonymous).
+    /// For copies the booking handler re-published with its own `user_id`
+    /// this is its `x-original-user-id` header; see ``FailedConsole``.
+    public var originalUser: String?
+    /// Where a retry publishes it (exchange, routing key); nil for
+    /// `passes.failed`, whose retry goes through the pass sender.
+    public var target: (exchange: String, routingKey: String)?
+    /// The AMQP properties and headers as they are in the queue.
+    public var properties: AMQPProperties
+    /// The body.
+    public var body: [UInt8]
+    /// The decoded body of a `passes.failed` message.
+    public var pass: FailedPass?
+
+    /// Reads a held message of `queue`.
+    ///
+    /// - Parameter serviceUsers: broker users whose re-published copies carry
+    ///   the original sender in `x-original-user-id` (the booking handler).
+    ///   The header is believed only on a message whose verified `user_id`
+    ///   is one of them: anybody can put the header on their own message.
+    public init(queue: String, position: Int, delivery: AMQPDelivery, serviceUsers: Set<String>) {
+        self.init(queue: queue, position: position, properties: delivery.properties, body: delivery.body,
+                  serviceUsers: serviceUsers)
+    }
+
+    /// Reads a message of `queue` from its properties and body (see the
+    /// other initializer).
+    public init(queue: String, position: Int, properties: AMQPProperties, body: [UInt8], serviceUsers: Set<String>) {
+        let delivery = (properties: properties, body: body)
+        self.queue = queue
+        self.position = position
+        self.properties = delivery.properties
+        self.body = delivery.body
+        let headers = delivery.properties.headers
+        let source = FailedQueues.sourceQueue(of: queue)
+        let deaths = delivery.properties.xDeath
+        let death = source.flatMap { s in deaths.first { $0.queue == s } } ?? deaths.first
+        // A copy a service re-published itself (reason in its headers, its
+        // own verified user_id), not one RabbitMQ dead-lettered.
+        let republishedByService = (delivery.properties.userID.map(serviceUsers.contains) ?? false)
+            && headers["x-death-reason"] != nil
+
+        if queue == Topology.passesFailedQueue {
+            let pass = try? ContractJSON.decode(FailedPass.self, from: delivery.body)
+            self.pass = pass
+            reason = pass.map { p in "pass failed: " + (p.lastErrorCode.map { "error \($0.rawValue)" } ?? p.lastErrorText) }
+                ?? "pass failed: unreadable body"
+            type = "pass.failed"
+            failedAt = pass.flatMap { ContractFormat.parseTimestamp($0.firstFailureAt) }
+            originalUser = delivery.properties.userID
+            target = nil
+        } else {
+            pass = nil
+            reason = headers["x-death-reason"]?.stringValue ?? death?.reason ?? "unknown"
+            if republishedByService {
+                originalUser = headers["x-original-user-id"]?.stringValue
+            } else {
+                originalUser = delivery.properties.userID
+            }
+            if let death, let key = death.routingKeys.first {
+                target = (death.exchange, key)
+            } else if republishedByService, let exchange = headers["x-original-exchange"]?.stringValue,
+                      let key = headers["x-original-routing-key"]?.stringValue {
+                target = (exchange, key)
+            } else {
+                // Nothing says how it came: back into the queue it died in.
+                target = source.map { (Topology.defaultExchange, $0) }
+            }
+            let routedType = target.flatMap { $0.exchange.isEmpty ? nil : $0.routingKey }
+            type = routedType ?? delivery.properties.type ?? target?.routingKey ?? "unknown"
+            let oldest = deaths.last?.time ?? delivery.properties.timestamp
+            failedAt = oldest.map { Date(timeIntervalSince1970: TimeInterval($0)) }
+        }
+
+        var hash = FNV1a64()
+        hash.add(queue)
+        hash.add(delivery.properties.messageID ?? "")
+        hash.add(headers["x-first-death-queue"]?.stringValue ?? "")
+        hash.add(headers["x-first-death-reason"]?.stringValue ?? "")
+        hash.add(deaths.last.flatMap { $0.time.map(String.init) } ?? "")
+        hash.add(headers["x-death-reason"]?.stringValue ?? "")
+        hash.add(originalUser ?? "")
+        hash.add(delivery.properties.timestamp.map(String.init) ?? "")
+        hash.add(delivery.body)
+        id = hash.hex
+    }
+
+    /// The UTC day (`YYYY-MM-DD`) it failed, or `unknown`.
+    public var day: String {
+        failedAt.map { String(ContractFormat.timestamp($0).prefix(10)) } ?? "unknown"
+    }
+
+    /// Its group under `grouping`, as `<grouping>:<value>` (what `--group` takes).
+    public func group(_ grouping: FailedGrouping) -> String {
+        switch grouping {
+        case .reason: "reason:" + reason
+        case .queue: "queue:" + queue
+        case .type: "type:" + type
+        case .day: "day:" + day
+        }
+    }
+
+    /// Whether `--group` names this message's group (any grouping).
+    public func isIn(group: String) -> Bool {
+        FailedGrouping.allCases.contains { self.group($0) == group }
+    }
+}
+
+/// 64-bit FNV-1a, for ids that stay the same across runs and machines
+/// (Swift's `Hasher` is seeded per process). Fields are separated by a NUL
+/// so that ("ab", "c") and ("a", "bc") differ.
+struct FNV1a64 {
+    private(set) var value: UInt64 = 0xcbf2_9ce4_8422_2325
+
+    mutating func add(_ bytes: some Sequence<UInt8>) {
+        for byte in bytes {
+            value ^= UInt64(byte)
+            value &*= 0x100_0000_01b3
+        }
+        value ^= 0
+        value &*= 0x100_0000_01b3
+    }
+
+    mutating func add(_ text: String) { add(text.utf8) }
+
+    var hex: String {
+        let digits = String(value, radix: 16)
+        return String(repeating: "0", count: 16 - digits.count) + digits
+    }
+}
