@@ -85,7 +85,7 @@ public struct PassConsumer: Sendable {
     public func handleEvent(_ delivery: AMQPDelivery) async {
         var logger = self.logger
         logger[metadataKey: "amqp.message_id"] = delivery.properties.messageID.map { .string($0) }
-        let typeText = delivery.properties.type.flatMap { $0.isEmpty ? nil : $0 } ?? delivery.routingKey
+        let typeText = EventType.name(typeProperty: delivery.properties.type, routingKey: delivery.routingKey)
         if let refusal = eventSender.refusal(delivery.properties) {
             await poison(delivery, reason: refusal, logger: logger, label: "untrusted-sender")
             observer?(Settled(queue: Topology.passSenderEventsQueue, type: typeText, bookingId: nil,
@@ -211,8 +211,7 @@ public struct PassConsumer: Sendable {
             await locks.unlock(bookingId)
             logger.error("message could not be finished; requeueing", metadata: ["error": "\(error)"])
             Counter(label: "pass_messages_total", dimensions: [("type", label), ("outcome", "requeued")]).increment()
-            try? await Task.sleep(for: .seconds(1))
-            try? await delivery.nack(requeue: true)
+            await delivery.requeueAfterPause()
             observer?(Settled(queue: queue, type: label, bookingId: bookingId, outcome: .requeued, summary: nil))
             return
         }

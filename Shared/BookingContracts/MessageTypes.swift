@@ -33,6 +33,14 @@ public enum CommandType: String, CaseIterable, Codable, Sendable, Hashable {
 /// Event types: the AMQP `type` property of an event and its routing key on
 /// ``Topology/eventsExchange``.
 public enum EventType: String, CaseIterable, Codable, Sendable, Hashable {
+    /// The name an event goes by: its `type` property, else (absent or
+    /// empty) its routing key — the same rule as for commands. Consumers
+    /// log and count by this text even when it names no known type.
+    public static func name(typeProperty: String?, routingKey: String) -> String {
+        if let typeProperty, !typeProperty.isEmpty { return typeProperty }
+        return routingKey
+    }
+
     /// A room was created or replaced. Body: ``RoomRegistered``.
     case roomRegistered = "room.registered"
     /// A booking was created (pending or confirmed). Body: ``BookingEvent``.

@@ -66,6 +66,15 @@ struct ContractBasicsTests {
         for type in EventType.allCases { #expect(text.contains("messageType: \(type.rawValue),")) }
     }
 
+    /// An event's name: the `type` property, else (absent or empty) the
+    /// routing key — as for commands.
+    @Test func eventNames() {
+        #expect(EventType.name(typeProperty: "booking.created", routingKey: "booking.confirmed") == "booking.created")
+        #expect(EventType.name(typeProperty: "", routingKey: "booking.confirmed") == "booking.confirmed")
+        #expect(EventType.name(typeProperty: nil, routingKey: "x.y") == "x.y")
+        #expect(CommandType.resolve(typeProperty: "", routingKey: "booking.create") == .createBooking)
+    }
+
     @Test func messageTypes() {
         #expect(CommandType.allCases.map(\.rawValue)
                     == ["room.register", "booking.create", "booking.confirm", "booking.cancel", "booking.reject",

@@ -80,7 +80,7 @@ public struct EventConsumer: Sendable {
 
     func handle(_ delivery: AMQPDelivery) async {
         let started = DispatchTime.now()
-        let type = delivery.properties.type.flatMap { $0.isEmpty ? nil : $0 } ?? delivery.routingKey
+        let type = EventType.name(typeProperty: delivery.properties.type, routingKey: delivery.routingKey)
         let outcome = sender.refusal(delivery.properties).map { EventReader.Outcome.untrusted($0) }
             ?? EventReader.read(type: type, body: delivery.body)
         switch outcome {
@@ -114,8 +114,7 @@ public struct EventConsumer: Sendable {
                 try? await delivery.nack(requeue: true)
             } catch {
                 logger.error("read model update failed; requeueing", metadata: ["error": "\(error)"])
-                try? await Task.sleep(for: .seconds(1))
-                try? await delivery.nack(requeue: true)
+                await delivery.requeueAfterPause()
             }
         }
         lag.recordInterval(since: started)

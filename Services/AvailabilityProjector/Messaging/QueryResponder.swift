@@ -3,6 +3,7 @@ import BookingContracts
 import Foundation
 import Logging
 import Metrics
+import ServiceSupport
 
 /// Answers availability queries on `availability.queries` (RPC): replies
 /// to `reply_to` through the default exchange with the request's
@@ -16,6 +17,7 @@ public struct QueryResponder: Sendable {
     let logger: Logger
     /// `REQUIRE_USER_ID`: queries without `user_id` get 2003.
     let requireUserID: Bool
+    let replies: ReplySender
     private let latency = Timer(label: "projector_query_seconds", dimensions: [("via", "amqp")])
 
     public init(connection: AMQPConnection, engine: QueryEngine, logger: Logger, requireUserID: Bool = false) {
@@ -23,6 +25,7 @@ public struct QueryResponder: Sendable {
         self.engine = engine
         self.logger = logger
         self.requireUserID = requireUserID
+        self.replies = ReplySender(connection: connection, appID: "availability-projector")
     }
 
     public func service(prefetch: UInt16 = 64, concurrency: Int = 8) -> AMQPConsumerService {
@@ -66,23 +69,12 @@ public struct QueryResponder: Sendable {
         }
         let (body, ok) = answer(body: delivery.body, caller: caller)
         Counter(label: "projector_queries_total", dimensions: [("via", "amqp"), ("outcome", ok ? "ok" : "rejected")]).increment()
-        if let replyTo = delivery.properties.replyTo, !replyTo.isEmpty {
-            let properties = AMQPProperties(
-                contentType: MessageProperties.contentType, deliveryMode: .persistent,
-                correlationID: MessageProperties.replyCorrelationID(correlationID: delivery.properties.correlationID,
-                                                                    messageID: delivery.properties.messageID),
-                timestamp: UInt64(Date().timeIntervalSince1970), type: MessageProperties.availabilityReplyType,
-                userID: connection.user, appID: "availability-projector")
-            do {
-                try await connection.publish(body, exchange: "", routingKey: replyTo, properties: properties,
-                                             mandatory: !replyTo.hasPrefix(MessageProperties.directReplyTo))
-            } catch let error where error.code == .unroutable || error.code == .invalidArgument {
-                logger.warning("availability reply could not be delivered", metadata: ["error": "\(error)"])
-            } catch {
-                // Connection trouble: leave the query for redelivery.
-                try? await delivery.nack(requeue: true)
-                return
-            }
+        do {
+            try await replies.reply(body, type: MessageProperties.availabilityReplyType, to: delivery.properties, logger: logger)
+        } catch {
+            // Connection trouble: leave the query for redelivery.
+            try? await delivery.nack(requeue: true)
+            return
         }
         try? await delivery.ack()
         latency.recordInterval(since: started)

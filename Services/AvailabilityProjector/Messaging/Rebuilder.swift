@@ -237,20 +237,15 @@ public final class Rebuilder: Sendable {
                 reply = .init(error: ReplyError(code: ProjectorControl.rebuildFailed, text: "rebuild failed: \(error)"))
             }
         }
-        if let replyTo = delivery.properties.replyTo, !replyTo.isEmpty, let body = try? ContractJSON.encode(reply) {
-            let properties = AMQPProperties(
-                contentType: MessageProperties.contentType, deliveryMode: .persistent,
-                correlationID: MessageProperties.replyCorrelationID(correlationID: delivery.properties.correlationID,
-                                                                    messageID: delivery.properties.messageID),
-                timestamp: UInt64(Date().timeIntervalSince1970), type: ProjectorControl.replyType,
-                appID: "availability-projector")
+        if let body = try? ContractJSON.encode(reply) {
             do {
-                try await connection.publish([UInt8](body), exchange: "", routingKey: replyTo, properties: properties)
+                // Mandatory like every reply (this copy used to leave it out).
+                try await ReplySender(connection: connection, appID: "availability-projector")
+                    .reply([UInt8](body), type: ProjectorControl.replyType, to: delivery.properties, logger: logger)
             } catch {
                 // The rebuild itself is done (or failed and said so); only the
                 // requester misses the answer, and bookingctl reports a timeout.
-                logger.warning("rebuild reply could not be published", metadata: [
-                    "amqp.reply_to": .string(String(replyTo.prefix(255))), "error": "\(error)"])
+                logger.warning("rebuild reply could not be published", metadata: ["error": "\(error)"])
             }
         }
         try? await delivery.ack()

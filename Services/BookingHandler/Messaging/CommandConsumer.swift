@@ -3,6 +3,7 @@ import BookingContracts
 import Foundation
 import Logging
 import Metrics
+import ServiceSupport
 
 /// Handles deliveries from `booking-handler.commands`: runs each command,
 /// publishes its reply, dead-letters poison, and only then acks.
@@ -23,6 +24,8 @@ public struct CommandConsumer: Sendable {
     let replays = ReplayGate()
     /// Most messages per second one replay publishes (``ReplayPacer``).
     let replayRate: Int
+    /// Answers on `reply_to`.
+    let replies: ReplySender
     private let latency = Timer(label: "booking_command_duration_seconds")
 
     /// - Parameter replayRate: the most messages per second one replay
@@ -35,6 +38,7 @@ public struct CommandConsumer: Sendable {
         self.relay = relay
         self.logger = logger
         self.replayRate = replayRate
+        self.replies = ReplySender(connection: connection, appID: "booking-handler")
     }
 
     /// The consumer as a service. Up to `concurrency` commands are in
@@ -71,10 +75,7 @@ public struct CommandConsumer: Sendable {
             // queue's delivery limit dead-letters a command that never works).
             log.logger.error("command failed; requeueing", metadata: ["error": "\(error)"])
             Counter(label: "booking_commands_total", dimensions: [("type", typeLabel), ("outcome", "requeued")]).increment()
-            // A pause before the requeue keeps a broken disk from turning
-            // into a hot redelivery loop that burns the delivery limit.
-            try? await Task.sleep(for: .seconds(1))
-            try? await delivery.nack(requeue: true)
+            await delivery.requeueAfterPause()
             return
         }
 
@@ -197,31 +198,9 @@ public struct CommandConsumer: Sendable {
         return 0
     }
 
-    /// Publishes the reply to `reply_to` (default exchange), correlated by
-    /// the command's `correlation_id`, else its `message_id`.
+    /// Publishes the reply to `reply_to` (``ReplySender``).
     private func sendReply(_ body: [UInt8], to delivery: AMQPDelivery, log: LogContext) async throws {
-        guard let replyTo = delivery.properties.replyTo, !replyTo.isEmpty else { return }
-        let properties = AMQPProperties(
-            contentType: MessageProperties.contentType, deliveryMode: .persistent,
-            correlationID: MessageProperties.replyCorrelationID(
-                correlationID: delivery.properties.correlationID, messageID: delivery.properties.messageID),
-            timestamp: UInt64(Date().timeIntervalSince1970), type: MessageProperties.replyType,
-            userID: connection.user, appID: "booking-handler")
-        do {
-            // Mandatory, so a vanished reply queue is noticed; but not for
-            // direct reply-to, which RabbitMQ delivers and still reports as
-            // unroutable (it is no real queue).
-            let mandatory = !replyTo.hasPrefix(MessageProperties.directReplyTo)
-            try await connection.publish(body, exchange: "", routingKey: replyTo,
-                                         properties: properties, mandatory: mandatory)
-        } catch {
-            // The requester's reply queue is gone (or reply_to is unusable):
-            // nobody can receive this reply; the command itself is done.
-            // Anything else (no confirm) is the caller's to handle.
-            guard error.code == .unroutable || error.code == .invalidArgument else { throw error }
-            log.logger.warning("reply could not be delivered", metadata: ["amqp.reply_to": .string(String(replyTo.prefix(255))),
-                                                                      "error": "\(error)"])
-        }
+        try await replies.reply(body, type: MessageProperties.replyType, to: delivery.properties, logger: log.logger)
     }
 
     /// Re-publishes a poison command to `booking.dead-letter` (routed to

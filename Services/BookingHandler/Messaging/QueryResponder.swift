@@ -3,6 +3,7 @@ import BookingContracts
 import Foundation
 import Logging
 import Metrics
+import ServiceSupport
 
 /// Answers `booking.get` and `booking.list` on `booking.queries` (RPC,
 /// contract v1.1) with ``BookingReader``: replies to `reply_to` through the
@@ -19,6 +20,7 @@ public struct QueryResponder: Sendable {
     let connection: AMQPConnection
     let reader: BookingReader
     let logger: Logger
+    let replies: ReplySender
     private let latency = Timer(label: "booking_query_seconds")
 
     /// `type` of every reply.
@@ -29,6 +31,7 @@ public struct QueryResponder: Sendable {
         self.connection = connection
         self.reader = reader
         self.logger = logger
+        self.replies = ReplySender(connection: connection, appID: "booking-handler")
     }
 
     public func service(prefetch: UInt16 = 32, concurrency: Int = 8) -> AMQPConsumerService {
@@ -77,29 +80,17 @@ public struct QueryResponder: Sendable {
                                      routingKey: delivery.routingKey, caller: caller)
         } catch {
             logger.error("booking query failed; requeued", metadata: ["error": "\(error)"])
-            try? await Task.sleep(for: .milliseconds(500))
-            try? await delivery.nack(requeue: true)
+            await delivery.requeueAfterPause()
             return
         }
         // Keys are sorted in every reply, so `ok` comes last.
         let ok = reply.reversed().starts(with: Self.okSuffixReversed)
         Counter(label: "booking_queries_total", dimensions: [("outcome", ok ? "ok" : "refused")]).increment()
-        if let replyTo = delivery.properties.replyTo, !replyTo.isEmpty {
-            let properties = AMQPProperties(
-                contentType: MessageProperties.contentType, deliveryMode: .persistent,
-                correlationID: MessageProperties.replyCorrelationID(correlationID: delivery.properties.correlationID,
-                                                                    messageID: delivery.properties.messageID),
-                timestamp: UInt64(Date().timeIntervalSince1970), type: Self.replyType,
-                userID: connection.user, appID: "booking-handler")
-            do {
-                try await connection.publish(reply, exchange: "", routingKey: replyTo, properties: properties,
-                                             mandatory: !replyTo.hasPrefix(MessageProperties.directReplyTo))
-            } catch where error.code == .unroutable || error.code == .invalidArgument {
-                logger.warning("booking query reply could not be delivered", metadata: ["error": "\(error)"])
-            } catch {
-                try? await delivery.nack(requeue: true)
-                return
-            }
+        do {
+            try await replies.reply(reply, type: Self.replyType, to: delivery.properties, logger: logger)
+        } catch {
+            try? await delivery.nack(requeue: true)
+            return
         }
         try? await delivery.ack()
         latency.recordInterval(since: started)
