@@ -242,8 +242,8 @@ public struct PassConsumer: Sendable {
             let results = await connection.publish(batch: rows.map {
                 var properties = $0.message.properties
                 properties.userID = user
-                return (body: $0.message.body, exchange: $0.message.exchange, routingKey: $0.message.routingKey,
-                        properties: properties)
+                return AMQPClient.OutgoingMessage(body: $0.message.body, exchange: $0.message.exchange,
+                                                  routingKey: $0.message.routingKey, properties: properties)
             })
             let confirmed = zip(rows, results).compactMap { $1 == nil ? $0.id : nil }
             try await ledger.markPublished(confirmed)

@@ -96,8 +96,13 @@ public final class AMQPConnection: Sendable, Service {
         _ body: [UInt8], exchange: String = "", routingKey: String,
         properties: AMQPProperties = AMQPProperties(), mandatory: Bool = false
     ) async throws(AMQPError) {
-        let message = OutgoingMessage(exchange: exchange, routingKey: routingKey, body: body,
-                                      properties: properties, mandatory: mandatory)
+        try await publish(OutgoingMessage(body: body, exchange: exchange, routingKey: routingKey, properties: properties,
+                                          mandatory: mandatory))
+    }
+
+    /// Publishes `message` and waits for the broker's confirm (see
+    /// ``publish(_:exchange:routingKey:properties:mandatory:)``).
+    public func publish(_ message: OutgoingMessage) async throws(AMQPError) {
         try AMQPLimits.message(message)
         try await loop.submit { .publish(message, $0) }
     }
@@ -106,14 +111,11 @@ public final class AMQPConnection: Sendable, Service {
     /// channel in that order, unlike concurrent `publish` calls) and waits
     /// until each is confirmed or failed. Returns one entry per message:
     /// nil when confirmed, else the error.
-    public func publish(batch messages: [(body: [UInt8], exchange: String, routingKey: String, properties: AMQPProperties)])
-        async -> [AMQPError?] {
+    public func publish(batch messages: [OutgoingMessage]) async -> [AMQPError?] {
         var outgoing: [OutgoingMessage] = []
         var results: [AMQPError?] = Array(repeating: nil, count: messages.count)
         var positions: [Int] = []
-        for (index, m) in messages.enumerated() {
-            let message = OutgoingMessage(exchange: m.exchange, routingKey: m.routingKey, body: m.body,
-                                          properties: m.properties, mandatory: false)
+        for (index, message) in messages.enumerated() {
             do {
                 try AMQPLimits.message(message)
                 outgoing.append(message)
@@ -141,8 +143,8 @@ public final class AMQPConnection: Sendable, Service {
         _ body: [UInt8], exchange: String = "", routingKey: String,
         properties: AMQPProperties = AMQPProperties(), timeout: Duration = .seconds(10)
     ) async throws(AMQPError) -> AMQPMessage {
-        let message = OutgoingMessage(exchange: exchange, routingKey: routingKey, body: body,
-                                      properties: properties, mandatory: true)
+        let message = OutgoingMessage(body: body, exchange: exchange, routingKey: routingKey, properties: properties,
+                                      mandatory: true)
         try AMQPLimits.message(message)
         let (seconds, attoseconds) = timeout.components
         let deadline = monotonicNanos() + UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)

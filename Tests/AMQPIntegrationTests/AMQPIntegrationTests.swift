@@ -69,7 +69,7 @@ struct AMQPIntegrationTests {
         let queue = uniqueName("batch")
         try await classicQueue(queue, connection)
         let messages = (0..<500).map { i in
-            (body: Array("\(i)".utf8), exchange: "", routingKey: queue, properties: AMQPProperties(deliveryMode: .persistent))
+            OutgoingMessage(body: Array("\(i)".utf8), routingKey: queue, properties: AMQPProperties(deliveryMode: .persistent))
         }
         // Concurrent single publishes may interleave; a batch may not.
         async let other: Void = {
@@ -84,11 +84,16 @@ struct AMQPIntegrationTests {
         #expect(received.map { String(decoding: $0.body, as: UTF8.self) } == (0..<500).map(String.init))
         // An oversized entry fails alone; the rest still go out.
         let mixed = await connection.publish(batch: [
-            (body: [1], exchange: "", routingKey: queue, properties: AMQPProperties()),
-            (body: [2], exchange: "", routingKey: queue, properties: AMQPProperties(messageID: String(repeating: "m", count: 300))),
+            OutgoingMessage(body: [1], routingKey: queue),
+            OutgoingMessage(body: [2], routingKey: queue, properties: AMQPProperties(messageID: String(repeating: "m", count: 300))),
+            // Mandatory in a batch: only the one nobody receives fails.
+            OutgoingMessage(body: [3], routingKey: queue + "-nobody", mandatory: true),
+            OutgoingMessage(body: [4], routingKey: queue, mandatory: true),
         ])
         #expect(mixed[0] == nil)
         #expect(mixed[1]?.code == .invalidArgument)
+        #expect(mixed[2]?.code == .unroutable)
+        #expect(mixed[3] == nil)
         consumer.stop()
         await connection.close()
     }

@@ -294,9 +294,9 @@ struct ProjectorBenchmark: AsyncParsableCommand {
                     let t0 = monotonicNow()
                     sent.withLock { s in for e in slice { s[e.key] = t0 } }
                     let results = await connection.publish(batch: slice.map { e in
-                        (e.body, Topology.eventsExchange, EventType.bookingConfirmed.rawValue,
-                         AMQPProperties.persistentJSON(type: EventType.bookingConfirmed.rawValue, messageID: UUID().uuidString,
-                                                       userID: connection.user))
+                        OutgoingMessage(body: e.body, exchange: Topology.eventsExchange, routingKey: EventType.bookingConfirmed.rawValue,
+                                        properties: AMQPProperties.persistentJSON(type: EventType.bookingConfirmed.rawValue,
+                                                                                  messageID: UUID().uuidString, userID: connection.user))
                     })
                     if let error = results.compactMap({ $0 }).first { throw error }
                 }

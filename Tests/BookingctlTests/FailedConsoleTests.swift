@@ -333,8 +333,8 @@ struct FailedConsoleTests {
         try await producer.declare([.queue(QueueDeclaration(queue, type: .quorum))])
         func publish(_ range: Range<Int>) async throws {
             let batch = range.map { n in
-                (body: Array("\(n)".utf8), exchange: "", routingKey: queue,
-                 properties: AMQPProperties.persistentJSON(type: "availability.query", messageID: "q-\(n)"))
+                OutgoingMessage(body: Array("\(n)".utf8), routingKey: queue,
+                                properties: AMQPProperties.persistentJSON(type: "availability.query", messageID: "q-\(n)"))
             }
             for error in await producer.publish(batch: batch) { if let error { throw error } }
         }

@@ -96,7 +96,7 @@ public final class ChangePublisher: Service, Sendable {
                 return q
             }
             if batch.isEmpty { return }
-            var messages: [(body: [UInt8], exchange: String, routingKey: String, properties: AMQPProperties)] = []
+            var messages: [OutgoingMessage] = []
             var owners: [Int] = []
             for (i, pending) in batch.enumerated() {
                 for event in pending.events {
@@ -105,11 +105,13 @@ public final class ChangePublisher: Service, Sendable {
                                                                    messageID: event.eventId)
                     properties.appID = "availability-projector"
                     properties.userID = connection.user
-                    messages.append(([UInt8](body), Topology.eventsExchange, EventType.availabilityChanged.rawValue, properties))
+                    messages.append(OutgoingMessage(body: [UInt8](body), exchange: Topology.eventsExchange,
+                                                    routingKey: EventType.availabilityChanged.rawValue, properties: properties))
                     owners.append(i)
                     // v1.1: other systems follow availability on booking.public
                     // (the body has no personal data).
-                    messages.append(([UInt8](body), Topology.publicExchange, EventType.availabilityChanged.rawValue, properties))
+                    messages.append(OutgoingMessage(body: [UInt8](body), exchange: Topology.publicExchange,
+                                                    routingKey: EventType.availabilityChanged.rawValue, properties: properties))
                     owners.append(i)
                 }
             }

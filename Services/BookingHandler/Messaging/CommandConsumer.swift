@@ -152,13 +152,13 @@ public struct CommandConsumer: Sendable {
             throw ReplyError(code: .invalidField, text: "queue '\(queue.prefix(255))' does not exist", field: "queue")
         }
         let headers: AMQPTable = [ReplayStream.replayIdHeader: .string(replayId)]
-        func message(_ type: String, _ body: Data) -> (body: [UInt8], exchange: String, routingKey: String, properties: AMQPProperties) {
+        func message(_ type: String, _ body: Data) -> OutgoingMessage {
             var properties = AMQPProperties.persistentJSON(type: type, messageID: RandomID.uuidString(), headers: headers)
             properties.appID = "booking-handler"
             properties.userID = connection.user
-            return ([UInt8](body), "", queue, properties)
+            return OutgoingMessage(body: [UInt8](body), routingKey: queue, properties: properties)
         }
-        func publish(_ batch: [(body: [UInt8], exchange: String, routingKey: String, properties: AMQPProperties)]) async throws {
+        func publish(_ batch: [OutgoingMessage]) async throws {
             guard !batch.isEmpty else { return }
             if let error = await connection.publish(batch: batch).compactMap({ $0 }).first { throw error }
         }

@@ -164,11 +164,12 @@ public final class OutboxRelay: Service, Sendable {
         // (v1.1), right after their booking.events copy: an event counts as
         // published only when both are confirmed, so a failure repeats both
         // (at-least-once on each exchange, in order per booking).
-        var messages: [(body: [UInt8], exchange: String, routingKey: String, properties: AMQPProperties)] = []
+        var messages: [OutgoingMessage] = []
         var owners: [Int] = []
         for (index, event) in events.enumerated() {
             let properties = AMQPProperties.persistentJSON(type: event.routingKey, messageID: event.messageID, userID: publisher)
-            messages.append((event.body, Topology.eventsExchange, event.routingKey, properties))
+            messages.append(OutgoingMessage(body: event.body, exchange: Topology.eventsExchange, routingKey: event.routingKey,
+                                            properties: properties))
             owners.append(index)
             if let type = EventType(rawValue: event.routingKey), type.isBookingEvent {
                 guard let decoded = try? ContractJSON.decode(BookingEvent.self, from: event.body),
@@ -177,7 +178,8 @@ public final class OutboxRelay: Service, Sendable {
                                  metadata: ["event.id": .string(event.messageID)])
                     continue
                 }
-                messages.append(([UInt8](redacted), Topology.publicExchange, event.routingKey, properties))
+                messages.append(OutgoingMessage(body: [UInt8](redacted), exchange: Topology.publicExchange,
+                                                routingKey: event.routingKey, properties: properties))
                 owners.append(index)
             }
         }

@@ -11,14 +11,6 @@ import Glibc
 typealias Promise<T> = CheckedContinuation<T, any Error>
 
 /// A message on its way out.
-struct OutgoingMessage: Sendable {
-    var exchange: String
-    var routingKey: String
-    var body: [UInt8]
-    var properties: AMQPProperties
-    var mandatory: Bool
-}
-
 /// What a consumer asked for; kept so it can be re-established after a reconnect.
 struct ConsumerSpec: Sendable {
     var queue: String
