@@ -33,6 +33,19 @@ public enum FailedQueues {
     public static func sourceQueue(of queue: String) -> String? {
         queue.hasSuffix(".dead") ? String(queue.dropLast(".dead".count)) : nil
     }
+
+    /// Whether a retry of a message that died in `source` may go to
+    /// `exchange`: an exchange bound to that queue in the contract's
+    /// topology, or the default exchange with the queue's own name. What a
+    /// message says about where it came from (`x-death`, which a sender can
+    /// write into its own message and RabbitMQ 3.10 may keep) must never
+    /// send an operator's retry — published as the original sender, with
+    /// the operators' wider rights — anywhere else.
+    public static func mayRetry(from source: String, to exchange: String, routingKey: String) -> Bool {
+        if exchange == Topology.defaultExchange { return routingKey == source }
+        guard let queue = Topology.serviceQueues.first(where: { $0.name == source }) else { return false }
+        return queue.bindings.contains { $0.exchange == exchange }
+    }
 }
 
 /// What the console groups failed messages by (`--group-by`).
@@ -105,7 +118,8 @@ public struct FailedMessage: Sendable {
         let headers = delivery.properties.headers
         let source = FailedQueues.sourceQueue(of: queue)
         let deaths = delivery.properties.xDeath
-        let death = source.flatMap { s in deaths.first { $0.queue == s } } ?? deaths.first
+        // Only the death in the queue this dead-letter queue belongs to.
+        let death = source.flatMap { s in deaths.first { $0.queue == s } }
         // A copy a service re-published itself (reason in its headers, its
         // own verified user_id), not one RabbitMQ dead-lettered.
         let republishedByService = (delivery.properties.userID.map(serviceUsers.contains) ?? false)
@@ -128,13 +142,21 @@ public struct FailedMessage: Sendable {
             } else {
                 originalUser = delivery.properties.userID
             }
-            if let death, let key = death.routingKeys.first {
-                target = (death.exchange, key)
-            } else if republishedByService, let exchange = headers["x-original-exchange"]?.stringValue,
-                      let key = headers["x-original-routing-key"]?.stringValue {
-                target = (exchange, key)
+            // A service's own copy: its x-original-* headers, which it set
+            // from the delivery itself (any x-death in the copy is the
+            // sender's). Else RabbitMQ's x-death entry for the source queue.
+            // Either only where FailedQueues.mayRetry allows; otherwise, or
+            // when nothing says how it came, back into the queue it died in.
+            var claimed: (exchange: String, routingKey: String)?
+            if republishedByService, let exchange = headers["x-original-exchange"]?.stringValue,
+               let key = headers["x-original-routing-key"]?.stringValue {
+                claimed = (exchange, key)
+            } else if let death, let key = death.routingKeys.first {
+                claimed = (death.exchange, key)
+            }
+            if let source, let claimed, FailedQueues.mayRetry(from: source, to: claimed.exchange, routingKey: claimed.routingKey) {
+                target = claimed
             } else {
-                // Nothing says how it came: back into the queue it died in.
                 target = source.map { (Topology.defaultExchange, $0) }
             }
             let routedType = target.flatMap { $0.exchange.isEmpty ? nil : $0.routingKey }

@@ -49,9 +49,14 @@ public final class QueueSnapshot: Sendable {
     private let holder: AMQPConnection
     private let owner: AMQPConnection
     private let acked = Mutex(0)
+    /// The owner's reconnect count when the snapshot was taken: the
+    /// operators' lock (an exclusive queue on that connection) does not
+    /// survive a reconnect, so neither may the snapshot's work.
+    private let ownerConnections: Int
 
     private init(queue: String, deliveries: [AMQPDelivery], isComplete: Bool, holder: AMQPConnection,
                  owner: AMQPConnection) {
+        self.ownerConnections = owner.reconnectCount
         self.queue = queue
         self.deliveries = deliveries
         self.isComplete = isComplete
@@ -78,7 +83,16 @@ public final class QueueSnapshot: Sendable {
             let (held, complete) = try await withThrowingTaskGroup(of: ([AMQPDelivery], Bool).self) { group in
                 group.addTask {
                     var held: [AMQPDelivery] = []
+                    var lastTag: UInt64 = 0
                     for try await delivery in consumer {
+                        // A consumer the AMQP layer restarted (channel closed,
+                        // connection re-established) delivers the held messages
+                        // again under new tags: what we hold is no longer the
+                        // queue's front. Give it all back and fail.
+                        guard holder.reconnectCount == 0, delivery.deliveryTag > lastTag else {
+                            throw AMQPError(.connectionLost, "the snapshot's consumer of \(queue) was restarted; nothing was changed, try again")
+                        }
+                        lastTag = delivery.deliveryTag
                         guard let found = delivery.properties.headers[markerHeader]?.stringValue else {
                             held.append(delivery)
                             if held.count == maximumHeld { return (held, false) }
@@ -138,14 +152,33 @@ public final class QueueSnapshot: Sendable {
     public func settle(_ act: (Int, AMQPDelivery) async throws -> Bool) async throws -> [Outcome?] {
         var outcomes: [Outcome?] = Array(repeating: nil, count: deliveries.count)
         for (position, delivery) in deliveries.enumerated() {
+            // Held messages are only ours while both connections are the
+            // ones the snapshot began with: after a reconnect the holder's
+            // messages went back (acking them fails) and the lock is gone.
+            guard holder.reconnectCount == 0, owner.reconnectCount == ownerConnections else {
+                outcomes[position] = .failed(AMQPError(.connectionLost, "connection re-established during the walk; stopped here"))
+                break
+            }
+            let acted: Bool
             do {
-                if try await act(position, delivery) {
-                    try await delivery.ack()
-                    acked.withLock { $0 += 1 }
-                    outcomes[position] = .done
-                }
+                acted = try await act(position, delivery)
             } catch {
                 outcomes[position] = .failed(error)
+                continue
+            }
+            guard acted else { continue }
+            do {
+                try await delivery.ack()
+                acked.withLock { $0 += 1 }
+                outcomes[position] = .done
+            } catch {
+                // Its replacement is out but the dead copy could not be
+                // removed: it comes back and would be acted on twice by a
+                // later run. Going on would do the same to every message
+                // after it (the holding channel is gone), so stop here.
+                outcomes[position] = .failed(AMQPError(.staleDelivery,
+                    "acted on, but the dead copy could not be removed (\(error)); it is back in \(queue): check before acting on it again"))
+                break
             }
         }
         try await release()

@@ -72,6 +72,32 @@ struct FailedMessageTests {
             .originalUser == "booking-handler")
     }
 
+    /// A sender can write its own `x-death` (and RabbitMQ 3.10 may keep it
+    /// when it dead-letters the message). A retry goes out as the original
+    /// sender with the operators' rights, so a target the message names is
+    /// used only where that queue gets its messages from; anything else goes
+    /// straight back into the queue it died in.
+    @Test func aForgedXDeathCannotSendARetryElsewhere() {
+        for (exchange, key) in [("booking.events", "booking.confirmed"), ("", "bookingctl.archive"), ("", "passes.failed"),
+                                ("booking.public", "booking.created")] {
+            var p = Self.brokerDeadLetter(user: "partner-a")
+            p.headers["x-death"] = Self.xDeath([("booking-handler.commands", "rejected", exchange, key, 1_795_000_000)])
+            let m = FailedMessage(queue: Self.dead, position: 0, properties: p, body: [], serviceUsers: Self.handler)
+            #expect(m.target?.exchange == "" && m.target?.routingKey == "booking-handler.commands", "\(exchange) \(key)")
+        }
+        // On the handler's own copy its x-original-* headers win over any x-death the sender wrote.
+        let copy = AMQPProperties.persistentJSON(type: "booking.create", messageID: "m-3", headers: [
+            "x-original-user-id": "partner-a", "x-death-reason": "poison", "x-original-exchange": "booking.commands",
+            "x-original-routing-key": "booking.create",
+            "x-death": Self.xDeath([("booking-handler.commands", "rejected", "booking.events", "booking.confirmed", 1_795_000_000)]),
+        ], userID: "booking-handler")
+        let m = FailedMessage(queue: Self.dead, position: 0, properties: copy, body: [], serviceUsers: Self.handler)
+        #expect(m.target?.exchange == "booking.commands" && m.target?.routingKey == "booking.create")
+        #expect(FailedQueues.mayRetry(from: "pass-sender.events", to: "booking.events", routingKey: "booking.confirmed"))
+        #expect(!FailedQueues.mayRetry(from: "pass-sender.events", to: "booking.commands", routingKey: "booking.create"))
+        #expect(FailedQueues.mayRetry(from: "pass-sender.retry", to: "", routingKey: "pass-sender.retry"))
+    }
+
     /// The entry for the queue it died in, not the newest one.
     @Test func theTargetComesFromTheDeathInTheSourceQueue() {
         var p = AMQPProperties.persistentJSON(type: PassQueues.retryMessageType, messageID: "r-1", userID: "pass-sender")
