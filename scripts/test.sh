@@ -19,6 +19,8 @@
 #   AMQP_URL              amqp://guest:guest@127.0.0.1:PORT/%2f
 #   RABBITMQ_TEST_SCRIPT  absolute path of scripts/rabbitmq.sh (tests may start
 #                         their own nodes, or run `ctl --dir ...`)
+#   RABBITMQ_CLUSTER_DIR  a three-node cluster (scripts/rabbitmq-cluster.sh),
+#                         started once per run unless given
 #   RABBITMQ_TEST_DIR     the broker's --dir for rabbitmq.sh (e.g. to
 #                         `ctl --dir "$RABBITMQ_TEST_DIR" stop_app`); empty when
 #                         AMQP_URL came from the caller
@@ -39,6 +41,7 @@ section "installing dependencies"
 
 export RABBITMQ_TEST_SCRIPT=$RABBITMQ_SH
 BROKER_DIR=""
+CLUSTER_DIR=""
 
 # shellcheck disable=SC2317 # invoked via trap
 cleanup() {
@@ -59,6 +62,11 @@ cleanup() {
       rm -rf "$BROKER_DIR"
     fi
   fi
+  if [[ -n $CLUSTER_DIR ]]; then
+    section "stopping the RabbitMQ cluster"
+    "$ROOT/scripts/rabbitmq-cluster.sh" stop --dir "$CLUSTER_DIR" || true
+    rm -rf "$CLUSTER_DIR"
+  fi
   exit "$rc"
 }
 
@@ -75,6 +83,18 @@ else
   AMQP_URL=$("$RABBITMQ_SH" url --dir "$BROKER_DIR")
   export AMQP_URL
   export RABBITMQ_TEST_DIR=$BROKER_DIR
+fi
+
+# The three-node cluster of the tests that run beyond one machine
+# (Tests/AMQPIntegrationTests/ClusterTests.swift): started once per run,
+# not once per test.
+if [[ -z ${RABBITMQ_CLUSTER_DIR:-} ]]; then
+  section "starting a three-node RabbitMQ cluster"
+  trap cleanup EXIT
+  CLUSTER_DIR=$(mktemp -d /tmp/room-booking-cluster.XXXXXX)
+  chmod 755 "$CLUSTER_DIR"
+  "$ROOT/scripts/rabbitmq-cluster.sh" start --dir "$CLUSTER_DIR"
+  export RABBITMQ_CLUSTER_DIR=$CLUSTER_DIR
 fi
 
 section "building (swift build --build-tests)"
