@@ -100,7 +100,9 @@ for _ in $(seq 1 100); do
 done
 ls -1 "$DATA/pass-sender/outbox/" 2>/dev/null | tail -n 4 || echo "(no pass yet: see .data/pass-sender.log)"
 EML=$(ls -1t "$DATA"/pass-sender/outbox/*.eml 2>/dev/null | head -n 1 || true)
-[[ -n $EML ]] && sed -n '1,12p' "$EML"
+# Headers and the text part (times local to the room); the iCalendar
+# invitation (text/calendar) follows it in the file.
+[[ -n $EML ]] && awk '{ sub(/\r$/, ""); print } /^Show this e-mail/ { exit } NR >= 30 { exit }' "$EML"
 
 section "the projector's answer over HTTP: GET /rooms/Berlin?date=$BOOKING_DATE (09:00-10:30 is gone)"
 for _ in $(seq 1 100); do
