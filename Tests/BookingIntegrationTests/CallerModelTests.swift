@@ -244,6 +244,35 @@ struct CallerModelTests {
         await w.stop()
     }
 
+    /// Series (contract v1.1) follow the same caller model as single
+    /// bookings, as the shipped users: one partner's idempotency key books
+    /// nothing of another's, a partner cannot cancel another's series (or
+    /// one of its occurrences), and an admin can.
+    @Test func seriesBelongToTheirRequester() async throws {
+        let w = try await World.start()
+        func series(_ start: String, _ end: String, email: String) -> String {
+            #"{"room": "Hamburg", "date": "\#(TestDates.tomorrow)", "start": "\#(start)", "end": "\#(end)", "title": "Weekly", "attendees": [{"name": "A", "email": "\#(email)", "phone": "0170 1234567"}], "recurrence": {"frequency": "weekly", "count": 3}}"#
+        }
+        let a = try await w.send("booking.create", series("09:00", "10:00", email: "a@example.com"), as: "partner-a", key: "series-key")
+        let b = try await w.send("booking.create", series("11:00", "12:00", email: "b@example.com"), as: "partner-b", key: "series-key")
+        guard case .series(let mine) = a, case .series(let theirs) = b else { Issue.record("\(a) / \(b)"); return await w.stop() }
+        #expect(mine.id != theirs.id, "the same key from two users is two series")
+        #expect(mine.bookings.allSatisfy { $0.requestedBy == "partner-a" } && theirs.bookings.allSatisfy { $0.requestedBy == "partner-b" })
+        #expect(!String(decoding: try ContractJSON.encode(b), as: UTF8.self).contains("a@example.com"))
+
+        let foreign = try await w.send("booking.cancel", #"{"seriesId": "\#(mine.id)"}"#, as: "partner-b")
+        #expect(foreign.error?.code == .notPermitted)
+        let occurrence = try await w.send("booking.cancel", #"{"bookingId": "\#(mine.bookings[1].id)"}"#, as: "partner-b")
+        #expect(occurrence.error?.code == .notPermitted)
+        for booking in mine.bookings { #expect(try await w.booking(booking.id)?.status == .confirmed) }
+
+        let byAdmin = try await w.send("booking.cancel", #"{"seriesId": "\#(mine.id)", "reason": "desk"}"#, as: "bookingctl")
+        guard case .seriesCancelled(let cancelled) = byAdmin else { Issue.record("\(byAdmin)"); return await w.stop() }
+        #expect(cancelled.cancelled.count == 3 && cancelled.version == 2)
+        for booking in theirs.bookings { #expect(try await w.booking(booking.id)?.status == .confirmed, "partner-b's series untouched") }
+        await w.stop()
+    }
+
     @Test func poisonFromAnyUserIsDeadLetteredWithItsSenderKept() async throws {
         let w = try await World.start()
         let reply = try await w.send("booking.create", "not json", as: "partner-a", expiration: "600000")

@@ -59,19 +59,6 @@ public enum TestCluster {
     static func script(_ arguments: [String]) throws -> String {
         let path = URL(fileURLWithPath: RabbitMQNode.scriptPath).deletingLastPathComponent()
             .appendingPathComponent("rabbitmq-cluster.sh").path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [path] + arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let output = String(decoding: data, as: UTF8.self)
-        guard process.terminationStatus == 0 else {
-            throw NodeError("rabbitmq-cluster.sh \(arguments.joined(separator: " ")) failed (\(process.terminationStatus)):\n\(output)")
-        }
-        return output
+        return try RabbitMQNode.runScript(path, arguments)
     }
 }

@@ -72,9 +72,16 @@ public final class RabbitMQNode: Sendable {
 
     @discardableResult
     static func script(_ arguments: [String]) throws -> String {
+        try runScript(scriptPath, arguments)
+    }
+
+    /// Runs a bash script of the repository; its output (stdout and
+    /// stderr), or a ``NodeError`` with that output when it fails.
+    @discardableResult
+    static func runScript(_ path: String, _ arguments: [String]) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [scriptPath] + arguments
+        process.arguments = [path] + arguments
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe
@@ -83,7 +90,8 @@ public final class RabbitMQNode: Sendable {
         process.waitUntilExit()
         let output = String(decoding: data, as: UTF8.self)
         guard process.terminationStatus == 0 else {
-            throw NodeError("rabbitmq.sh \(arguments.joined(separator: " ")) failed (\(process.terminationStatus)):\n\(output)")
+            let name = URL(fileURLWithPath: path).lastPathComponent
+            throw NodeError("\(name) \(arguments.joined(separator: " ")) failed (\(process.terminationStatus)):\n\(output)")
         }
         return output
     }

@@ -37,8 +37,8 @@ extension CommandProcessor {
     func commitSeries(_ prepared: PreparedSeries?, _ create: CreateBooking, _ tx: StoreTransaction, caller: Caller,
                       now: Date) throws -> ReplyBody {
         let requester = caller.name
-        var id: String
-        var plan: SeriesPlan
+        let id: String
+        let plan: SeriesPlan
         var built: [PreparedBooking]?
         if let prepared, try tx.roomJSON(named: create.room) == prepared.roomJSON {
             switch prepared.plan {
@@ -81,12 +81,13 @@ extension CommandProcessor {
             return ReplyBody(.failure(first.code, "no occurrence of the series can be booked; \(first.date): \(first.text)",
                                       field: first.code == .overlap ? "start" : "date", conflicts: first.conflicts))
         }
-        let prebuiltAll = built.map { $0.count == free.count } ?? false
-        if !prebuiltAll {
-            if built == nil { id = newID() }
-            built = try buildOccurrences(plan, seriesID: id, booked: free, requester: requester, now: now)
+        // Built before the transaction for every valid occurrence; again
+        // here when conflicts were skipped (index and count change).
+        let bookings = if let built, built.count == free.count {
+            built
+        } else {
+            try buildOccurrences(plan, seriesID: id, booked: free, requester: requester, now: now)
         }
-        let bookings = built ?? []
         let reply = CommandReply.series(SeriesBooked(id: id, recurrence: plan.recurrence, version: 1,
                                                      bookings: bookings.map(\.encoded.booking), skipped: skipped))
         let json = try ContractJSON.encode(reply)
@@ -141,7 +142,7 @@ extension CommandProcessor {
             return ReplyBody(.failure(.bookingNotFound, "series '\(c.seriesId.prefix(100))' not found", field: "seriesId"))
         }
         let room = try tx.room(named: series.room)
-        let targets = try tx.bookings(seriesId: series.id).filter { c.from == nil || $0.date >= c.from! }
+        let targets = try tx.bookings(seriesId: series.id).filter { booking in c.from.map { booking.date >= $0 } ?? true }
         var plans: [(booking: Booking, status: BookingStatus)] = []
         var skipped: [SkippedOccurrence] = []
         for booking in targets {
