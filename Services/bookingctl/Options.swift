@@ -33,12 +33,18 @@ struct GlobalOptions: ParsableArguments {
         }
     }
 
-    /// The broker URL from --amqp-url, `AMQP_URL` or the contract default.
+    /// The broker URL from --amqp-url, `AMQP_URL` or the contract default
+    /// (the first node when several are given).
     func brokerURL() throws -> AMQPURL {
+        try brokerURLs()[0]
+    }
+
+    /// Every node of --amqp-url or `AMQP_URL` (``AMQPURL/list(_:)``).
+    func brokerURLs() throws -> [AMQPURL] {
         let text = amqpURL ?? ProcessInfo.processInfo.environment["AMQP_URL"].flatMap { $0.isEmpty ? nil : $0 }
-        guard let text else { return .default }
+        guard let text else { return [.default] }
         do {
-            return try AMQPURL(text)
+            return try AMQPURL.list(text)
         } catch {
             throw ValidationError("--amqp-url: \(error.message)")
         }
@@ -53,8 +59,10 @@ struct GlobalOptions: ParsableArguments {
 
     /// Connects to the broker, giving up after --timeout seconds.
     func connect() async throws -> AMQPConnection {
+        let urls = try brokerURLs()
         let configuration = AMQPConfiguration(
-            url: try brokerURL(), connectionName: "bookingctl", initialConnectTimeoutSeconds: timeout)
+            url: urls[0], connectionName: "bookingctl", initialConnectTimeoutSeconds: timeout,
+            failoverURLs: Array(urls.dropFirst()))
         return try await AMQPConnection.connect(configuration: configuration, logger: logger())
     }
 }

@@ -1,7 +1,10 @@
 /// How an ``AMQPConnection`` connects and recovers.
 public struct AMQPConfiguration: Sendable {
-    /// The broker.
+    /// The broker (the first node tried).
     public var url: AMQPURL
+    /// Further nodes of the same cluster, tried in turn after `url` when a
+    /// connect fails or an established connection drops.
+    public var failoverURLs: [AMQPURL]
     /// Shown in the management UI's connection list.
     public var connectionName: String
     /// Heartbeat interval asked of the broker, in seconds (0 disables).
@@ -26,9 +29,11 @@ public struct AMQPConfiguration: Sendable {
     public init(
         url: AMQPURL = .default, connectionName: String = "room-booking", heartbeatSeconds: Int = 10,
         connectTimeoutSeconds: Int = 10, rpcTimeoutSeconds: Int = 30, reconnect: Backoff = Backoff(),
-        initialConnectTimeoutSeconds: Double = 0, tlsCACertificatePath: String? = nil, tlsVerifyPeer: Bool = true
+        initialConnectTimeoutSeconds: Double = 0, tlsCACertificatePath: String? = nil, tlsVerifyPeer: Bool = true,
+        failoverURLs: [AMQPURL] = []
     ) {
         self.url = url
+        self.failoverURLs = failoverURLs
         self.connectionName = connectionName
         self.heartbeatSeconds = heartbeatSeconds
         self.connectTimeoutSeconds = connectTimeoutSeconds
@@ -37,6 +42,17 @@ public struct AMQPConfiguration: Sendable {
         self.initialConnectTimeoutSeconds = initialConnectTimeoutSeconds
         self.tlsCACertificatePath = tlsCACertificatePath
         self.tlsVerifyPeer = tlsVerifyPeer
+    }
+}
+
+extension AMQPConfiguration {
+    /// Every node to try, in order: `url`, then `failoverURLs`.
+    public var endpoints: [AMQPURL] { [url] + failoverURLs }
+
+    /// A configuration for the nodes of `urls` (the first is `url`); see
+    /// ``AMQPURL/list(_:)``.
+    public init(urls: [AMQPURL], connectionName: String = "room-booking") {
+        self.init(url: urls.first ?? .default, connectionName: connectionName, failoverURLs: Array(urls.dropFirst()))
     }
 }
 

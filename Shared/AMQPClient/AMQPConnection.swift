@@ -71,6 +71,10 @@ public final class AMQPConnection: Sendable, Service {
     /// How many times the connection was re-established since it was created.
     public var reconnectCount: Int { loop.reconnectCount }
 
+    /// The node of the current (or last) connection: `url` or one of the
+    /// configuration's failover URLs.
+    public var connectedURL: AMQPURL? { loop.connectedEndpoint }
+
     /// Declares exchanges, queues and bindings, and remembers them so they
     /// are declared again after every reconnect.
     ///

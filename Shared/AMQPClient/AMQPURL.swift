@@ -115,6 +115,57 @@ public struct AMQPURL: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// Parses one URL or several nodes of a cluster, in either form:
+    ///
+    /// - a comma-separated list of whole URLs
+    ///   (`amqp://u:p@node1:5672/%2f,amqp://u:p@node2:5672/%2f`);
+    /// - one URL with several hosts (`amqp://u:p@node1:5672,node2,node3:5674/%2f`),
+    ///   each with the same credentials and vhost.
+    ///
+    /// A comma inside a password needs no encoding: only a comma followed by
+    /// a scheme starts a new URL, and host lists are read after the last `@`.
+    public static func list(_ string: String) throws(AMQPError) -> [AMQPURL] {
+        var pieces: [Substring] = []
+        var rest = Substring(string.trimmingCharacters(in: .whitespaces))
+        while let comma = Self.nextURLStart(in: rest) {
+            pieces.append(rest[..<comma])
+            rest = rest[rest.index(after: comma)...].drop(while: { $0 == " " })
+        }
+        pieces.append(rest)
+        var urls: [AMQPURL] = []
+        for piece in pieces {
+            let text = String(piece)
+            let schemeEnd = text.range(of: "://")?.upperBound ?? text.startIndex
+            let authorityEnd = text[schemeEnd...].firstIndex(of: "/") ?? text.endIndex
+            let authority = text[schemeEnd..<authorityEnd]
+            let hostsStart = authority.lastIndex(of: "@").map { authority.index(after: $0) } ?? authority.startIndex
+            let hosts = authority[hostsStart...]
+            guard hosts.contains(",") else {
+                urls.append(try AMQPURL(text))
+                continue
+            }
+            for host in hosts.split(separator: ",", omittingEmptySubsequences: false) {
+                let host = host.trimmingCharacters(in: .whitespaces)
+                if host.isEmpty {
+                    throw AMQPError(.invalidURL, "invalid AMQP URL (empty host in a host list); expected amqp://user:pass@host1:port,host2:port/vhost")
+                }
+                urls.append(try AMQPURL(String(text[..<hostsStart]) + host + String(text[authorityEnd...])))
+            }
+        }
+        return urls
+    }
+
+    /// The comma in `text` that starts another URL (followed by a scheme).
+    private static func nextURLStart(in text: Substring) -> Substring.Index? {
+        var index = text.startIndex
+        while let comma = text[index...].firstIndex(of: ",") {
+            let after = text[text.index(after: comma)...].drop(while: { $0 == " " }).lowercased()
+            if after.hasPrefix("amqp://") || after.hasPrefix("amqps://") { return comma }
+            index = text.index(after: comma)
+        }
+        return nil
+    }
+
     /// The full URL including the password, percent-encoded: for handing to
     /// a child process or another client. Never log it; use `description`.
     public var urlStringWithCredentials: String {

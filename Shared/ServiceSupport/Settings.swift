@@ -12,8 +12,11 @@ public struct SettingsError: Error, CustomStringConvertible {
 /// The settings every service reads from its environment (the operations
 /// contract in docs and README), with the documented defaults.
 public struct CommonSettings: Sendable {
-    /// `AMQP_URL`, default `amqp://guest:guest@127.0.0.1:5672/%2f`.
-    public var amqpURL: AMQPURL
+    /// `AMQP_URL`, default `amqp://guest:guest@127.0.0.1:5672/%2f`: one
+    /// broker, or the nodes of a cluster tried in turn (``AMQPURL/list(_:)``).
+    public var amqpURLs: [AMQPURL]
+    /// The first node of `AMQP_URL`.
+    public var amqpURL: AMQPURL { amqpURLs[0] }
     /// `DATA_DIR`, default `./.data`.
     public var dataDirectory: String
     /// `HTTP_PORT`, default per service.
@@ -37,12 +40,12 @@ public struct CommonSettings: Sendable {
         }
         if let text = value("AMQP_URL") {
             do {
-                amqpURL = try AMQPURL(text)
+                amqpURLs = try AMQPURL.list(text)
             } catch {
                 throw SettingsError("AMQP_URL: \(error.message)")
             }
         } else {
-            amqpURL = .default
+            amqpURLs = [.default]
         }
         dataDirectory = value("DATA_DIR") ?? "./.data"
         httpPort = try Self.integer(value("HTTP_PORT"), name: "HTTP_PORT", default: defaultHTTPPort, range: 0...65535)
@@ -93,7 +96,8 @@ public struct CommonSettings: Sendable {
     /// The AMQP configuration these settings describe.
     public func amqpConfiguration(connectionName: String) -> AMQPConfiguration {
         AMQPConfiguration(url: amqpURL, connectionName: connectionName, heartbeatSeconds: heartbeatSeconds,
-                          initialConnectTimeoutSeconds: initialConnectTimeoutSeconds, tlsCACertificatePath: tlsCAFile)
+                          initialConnectTimeoutSeconds: initialConnectTimeoutSeconds, tlsCACertificatePath: tlsCAFile,
+                          failoverURLs: Array(amqpURLs.dropFirst()))
     }
 
     /// Creates `DATA_DIR` if needed and returns its absolute path.

@@ -228,3 +228,48 @@ struct AMQPURLTests {
         #expect(tls.urlStringWithCredentials == "amqps://guest:guest@[::1]:5671/v")
     }
 }
+
+/// `AMQP_URL` naming the nodes of a cluster: a list of whole URLs, or one URL
+/// with several hosts.
+@Suite("AMQPURL lists")
+struct AMQPURLListTests {
+    private func endpoints(_ urls: [AMQPURL]) -> [String] {
+        urls.map { "\($0.user):\($0.password)@\($0.host):\($0.port)/\($0.vhost)" }
+    }
+
+    @Test func oneURLIsAListOfOne() throws {
+        let urls = try AMQPURL.list("amqp://alice:secret@rabbit:5673/bookings")
+        #expect(endpoints(urls) == ["alice:secret@rabbit:5673/bookings"])
+    }
+
+    @Test func commaSeparatedWholeURLs() throws {
+        let urls = try AMQPURL.list("amqp://a:x@n1:5672/%2f, amqps://b:y@n2/v,amqp://c:z@n3:5674/w")
+        #expect(endpoints(urls) == ["a:x@n1:5672//", "b:y@n2:5671/v", "c:z@n3:5674/w"])
+        #expect(urls.map(\.tls) == [false, true, false])
+    }
+
+    @Test func oneURLWithSeveralHostsSharesCredentialsAndVhost() throws {
+        let urls = try AMQPURL.list("amqp://svc:p%40ss@node1:5672,node2, node3:5674,[::1]:5675/prod")
+        #expect(endpoints(urls) == ["svc:p@ss@node1:5672/prod", "svc:p@ss@node2:5672/prod",
+                                    "svc:p@ss@node3:5674/prod", "svc:p@ss@::1:5675/prod"])
+    }
+
+    @Test func aCommaInThePasswordIsNotASeparator() throws {
+        let urls = try AMQPURL.list("amqp://svc:a,b@node1:5672/v,amqp://svc:c,amqp@node2:5673/v")
+        #expect(endpoints(urls) == ["svc:a,b@node1:5672/v", "svc:c,amqp@node2:5673/v"])
+    }
+
+    @Test(arguments: ["amqp://u:p@n1,,n2/v", "amqp://u:p@n1/v,amqp://u:p@n2:0/v", "amqp://n1,http://n2"])
+    func badListsNameTheProblem(_ text: String) {
+        #expect(throws: AMQPError.self) { try AMQPURL.list(text) }
+    }
+
+    @Test func errorsDoNotEchoPasswords() {
+        do {
+            _ = try AMQPURL.list("amqp://u:kX9q@n1,n2:99999/v")
+            Issue.record("expected an error")
+        } catch {
+            #expect(!error.message.contains("kX9q"))
+        }
+    }
+}

@@ -287,3 +287,66 @@ struct ConnectionStateMachineLimitTests {
         }
     }
 }
+
+/// Several endpoints (the nodes of a cluster): the next one is tried at once,
+/// back-off only after a whole round failed, start-up gives up only at the end
+/// of a round, a dropped connection moves on.
+@Suite("ConnectionStateMachine with several endpoints")
+struct ConnectionStateMachineEndpointTests {
+    @Test func failuresWalkTheEndpointsAndBackOffPerRound() {
+        var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 60, endpointCount: 3)
+        #expect(m.endpoint == 0)
+        var now: UInt64 = 10
+        // Round 1: nodes 0 and 1 fail → the next at once; node 2 fails → 1 s.
+        #expect(m.connectFailed(failed(.connectionFailed), now: now, random: 0) == .retry(at: now))
+        #expect(m.endpoint == 1)
+        #expect(m.reconnectDue(now: now) == true)
+        #expect(m.connectFailed(failed(.connectionFailed), now: now, random: 0) == .retry(at: now))
+        #expect(m.endpoint == 2)
+        #expect(m.reconnectDue(now: now) == true)
+        #expect(m.connectFailed(failed(.connectionFailed), now: now, random: 0) == .retry(at: now + second))
+        #expect(m.endpoint == 0)
+        // Round 2 ends with 2 s.
+        now += second
+        #expect(m.reconnectDue(now: now) == true)
+        #expect(m.connectFailed(failed(.connectionFailed), now: now, random: 0) == .retry(at: now))
+        #expect(m.reconnectDue(now: now) == true)
+        #expect(m.connectFailed(failed(.connectionFailed), now: now, random: 0) == .retry(at: now))
+        #expect(m.reconnectDue(now: now) == true)
+        #expect(m.connectFailed(failed(.connectionFailed), now: now, random: 0) == .retry(at: now + 2 * second))
+    }
+
+    @Test func startupWithoutPatienceTriesEveryNodeOnce() {
+        var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 0, endpointCount: 3)
+        #expect(m.connectFailed(failed(.connectionFailed), now: 0, random: 0) == .retry(at: 0))
+        #expect(m.reconnectDue(now: 0) == true)
+        #expect(m.connectFailed(failed(.connectionFailed), now: 0, random: 0) == .retry(at: 0))
+        #expect(m.reconnectDue(now: 0) == true)
+        #expect(m.connectFailed(failed(.connectionFailed), now: 0, random: 0) == .failStartup)
+        #expect(m.state == .closed)
+    }
+
+    @Test func badCredentialsFailAtOnceWhateverTheNode() {
+        var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 60, endpointCount: 3)
+        #expect(m.connectFailed(failed(.accessRefused), now: 0, random: 0) == .failStartup)
+    }
+
+    @Test func aSuccessStaysOnItsNodeAndALossMovesOn() {
+        var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 60, endpointCount: 3)
+        #expect(m.connectFailed(failed(.connectionFailed), now: 0, random: 0) == .retry(at: 0))
+        #expect(m.reconnectDue(now: 0) == true)
+        m.connectSucceeded()
+        #expect(m.endpoint == 1)
+        #expect(m.connectionLost(now: 100, random: 0) == 100 + second)
+        #expect(m.endpoint == 2)
+        #expect(m.reconnectDue(now: 100 + second) == true)
+        // A fresh round after the loss: two immediate moves, then back-off.
+        #expect(m.connectFailed(failed(.connectionFailed), now: 200, random: 0) == .retry(at: 200))
+        #expect(m.endpoint == 0)
+        #expect(m.reconnectDue(now: 200) == true)
+        #expect(m.connectFailed(failed(.connectionFailed), now: 200, random: 0) == .retry(at: 200))
+        #expect(m.reconnectDue(now: 200) == true)
+        #expect(m.connectFailed(failed(.connectionFailed), now: 200, random: 0) != .retry(at: 200))
+        #expect(m.endpoint == 2)
+    }
+}

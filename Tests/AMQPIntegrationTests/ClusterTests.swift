@@ -63,4 +63,60 @@ struct ClusterTests {
         _ = try await third.deleteQueue(queue)
         await third.close()
     }
+
+    /// `AMQP_URL` with the three nodes: a connection on node 1 moves to
+    /// another node when node 1 stops, restores its consumer there, and what
+    /// is published after the move is confirmed and delivered.
+    @Test func aConnectionMovesToAnotherNodeWhenItsNodeStops() async throws {
+        let nodes = try TestCluster.nodes()
+        let urls = nodes.map(\.url)
+        var configuration = AMQPConfiguration(url: urls[0], connectionName: "cluster-failover",
+                                              failoverURLs: Array(urls.dropFirst()))
+        configuration.reconnect = Backoff(initial: 0.05, maximum: 0.5)
+        let connection = try await AMQPConnection.connect(configuration: configuration, logger: testLogger("failover"))
+        #expect(connection.connectedURL == urls[0])
+        let queue = uniqueName("failover-q")
+        try await connection.declare([.queue(QueueDeclaration(queue, type: .quorum))])
+        let consumer = try await connection.consume(queue: queue, prefetch: 100)
+        let properties = AMQPProperties(deliveryMode: .persistent)
+        @Sendable func send(_ prefix: String) async throws {
+            // A publish caught by the node stopping fails (never silently
+            // dropped); at-least-once means sending it again.
+            for i in 0..<50 {
+                let message = OutgoingMessage(body: Array("\(prefix)\(i)".utf8), routingKey: queue, properties: properties)
+                var attempts = 0
+                while true {
+                    do {
+                        try await connection.publish(message)
+                        break
+                    } catch {
+                        attempts += 1
+                        if attempts > 20 { throw error }
+                    }
+                }
+            }
+        }
+        try await send("a")
+        let before = try await withTimeout(60, "50 messages on node 1") { try await consumer.take(50) }
+        #expect(before.map { String(decoding: $0.body, as: UTF8.self) } == (0..<50).map { "a\($0)" })
+
+        try nodes[0].ctl(["stop_app"])
+        do {
+            try await withTimeout(60, "publishing with node 1 down") { try await send("b") }
+            let after = try await withTimeout(60, "50 messages after the move") { try await consumer.take(50) }
+            let bodies = after.map { String(decoding: $0.body, as: UTF8.self) }
+            #expect(Set(bodies) == Set((0..<50).map { "b\($0)" }), "nothing lost after moving nodes")
+            #expect(connection.reconnectCount >= 1)
+            let now = try #require(connection.connectedURL)
+            #expect(now != urls[0], "moved off the stopped node")
+            #expect(urls.contains(now))
+        } catch {
+            _ = try? nodes[0].ctl(["start_app"])
+            throw error
+        }
+        try nodes[0].ctl(["start_app"])
+        consumer.stop()
+        _ = try await connection.deleteQueue(queue)
+        await connection.close()
+    }
 }

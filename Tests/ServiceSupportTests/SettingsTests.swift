@@ -10,6 +10,8 @@ struct SettingsTests {
     @Test func defaultsMatchTheDocumentation() throws {
         let s = try CommonSettings(environment: [:], defaultHTTPPort: 8081)
         #expect(s.amqpURL == AMQPURL.default)
+        #expect(s.amqpURLs == [AMQPURL.default])
+        #expect(s.amqpConfiguration(connectionName: "x").failoverURLs.isEmpty)
         #expect(s.dataDirectory == "./.data")
         #expect(s.httpPort == 8081)
         #expect(s.logLevel == .info)
@@ -17,6 +19,18 @@ struct SettingsTests {
         #expect(s.heartbeatSeconds == 10)
         #expect(s.initialConnectTimeoutSeconds == 60)
         #expect(s.tlsCAFile == nil)
+    }
+
+    @Test func aClusterInAMQPURLBecomesFailoverNodes() throws {
+        let s = try CommonSettings(environment: ["AMQP_URL": "amqp://svc:pw@n1:5672,n2:5673,n3:5674/prod"],
+                                   defaultHTTPPort: 8080)
+        let c = s.amqpConfiguration(connectionName: "x")
+        #expect(c.endpoints.map(\.port) == [5672, 5673, 5674])
+        #expect(c.endpoints.map(\.host) == ["n1", "n2", "n3"])
+        #expect(Set(c.endpoints.map(\.vhost)) == ["prod"])
+        #expect(throws: SettingsError.self) {
+            _ = try CommonSettings(environment: ["AMQP_URL": "amqp://svc:pw@n1,,n3/prod"], defaultHTTPPort: 8080)
+        }
     }
 
     @Test func valuesAreParsed() throws {

@@ -48,12 +48,12 @@ final class CConnection {
         amqp_destroy_connection(state)
     }
 
-    /// Opens a socket, performs the AMQP handshake and login. Blocks for at
-    /// most the configured connect timeout (twice: TCP/TLS, then handshake).
-    static func open(_ config: AMQPConfiguration) throws(AMQPError) -> CConnection {
+    /// Opens a socket to `url` (one of the configuration's endpoints),
+    /// performs the AMQP handshake and login. Blocks for at most the
+    /// configured connect timeout (twice: TCP/TLS, then handshake).
+    static func open(_ config: AMQPConfiguration, url: AMQPURL) throws(AMQPError) -> CConnection {
         guard let state = amqp_new_connection() else { throw AMQPError(.protocolError, "out of memory") }
         let conn = CConnection(state: state)
-        let url = config.url
         let socket: OpaquePointer?
         if url.tls {
             socket = amqp_ssl_socket_new(state)

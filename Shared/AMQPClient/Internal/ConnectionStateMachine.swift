@@ -4,6 +4,12 @@
 /// States: `connecting` (attempt n) → `connected` → (loss) →
 /// `waitingToReconnect` → `connecting` … and `closing` → `closed` from
 /// anywhere. Time is passed in (monotonic nanoseconds) so tests need no clock.
+///
+/// With several endpoints (the nodes of a cluster) each failed attempt moves
+/// to the next one at once; the back-off delay applies only after a whole
+/// round has failed, and start-up gives up only at the end of a round. A lost
+/// connection moves to the next endpoint too: the node it was on is the one
+/// most likely to be down.
 struct ConnectionStateMachine {
     enum State: Equatable {
         case connecting(attempt: Int)
@@ -26,9 +32,16 @@ struct ConnectionStateMachine {
     private let backoff: Backoff
     private let startedAt: UInt64
     private let initialConnectTimeoutNanos: UInt64
+    /// How many endpoints there are to try (at least 1).
+    let endpointCount: Int
+    /// Index of the endpoint the next (or current) connection uses.
+    private(set) var endpoint = 0
+    /// Failed attempts since the last success or the end of the last round.
+    private var failedThisRound = 0
 
-    init(backoff: Backoff, now: UInt64, initialConnectTimeoutSeconds: Double) {
+    init(backoff: Backoff, now: UInt64, initialConnectTimeoutSeconds: Double, endpointCount: Int = 1) {
         self.backoff = backoff
+        self.endpointCount = max(1, endpointCount)
         self.startedAt = now
         // Clamped: infinity (wait forever) or huge values must not trap.
         let nanos = max(0, initialConnectTimeoutSeconds) * 1e9
@@ -38,21 +51,31 @@ struct ConnectionStateMachine {
     mutating func connectSucceeded() {
         state = .connected
         hasConnected = true
+        failedThisRound = 0
     }
 
     /// A connect attempt failed with `error`.
     mutating func connectFailed(_ error: AMQPError, now: UInt64, random: Double = .random(in: 0..<1)) -> ConnectFailureAction {
         guard case .connecting(let attempt) = state else { return .failStartup }
+        failedThisRound += 1
+        let roundOver = failedThisRound >= endpointCount
+        if roundOver { failedThisRound = 0 }
+        endpoint = (endpoint + 1) % endpointCount
         if !hasConnected {
             // At start-up only broker unavailability is worth waiting for;
             // wrong credentials or URL will not fix themselves.
             let waitable = error.code == .connectionFailed || error.code == .connectionLost
-            if !waitable || now &- startedAt >= initialConnectTimeoutNanos {
+            if !waitable || (roundOver && now &- startedAt >= initialConnectTimeoutNanos) {
                 state = .closed
                 return .failStartup
             }
         }
-        let until = now + UInt64(backoff.delay(attempt: attempt, random: random) * 1e9)
+        guard roundOver else {
+            // Another node may be up: try it now.
+            state = .waitingToReconnect(attempt: attempt + 1, until: now)
+            return .retry(at: now)
+        }
+        let until = now + UInt64(backoff.delay(attempt: attempt / endpointCount, random: random) * 1e9)
         state = .waitingToReconnect(attempt: attempt + 1, until: until)
         return .retry(at: until)
     }
@@ -60,6 +83,8 @@ struct ConnectionStateMachine {
     /// An established connection dropped; returns when to reconnect.
     mutating func connectionLost(now: UInt64, random: Double = .random(in: 0..<1)) -> UInt64? {
         guard state == .connected else { return nil }
+        endpoint = (endpoint + 1) % endpointCount
+        failedThisRound = 0
         let until = now + UInt64(backoff.delay(attempt: 0, random: random) * 1e9)
         state = .waitingToReconnect(attempt: 1, until: until)
         return until

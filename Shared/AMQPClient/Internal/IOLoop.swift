@@ -74,6 +74,8 @@ final class IOLoop: @unchecked Sendable {
         var closed = false
         var connected = false
         var reconnects = 0
+        /// The endpoint of the current (or last) connection.
+        var endpoint: AMQPURL?
     }
 
     let mailbox = Mutex(Mailbox())
@@ -180,7 +182,8 @@ final class IOLoop: @unchecked Sendable {
         self.logger = logger
         self.machine = ConnectionStateMachine(
             backoff: configuration.reconnect, now: monotonicNanos(),
-            initialConnectTimeoutSeconds: configuration.initialConnectTimeoutSeconds)
+            initialConnectTimeoutSeconds: configuration.initialConnectTimeoutSeconds,
+            endpointCount: configuration.endpoints.count)
         let dims = [("connection", configuration.connectionName)]
         reconnectCounter = Counter(label: "amqp_reconnects_total", dimensions: dims)
         publishedCounter = Counter(label: "amqp_published_total", dimensions: dims)
@@ -233,6 +236,7 @@ final class IOLoop: @unchecked Sendable {
 
     var isConnected: Bool { mailbox.withLock { $0.connected } }
     var reconnectCount: Int { mailbox.withLock { $0.reconnects } }
+    var connectedEndpoint: AMQPURL? { mailbox.withLock { $0.endpoint } }
 
     // MARK: Thread main
 
@@ -255,24 +259,26 @@ final class IOLoop: @unchecked Sendable {
     }
 
     private func attemptConnect() {
+        let url = configuration.endpoints[machine.endpoint]
         do {
-            let c = try CConnection.open(configuration)
+            let c = try CConnection.open(configuration, url: url)
             conn = c
             try setUpChannels(c)
             machine.connectSucceeded()
             let wasStartup = startup != nil
             mailbox.withLock {
                 $0.connected = true
+                $0.endpoint = url
                 if !wasStartup { $0.reconnects += 1 }
             }
             if wasStartup {
-                logger.info("AMQP connected", metadata: ["amqp.url": "\(configuration.url)", "amqp.heartbeat": "\(c.heartbeat)"])
+                logger.info("AMQP connected", metadata: ["amqp.url": "\(url)", "amqp.heartbeat": "\(c.heartbeat)"])
                 startup?.resume()
                 startup = nil
             } else {
                 reconnectCounter.increment()
                 logger.notice("AMQP reconnected; topology and consumers restored",
-                              metadata: ["amqp.url": "\(configuration.url)", "amqp.consumers": "\(consumers.count)"])
+                              metadata: ["amqp.url": "\(url)", "amqp.consumers": "\(consumers.count)"])
             }
             let waiting = deferred
             deferred.removeAll()
@@ -282,14 +288,14 @@ final class IOLoop: @unchecked Sendable {
             resetChannelState(error: AMQPError(.connectionLost, "connection lost: \(error.message)"))
             switch machine.connectFailed(error, now: monotonicNanos()) {
             case .failStartup:
-                logger.error("AMQP connection failed", metadata: ["amqp.url": "\(configuration.url)", "error": "\(error)"])
+                logger.error("AMQP connection failed", metadata: ["amqp.url": "\(url)", "error": "\(error)"])
                 mailbox.withLock { $0.closed = true }
                 startup?.resume(throwing: error)
                 startup = nil
             case .retry(let at):
                 let delay = Double(at &- monotonicNanos()) / 1e9
                 logger.warning("AMQP connect failed; retrying",
-                               metadata: ["amqp.url": "\(configuration.url)", "error": "\(error)",
+                               metadata: ["amqp.url": "\(url)", "error": "\(error)",
                                           "retry.in_seconds": "\(String(format: "%.2f", max(0, delay)))"])
             }
         }
