@@ -9,7 +9,7 @@ import ServiceSupport
 /// integration tests both call it, so tests run what production runs.
 public struct BookingHandlerApp: Sendable {
     /// The database.
-    public let store: BookingStore
+    public let store: any BookingStore
     /// Command handling.
     public let processor: CommandProcessor
     /// The outbox relay.
@@ -31,7 +31,7 @@ public struct BookingHandlerApp: Sendable {
         retentionDays: Int = 7, logger: Logger,
         now: @escaping @Sendable () -> Date = { Date() }, timerInterval: Duration = .seconds(1)
     ) async throws -> BookingHandlerApp {
-        let store = try BookingStore(path: dataDirectory + "/booking-handler.sqlite")
+        let store = try SQLiteBookingStore(path: dataDirectory + "/booking-handler.sqlite")
         var policy = policy
         // No REPLAY_USERS: the handler's own user, right for the one-user
         // embedded set (the projector logs in alike, so its rebuild works).

@@ -222,7 +222,7 @@ struct ReadsBenchmark: AsyncParsableCommand {
     /// six a day per room from tomorrow on), written in transactions of
     /// 10,000 through the store's own save. Returns the ids.
     func fill(path: String) async throws -> [String] {
-        let store = try BookingStore(path: path)
+        let store = try SQLiteBookingStore(path: path)
         let processor = CommandProcessor(store: store)
         _ = try await processor.upsertRooms(fileContents: try ContractJSON.encode((0..<rooms).map { RegisterRoom(name: "Room \($0)", capacity: 10) }))
         var ids: [String] = []

@@ -17,7 +17,7 @@ struct StoreBenchmark: AsyncParsableCommand {
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("bench-store-\(getpid())")
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: work) }
-        let store = try BookingStore(path: work.appendingPathComponent("db.sqlite").path)
+        let store = try SQLiteBookingStore(path: work.appendingPathComponent("db.sqlite").path)
         let processor = CommandProcessor(store: store)
         _ = try await processor.upsertRooms(fileContents: try ContractJSON.encode((0..<200).map { RegisterRoom(name: "Room \($0)", capacity: 10) }))
         let slots = SlotSequence(rooms: 200)

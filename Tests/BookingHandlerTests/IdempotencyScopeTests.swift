@@ -14,7 +14,7 @@ struct IdempotencyScopeTests {
     func processor() async throws -> CommandProcessor {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let now = ISO8601DateFormatter().date(from: "2026-11-22T10:00:00Z")!
-        let processor = CommandProcessor(store: try BookingStore(path: path), now: { now })
+        let processor = CommandProcessor(store: try SQLiteBookingStore(path: path), now: { now })
         _ = try await processor.upsertRooms(fileContents: Data(#"[{"name": "Berlin", "capacity": 8}]"#.utf8))
         return processor
     }
@@ -85,7 +85,7 @@ struct IdempotencyScopeTests {
         // A database as the previous version left it: schema v1 with
         // unscoped inbox rows — a booking of partner-a's, and an error.
         let old = try DatabaseQueue(path: path)
-        try BookingStore.migrator.migrate(old, upTo: "v1")
+        try SQLiteBookingStore.migrator.migrate(old, upTo: "v1")
         var booking = Fixture.booking(id: "old-booking", requestedBy: "partner-a")
         booking.attendees = [Attendee(name: "Ada", email: "ada@example.com", phone: "+491701234567")]
         let bookingReply = try ContractJSON.encode(CommandReply.booking(booking))

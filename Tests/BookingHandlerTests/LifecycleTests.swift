@@ -92,7 +92,7 @@ struct TimerTests {
     func processor(policy: CallerPolicy = CallerPolicy()) throws -> CommandProcessor {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let clock = self.clock
-        return CommandProcessor(store: try BookingStore(path: path), policy: policy, now: { clock.now })
+        return CommandProcessor(store: try SQLiteBookingStore(path: path), policy: policy, now: { clock.now })
     }
 
     static let rooms = #"""
@@ -128,7 +128,7 @@ struct TimerTests {
     }
 
     /// Every booking event in the outbox, in commit order, as `type id version`.
-    func events(_ store: BookingStore) throws -> [String] {
+    func events(_ store: any BookingStore) throws -> [String] {
         // This process's events reach its relay in memory, in commit order.
         try store.takeCommitted(limit: 100_000).filter { $0.routingKey.hasPrefix("booking.") }.map { event in
             let body = try ContractJSON.decode(BookingEvent.self, from: event.body)

@@ -19,7 +19,7 @@ struct ReaderTests {
     func setUp() async throws -> (CommandProcessor, BookingReader) {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let clock = self.clock
-        let store = try BookingStore(path: directory.appendingPathComponent("db.sqlite").path)
+        let store = try SQLiteBookingStore(path: directory.appendingPathComponent("db.sqlite").path)
         let policy = CallerPolicy(administrators: ["ops"])
         let processor = CommandProcessor(store: store, policy: policy, now: { clock.now })
         _ = try await processor.upsertRooms(fileContents: Data(Self.rooms.utf8))
@@ -205,14 +205,14 @@ struct ReaderTests {
         #expect(try await field(day(limit: 2, cursor: c)) == "cursor")
         #expect(try await field(day("Lisbon", limit: 1, cursor: c)) == "cursor")
         // … and only for an hour.
-        clock.set(clock.now.addingTimeInterval(BookingStore.cursorLifetime + 1))
+        clock.set(clock.now.addingTimeInterval(StoreRules.cursorLifetime + 1))
         #expect(try await field(day(limit: 1, cursor: c)) == "cursor")
     }
 
     /// A second processor on the same file (another handler process).
     func setUpProcessorOnly() async throws -> CommandProcessor {
         let clock = self.clock
-        return CommandProcessor(store: try BookingStore(path: directory.appendingPathComponent("db.sqlite").path),
+        return CommandProcessor(store: try SQLiteBookingStore(path: directory.appendingPathComponent("db.sqlite").path),
                                 policy: CallerPolicy(administrators: ["ops"]), now: { clock.now })
     }
 }

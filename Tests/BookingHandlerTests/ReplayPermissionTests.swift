@@ -10,7 +10,7 @@ struct ReplayPermissionTests {
     static func processor() throws -> (CommandProcessor, URL) {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("replay-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let store = try BookingStore(path: dir.appendingPathComponent("h.sqlite").path)
+        let store = try SQLiteBookingStore(path: dir.appendingPathComponent("h.sqlite").path)
         return (CommandProcessor(store: store, policy: CallerPolicy(administrators: ["ops"], replayUsers: ["availability-projector"]),
                                  now: { Fixture.now }), dir)
     }

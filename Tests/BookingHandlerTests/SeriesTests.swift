@@ -68,10 +68,10 @@ struct SeriesProcessorTests {
          {"name": "Strict", "capacity": 8, "changeCutoffMinutes": 1440}]
         """#
 
-    func setUp() async throws -> (CommandProcessor, BookingStore) {
+    func setUp() async throws -> (CommandProcessor, SQLiteBookingStore) {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let clock = self.clock
-        let store = try BookingStore(path: directory.appendingPathComponent("db.sqlite").path)
+        let store = try SQLiteBookingStore(path: directory.appendingPathComponent("db.sqlite").path)
         let processor = CommandProcessor(store: store, policy: CallerPolicy(administrators: ["ops"]), now: { clock.now })
         _ = try await processor.upsertRooms(fileContents: Data(Self.rooms.utf8))
         _ = store.takeCommitted(limit: 100)  // room.registered
@@ -103,7 +103,7 @@ struct SeriesProcessorTests {
     }
 
     /// Booking events in the outbox, in commit order: `type date index/count`.
-    func events(_ store: BookingStore) throws -> [String] {
+    func events(_ store: any BookingStore) throws -> [String] {
         try store.takeCommitted(limit: 100_000).filter { $0.routingKey.hasPrefix("booking.") }.map { event in
             let booking = try ContractJSON.decode(BookingEvent.self, from: Data(event.body)).booking
             return "\(event.routingKey) \(booking.date) " + (booking.series.map { "\($0.index)/\($0.count) v\($0.version)" } ?? "-")

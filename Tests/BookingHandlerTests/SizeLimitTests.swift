@@ -138,7 +138,7 @@ struct PipelineSizeLimitTests {
     static func processor() async throws -> (CommandProcessor, URL) {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("limits-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let store = try BookingStore(path: dir.appendingPathComponent("h.sqlite").path)
+        let store = try SQLiteBookingStore(path: dir.appendingPathComponent("h.sqlite").path)
         let processor = CommandProcessor(store: store, now: { Fixture.now })
         _ = try await processor.upsertRooms(fileContents: Data(#"[{"name": "Berlin", "capacity": 8}]"#.utf8))
         return (processor, dir)

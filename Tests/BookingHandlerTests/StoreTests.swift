@@ -19,12 +19,12 @@ struct StoreTests {
             let path = dir.appendingPathComponent("db-\(round).sqlite").path
             let opened = try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<8 {
-                    group.addTask { try await Task.detached { _ = try BookingStore(path: path); return 1 }.value }
+                    group.addTask { try await Task.detached { _ = try SQLiteBookingStore(path: path); return 1 }.value }
                 }
                 return try await group.reduce(0, +)
             }
             #expect(opened == 8)
-            #expect(try await BookingStore(path: path).counts().rooms == 0)
+            #expect(try await SQLiteBookingStore(path: path).counts().rooms == 0)
         }
     }
 
@@ -32,7 +32,7 @@ struct StoreTests {
 
     func makeProcessor() async throws -> (BookingStore, CommandProcessor) {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let store = try BookingStore(path: directory.appendingPathComponent("db.sqlite").path)
+        let store = try SQLiteBookingStore(path: directory.appendingPathComponent("db.sqlite").path)
         let now = ISO8601DateFormatter().date(from: "2026-11-22T10:00:00Z")!
         let processor = CommandProcessor(store: store, now: { now })
         _ = try await processor.upsertRooms(fileContents: Data(#"[{"name": "Berlin", "capacity": 8}]"#.utf8))
@@ -137,7 +137,7 @@ struct StoreTests {
                 "the reply bytes are the reply")
         #expect(store.cachedRoom(named: "Berlin")?.room.requiresApproval == false)
         // Another handler process changes the room behind this one's cache.
-        let other = CommandProcessor(store: try BookingStore(path: directory.appendingPathComponent("db.sqlite").path))
+        let other = CommandProcessor(store: try SQLiteBookingStore(path: directory.appendingPathComponent("db.sqlite").path))
         _ = try await other.upsertRooms(fileContents: Data(#"[{"name": "Berlin", "capacity": 8, "requiresApproval": true}]"#.utf8))
         guard case .handled(.booking(let second), _, _, _) = try await processor.process(create("11:00", "12:00", key: "b")) else {
             Issue.record("not a booking")
@@ -166,7 +166,7 @@ struct StoreTests {
             for i in 0..<5 { try tx.enqueue(routingKey: "e", messageID: "m\(i)", body: Data("{}".utf8)) }
         }
         // A second handler process on the same database.
-        let other = try BookingStore(path: directory.appendingPathComponent("db.sqlite").path)
+        let other = try SQLiteBookingStore(path: directory.appendingPathComponent("db.sqlite").path)
         #expect(try await other.claimOutbox(limit: 10, lease: 60).isEmpty, "claimed by the writer from the start")
         #expect(try await store.claimOutbox(limit: 10, lease: 60).isEmpty, "…and not handed out twice by the writer's own sweep")
         let handed = store.takeCommitted(limit: 3)
@@ -184,7 +184,7 @@ struct StoreTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         // Lease 0: every claim made at insert has already run out.
-        let store = try BookingStore(path: directory.appendingPathComponent("db.sqlite").path, insertLease: 0)
+        let store = try SQLiteBookingStore(path: directory.appendingPathComponent("db.sqlite").path, insertLease: 0)
         try await store.transaction { tx in
             for i in 0..<3 { try tx.enqueue(routingKey: "e", messageID: "m\(i)", body: Data("{}".utf8)) }
         }
@@ -223,7 +223,7 @@ struct StoreTests {
     @Test func aFullMemorySuspendsTheHandOverInsteadOfDroppingEvents() async throws {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let store = try BookingStore(path: directory.appendingPathComponent("db.sqlite").path, committedCapacity: 3)
+        let store = try SQLiteBookingStore(path: directory.appendingPathComponent("db.sqlite").path, committedCapacity: 3)
         try await store.transaction { tx in
             for i in 0..<2 { try tx.enqueue(routingKey: "e", messageID: "m\(i)", body: Data("{}".utf8)) }
         }

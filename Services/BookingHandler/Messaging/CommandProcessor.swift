@@ -53,7 +53,7 @@ public enum ProcessingResult: Sendable, Equatable {
 /// Turns commands into effects, events and replies, one database
 /// transaction each (see ``BookingStore``).
 public struct CommandProcessor: Sendable {
-    let store: BookingStore
+    let store: any BookingStore
     /// Who may do what (docs/security.md).
     public let policy: CallerPolicy
     let now: @Sendable () -> Date
@@ -62,7 +62,7 @@ public struct CommandProcessor: Sendable {
     /// - Parameters:
     ///   - policy: the caller model: admins, room managers, replayers,
     ///     whether `user_id` is required.
-    public init(store: BookingStore, policy: CallerPolicy = CallerPolicy(),
+    public init(store: any BookingStore, policy: CallerPolicy = CallerPolicy(),
                 now: @escaping @Sendable () -> Date = { Date() },
                 newID: @escaping @Sendable () -> String = { RandomID.uuidString() }) {
         self.store = store
@@ -106,7 +106,7 @@ public struct CommandProcessor: Sendable {
         let key = command.idempotencyKey.map {
             InboxKey(caller: caller, key: $0, commandType: type.rawValue, body: command.body)
         }
-        let outcome: BookingStore.Outcome
+        let outcome: StoreOutcome
         if case .createBooking(let create) = decoded, create.recurrence != nil {
             let prepared = prepareSeries(create, requester: requester, now: now)
             outcome = try await store.execute(key: key, commandType: type.rawValue) { [self] tx in
@@ -166,7 +166,7 @@ public struct CommandProcessor: Sendable {
         }
     }
 
-    func commit(_ prepared: PreparedCreate, _ create: CreateBooking, _ tx: StoreTransaction,
+    func commit(_ prepared: PreparedCreate, _ create: CreateBooking, _ tx: any StoreTransaction,
                 caller: Caller, now: Date) throws -> ReplyBody {
         guard try tx.roomJSON(named: create.room) == prepared.roomJSON else {
             // Re-registered (perhaps by another process) since it was cached.
@@ -197,7 +197,7 @@ public struct CommandProcessor: Sendable {
     }
 
     /// The locked part of a create: overlap check, then the row and its events.
-    private func insert(_ prepared: PreparedBooking, _ tx: StoreTransaction) throws -> ReplyBody {
+    private func insert(_ prepared: PreparedBooking, _ tx: any StoreTransaction) throws -> ReplyBody {
         if let conflict = try overlap(prepared.room, prepared.slot, tx, excluding: nil) { return ReplyBody(conflict) }
         try tx.save(prepared.encoded, startsAt: prepared.slot.startsAt, endsAt: prepared.slot.endsAt)
         for event in prepared.events {
@@ -255,7 +255,7 @@ public struct CommandProcessor: Sendable {
 
     // MARK: Commands
 
-    func apply(_ command: Command, _ tx: StoreTransaction, caller: Caller, now: Date) throws -> ReplyBody {
+    func apply(_ command: Command, _ tx: any StoreTransaction, caller: Caller, now: Date) throws -> ReplyBody {
         let requester = caller.name
         switch command {
         case .registerRoom(let c):
@@ -344,7 +344,7 @@ public struct CommandProcessor: Sendable {
     /// change the booking, then ``record(_:from:event:_:now:released:)``. A `ReplyError` thrown by `modify`
     /// becomes the reply (and nothing is written).
     private func change(
-        _ id: String, _ action: BookingAction, _ tx: StoreTransaction, caller: Caller, now: Date,
+        _ id: String, _ action: BookingAction, _ tx: any StoreTransaction, caller: Caller, now: Date,
         _ modify: (Booking, Room) throws -> (Booking, EventType)
     ) throws -> ReplyBody {
         guard let booking = try tx.booking(id: id) else {
@@ -379,7 +379,7 @@ public struct CommandProcessor: Sendable {
     /// for it, in `tx`. Every event after a booking's first carries
     /// `previous` (v1.1): consumers see what changed without keeping
     /// history themselves. `released` marks a release for want of check-in.
-    func record(_ changed: Booking, from booking: Booking, event: EventType, _ tx: StoreTransaction, now: Date,
+    func record(_ changed: Booking, from booking: Booking, event: EventType, _ tx: any StoreTransaction, now: Date,
                 released: Bool = false) throws -> EncodedBooking {
         var changed = changed
         changed.version = booking.version + 1
@@ -397,7 +397,7 @@ public struct CommandProcessor: Sendable {
         return encoded
     }
 
-    private func overlap(_ room: Room, _ slot: BookingSlot, _ tx: StoreTransaction, excluding: String?) throws -> CommandReply? {
+    private func overlap(_ room: Room, _ slot: BookingSlot, _ tx: any StoreTransaction, excluding: String?) throws -> CommandReply? {
         let ids = try tx.conflicts(room: room.name, startsAt: slot.startsAt, endsAt: slot.endsAt, excluding: excluding)
         guard let first = ids.first else { return nil }
         let existing = try tx.booking(id: first)
@@ -407,7 +407,7 @@ public struct CommandProcessor: Sendable {
 
     // MARK: Events
 
-    private func enqueueRoomRegistered(_ room: Room, _ tx: StoreTransaction, now: Date) throws {
+    private func enqueueRoomRegistered(_ room: Room, _ tx: any StoreTransaction, now: Date) throws {
         let event = RoomRegistered(eventId: newID(), occurredAt: ContractFormat.timestamp(now), room: room)
         try tx.enqueue(routingKey: EventType.roomRegistered.rawValue, messageID: event.eventId, body: try ContractJSON.encode(event))
     }

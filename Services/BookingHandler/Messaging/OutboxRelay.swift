@@ -21,7 +21,7 @@ import Synchronization
 ///
 /// Woken by ``kick()`` after each command and otherwise every second.
 public final class OutboxRelay: Service, Sendable {
-    private let store: BookingStore
+    private let store: any BookingStore
     private let connection: AMQPConnection
     private let logger: Logger
     private let batchSize: Int
@@ -36,7 +36,7 @@ public final class OutboxRelay: Service, Sendable {
     /// Whether the next round also claims from the table (start, ticks).
     private let sweepDue = Atomic<Bool>(true)
 
-    public init(store: BookingStore, connection: AMQPConnection, logger: Logger, batchSize: Int = 256,
+    public init(store: any BookingStore, connection: AMQPConnection, logger: Logger, batchSize: Int = 256,
                 retention: TimeInterval = 7 * 86_400) {
         self.retention = retention
         self.store = store
@@ -133,10 +133,10 @@ public final class OutboxRelay: Service, Sendable {
     @discardableResult
     public func publishRound() async -> Round {
         let suspended = store.handOverSuspended
-        var events: [BookingStore.OutboxEvent] = []
+        var events: [OutboxEvent] = []
         if suspended || sweepDue.exchange(false, ordering: .relaxed) {
             do {
-                events = try await store.claimOutbox(limit: batchSize, lease: BookingStore.claimLease)
+                events = try await store.claimOutbox(limit: batchSize, lease: StoreRules.claimLease)
             } catch {
                 sweepDue.store(true, ordering: .relaxed)
                 logger.error("outbox read failed", metadata: ["error": "\(error)"])

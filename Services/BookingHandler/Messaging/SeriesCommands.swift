@@ -34,7 +34,7 @@ extension CommandProcessor {
     }
 
     /// The locked part of a recurring create.
-    func commitSeries(_ prepared: PreparedSeries?, _ create: CreateBooking, _ tx: StoreTransaction, caller: Caller,
+    func commitSeries(_ prepared: PreparedSeries?, _ create: CreateBooking, _ tx: any StoreTransaction, caller: Caller,
                       now: Date) throws -> ReplyBody {
         let requester = caller.name
         let id: String
@@ -130,7 +130,7 @@ extension CommandProcessor {
     /// caller needs the right to cancel every one of them (else 2003 and
     /// nothing changes); occurrences inside the room's change cutoff stay
     /// and are listed in `skipped` (2004).
-    func cancelSeries(_ c: CancelSeries, _ tx: StoreTransaction, caller: Caller, now: Date) throws -> ReplyBody {
+    func cancelSeries(_ c: CancelSeries, _ tx: any StoreTransaction, caller: Caller, now: Date) throws -> ReplyBody {
         if c.bookingId != nil {
             return ReplyBody(.failure(.invalidField, "booking.cancel takes bookingId or seriesId, not both", field: "bookingId"))
         }

@@ -17,12 +17,12 @@ import Foundation
 /// names only, and `attendeeEmail` matches only bookings whose contact
 /// details the caller may see.
 public struct BookingReader: Sendable {
-    let store: BookingStore
+    let store: any BookingStore
     let policy: CallerPolicy
     let now: @Sendable () -> Date
 
     /// - Parameter now: the clock for cursor expiry.
-    public init(store: BookingStore, policy: CallerPolicy, now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(store: any BookingStore, policy: CallerPolicy, now: @escaping @Sendable () -> Date = { Date() }) {
         self.store = store
         self.policy = policy
         self.now = now
@@ -204,8 +204,8 @@ struct ListPlan {
             guard let decoded = ListCursor(encoded: text), decoded.key == key else {
                 return invalid("cursor", "cursor is not a nextCursor of this query (same filters and limit)")
             }
-            if now.timeIntervalSince1970 - decoded.issuedAt > BookingStore.cursorLifetime {
-                return invalid("cursor", "cursor expired (older than \(Int(BookingStore.cursorLifetime / 60)) minutes); list again from the first page")
+            if now.timeIntervalSince1970 - decoded.issuedAt > StoreRules.cursorLifetime {
+                return invalid("cursor", "cursor expired (older than \(Int(StoreRules.cursorLifetime / 60)) minutes); list again from the first page")
             }
             cursor = decoded
         }

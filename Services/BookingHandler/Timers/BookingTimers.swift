@@ -51,7 +51,7 @@ extension CommandProcessor {
             // release comes after the start the row was filed under): file it
             // under its real time, so that after downtime it is applied in
             // due order with the others, not ahead of them.
-            if next.due > now || StoreTransaction.dueSeconds(next.due) > stored {
+            if next.due > now || StoreRules.dueSeconds(next.due) > stored {
                 try tx.setDue(bookingID: id, next.due)
                 return .deferred(bookingID: id, due: next.due)
             }

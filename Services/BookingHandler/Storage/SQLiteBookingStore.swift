@@ -4,7 +4,8 @@ import GRDB
 import ServiceSupport
 import Synchronization
 
-/// The booking handler's SQLite database (GRDB, WAL): rooms, bookings, the
+/// The booking handler's SQLite store (GRDB, WAL), the embedded default for
+/// one machine: rooms, bookings, the
 /// inbox of processed commands and the outbox of events to publish.
 ///
 /// Every command runs in one IMMEDIATE write transaction that takes the
@@ -12,18 +13,13 @@ import Synchronization
 /// makes overlap checks safe when several handler processes share the file:
 /// SQLite serialises the transactions, so two of them can never both see a
 /// slot free.
-public final class BookingStore: Sendable {
+public final class SQLiteBookingStore: BookingStore {
     let pool: DatabasePool
     private let batch = Mutex(BatchState())
     /// Rooms as last read, for validating commands before their transaction.
     let rooms = RoomCache()
     /// Events committed by this process, handed to its relay in memory.
     private let committed = Mutex(CommittedEvents())
-
-    /// How long a relay's claim on events it took from the table lasts.
-    /// Another process's relay publishes them only after that (the
-    /// claimer died) or once they were released (a failed publish).
-    public static let claimLease: TimeInterval = 30
 
     /// How long a new event stays claimed by the process that wrote it. Its
     /// relay normally publishes it within milliseconds; the lease only has
@@ -240,19 +236,7 @@ public final class BookingStore: Sendable {
         return migrator
     }
 
-    /// The result of a command transaction.
-    public struct Outcome: Sendable {
-        /// The reply to send (stored in the inbox with the effect).
-        public var reply: CommandReply
-        /// `reply` encoded: the bytes stored in the inbox, and the bytes to send.
-        public var json: Data
-        /// True when the key was seen before: `reply` is the stored one and
-        /// nothing was changed.
-        public var duplicate: Bool
-        /// True when the sender had used the key for a different command:
-        /// `reply` is 1009 and nothing was changed or stored.
-        public var keyReused: Bool = false
-    }
+    public typealias Outcome = StoreOutcome
 
     /// Runs a command: when `key` is already in the inbox (in the sender's
     /// scope), returns its stored reply — or 1009 when the sender used it
@@ -266,15 +250,7 @@ public final class BookingStore: Sendable {
     /// with the same isolation — they still run one after another under the
     /// write lock.
     public func execute(
-        key: InboxKey?, commandType: String, _ body: @Sendable @escaping (StoreTransaction) throws -> CommandReply
-    ) async throws -> Outcome {
-        try await execute(key: key, commandType: commandType) { tx in ReplyBody(try body(tx)) }
-    }
-
-    /// Like ``execute(key:commandType:_:)-(_,_,(StoreTransaction)->CommandReply)``, for a body that may
-    /// return its reply already encoded.
-    public func execute(
-        key: InboxKey?, commandType: String, _ body: @Sendable @escaping (StoreTransaction) throws -> ReplyBody
+        key: InboxKey?, commandType: String, _ body: @Sendable @escaping (any StoreTransaction) throws -> ReplyBody
     ) async throws -> Outcome {
         try await withCheckedThrowingContinuation { (promise: CheckedContinuation<Outcome, any Error>) in
             let lead = batch.withLock { state -> Bool in
@@ -292,7 +268,7 @@ public final class BookingStore: Sendable {
     struct Job: Sendable {
         let key: InboxKey?
         let commandType: String
-        let body: @Sendable (StoreTransaction) throws -> ReplyBody
+        let body: @Sendable (any StoreTransaction) throws -> ReplyBody
         let promise: CheckedContinuation<Outcome, any Error>
     }
 
@@ -330,7 +306,7 @@ public final class BookingStore: Sendable {
                         for job in group {
                             do {
                                 var outcome: Outcome!
-                                let tx = StoreTransaction(db: db, rooms: rooms, claimLease: claim)
+                                let tx = SQLiteTransaction(db: db, rooms: rooms, claimLease: claim)
                                 try db.inSavepoint {
                                     outcome = try Self.run(job, tx)
                                     return .commit
@@ -356,7 +332,7 @@ public final class BookingStore: Sendable {
         }
     }
 
-    private static func run(_ job: Job, _ tx: StoreTransaction) throws -> Outcome {
+    private static func run(_ job: Job, _ tx: SQLiteTransaction) throws -> Outcome {
         let db = tx.db
         if let key = job.key,
            let row = try Row.fetchOne(db.cachedStatement(sql: """
@@ -387,10 +363,10 @@ public final class BookingStore: Sendable {
     }
 
     /// Runs `body` in one IMMEDIATE write transaction (no inbox involved).
-    public func transaction<T: Sendable>(_ body: @Sendable @escaping (StoreTransaction) throws -> T) async throws -> T {
+    public func transaction<T: Sendable>(_ body: @Sendable @escaping (any StoreTransaction) throws -> T) async throws -> T {
         try await onWriter { db in
             var result: T?
-            let tx = StoreTransaction(db: db, rooms: self.rooms, claimLease: self.claimOnInsert())
+            let tx = SQLiteTransaction(db: db, rooms: self.rooms, claimLease: self.claimOnInsert())
             try db.inTransaction(.immediate) {
                 result = try body(tx)
                 return .commit
@@ -452,36 +428,9 @@ public final class BookingStore: Sendable {
 
     // MARK: Reading bookings
 
-    /// How long a `booking.list` cursor stays valid, and so how long a
-    /// superseded booking version is kept for the pages of cursors opened
-    /// before it changed.
-    public static let cursorLifetime: TimeInterval = 3600
-
     /// The newest committed version's `seq`: the snapshot a first page fixes.
     public func snapshotSeq() async throws -> Int64 {
         try await pool.read { db in try Int64.fetchOne(db, sql: "SELECT MAX(seq) FROM booking_version") ?? 0 }
-    }
-
-    /// One booking version as ``listVersions`` reads it: the columns the
-    /// reader filters on and the JSON it answers with, never decoded on the
-    /// way (a week of a room is some 40 bookings; decoding and re-encoding
-    /// each cost more than the whole query).
-    public struct ListedVersion: Sendable {
-        public let id: String
-        public let room: String
-        /// The booking's zone (for windows given as local dates).
-        public let timeZone: String
-        /// UNIX seconds.
-        public let startsAt: Int64
-        /// UNIX seconds.
-        public let endsAt: Int64
-        public let requestedBy: String?
-        /// The booking as events carry it — the reply's booking with
-        /// contact details (contract v1.1 `bookingView`).
-        public let json: [UInt8]
-        /// The same without attendees' `email` and `phone`, redacted by
-        /// SQLite's JSON functions in the same statement.
-        public let redactedJSON: [UInt8]
     }
 
     /// The booking versions visible at snapshot `seq` (committed at or
@@ -490,7 +439,7 @@ public final class BookingStore: Sendable {
     /// room, statuses and requester when given. `from`/`to` are the widest
     /// instants of the window (callers narrow date windows per zone).
     public func listVersions(at seq: Int64, from: Date, to: Date, room: String?, statuses: [BookingStatus]?,
-                             requestedBy: String?, seriesId: String? = nil, after: (startsAt: Int64, id: String)?, limit: Int)
+                             requestedBy: String?, seriesId: String?, after: (startsAt: Int64, id: String)?, limit: Int)
         async throws -> [ListedVersion]
     {
         let start = Int64(from.timeIntervalSince1970.rounded(.down)), end = Int64(to.timeIntervalSince1970.rounded(.up))
@@ -502,7 +451,7 @@ public final class BookingStore: Sendable {
             WHERE seq <= ? AND (until IS NULL OR until > ?)
               AND startsAt < ? AND endsAt > ? AND startsAt > ?
             """
-        var arguments: [any DatabaseValueConvertible] = [seq, seq, end, start, start - StoreTransaction.longestBooking]
+        var arguments: [any DatabaseValueConvertible] = [seq, seq, end, start, start - StoreRules.longestBooking]
         if let room {
             sql += " AND room = ?"
             arguments.append(room)
@@ -563,14 +512,6 @@ public final class BookingStore: Sendable {
     }
 
     // MARK: Outbox
-
-    /// An event waiting to be published.
-    public struct OutboxEvent: Sendable, Equatable {
-        public var id: Int64
-        public var routingKey: String
-        public var messageID: String
-        public var body: [UInt8]
-    }
 
     /// Committed events waiting for this process's relay, oldest first, and
     /// whether hand-over is on.
@@ -718,28 +659,9 @@ public final class BookingStore: Sendable {
             try db.execute(sql: "DELETE FROM inbox WHERE createdAt < ?", arguments: [cutoff])
             // Versions no open cursor can still need.
             try db.execute(sql: "DELETE FROM booking_version WHERE until IS NOT NULL AND supersededAt < ?",
-                           arguments: [Date().timeIntervalSince1970 - Self.cursorLifetime])
+                           arguments: [Date().timeIntervalSince1970 - StoreRules.cursorLifetime])
         }
     }
-}
-
-/// A reply a command body returns, with its encoding when the body already
-/// has it (a booking encoded once for its row, events and reply).
-public struct ReplyBody: Sendable {
-    public var reply: CommandReply
-    /// `ContractJSON.encode(reply)`, or nil to have the store encode it.
-    public var json: Data?
-
-    public init(_ reply: CommandReply, json: Data? = nil) {
-        self.reply = reply
-        self.json = json
-    }
-}
-
-/// A room with the exact JSON it was decoded from.
-public struct CachedRoom: Sendable {
-    public var room: Room
-    public var json: Data
 }
 
 /// Decoded rooms keyed by name, each with the JSON it came from, so a
@@ -764,9 +686,8 @@ final class RoomCache: Sendable {
     }
 }
 
-/// What a command may do inside its transaction. Only valid inside
-/// ``BookingStore/execute(key:commandType:_:)``'s closure.
-public struct StoreTransaction {
+/// ``StoreTransaction`` on the SQLite write transaction.
+struct SQLiteTransaction: StoreTransaction {
     let db: Database
     let rooms: RoomCache
     /// Seconds new events stay claimed by this process, nil for unclaimed
@@ -776,7 +697,7 @@ public struct StoreTransaction {
     let events = EventList()
 
     final class EventList {
-        var list: [BookingStore.OutboxEvent] = []
+        var list: [OutboxEvent] = []
     }
 
     /// The room's stored JSON, exactly as written.
@@ -815,12 +736,6 @@ public struct StoreTransaction {
         return try ContractJSON.decode(Booking.self, from: data)
     }
 
-    /// No booking is longer than this: a booking lies within one local
-    /// day's opening hours. A local day is 24 h plus its clock change —
-    /// 25 h 45 min at most today (Antarctica/Troll, 2 h), 48 h for a zone
-    /// that repeats a date — so 50 h holds with a margin.
-    static let longestBooking: Int64 = 50 * 3600
-
     /// Ids of the room's pending, confirmed and inProgress bookings
     /// overlapping [startsAt, endsAt).
     ///
@@ -833,12 +748,7 @@ public struct StoreTransaction {
             SELECT id FROM booking
             WHERE room = ? AND startsAt > ? AND startsAt < ? AND endsAt > ? AND status IN ('pending', 'confirmed', 'inProgress') AND id != ?
             ORDER BY startsAt
-            """), arguments: [room, start - Self.longestBooking, end, start, excluding ?? ""])
-    }
-
-    /// Inserts or replaces a booking (the caller bumps `version`).
-    public func save(_ booking: Booking, startsAt: Date, endsAt: Date) throws {
-        try save(try EncodedBooking(booking), startsAt: startsAt, endsAt: endsAt)
+            """), arguments: [room, start - StoreRules.longestBooking, end, start, excluding ?? ""])
     }
 
     /// Inserts or replaces a booking, stored as its already encoded JSON,
@@ -854,7 +764,7 @@ public struct StoreTransaction {
               seriesId = excluded.seriesId
             """).execute(arguments: [booking.id, booking.room, booking.status.rawValue, Int64(startsAt.timeIntervalSince1970),
                              Int64(endsAt.timeIntervalSince1970), booking.version, encoded.json,
-                             due.map { Self.dueSeconds($0) }, booking.series?.id])
+                             due.map { StoreRules.dueSeconds($0) }, booking.series?.id])
         // The version for readers (``BookingStore/listVersions``): appended,
         // and the one it replaces closed at its seq.
         try db.cachedStatement(sql: """
@@ -872,15 +782,6 @@ public struct StoreTransaction {
     }
 
     // MARK: Series
-
-    /// A series as stored: who booked it where, and its version.
-    public struct SeriesRow: Sendable, Equatable {
-        public let id: String
-        public let room: String
-        public let requestedBy: String?
-        public let version: Int
-        public let count: Int
-    }
 
     /// Records a new series (version 1).
     public func insertSeries(id: String, room: String, requestedBy: String?, recurrence: Recurrence,
@@ -909,11 +810,6 @@ public struct StoreTransaction {
                           arguments: [seriesId]).map { try ContractJSON.decode(Booking.self, from: $0) }
     }
 
-    /// Whole seconds, rounded up: a timer never runs before its due instant.
-    static func dueSeconds(_ date: Date) -> Int64 {
-        Int64(date.timeIntervalSince1970.rounded(.up))
-    }
-
     // MARK: Timers
 
     /// The booking whose timer is due earliest at `now` (ties by id), or nil.
@@ -927,7 +823,7 @@ public struct StoreTransaction {
     /// Moves a booking's timer to `due` (nil: none) without changing the booking.
     public func setDue(bookingID: String, _ due: Date?) throws {
         try db.cachedStatement(sql: "UPDATE booking SET nextDueAt = ? WHERE id = ?")
-            .execute(arguments: [due.map { Self.dueSeconds($0) }, bookingID])
+            .execute(arguments: [due.map { StoreRules.dueSeconds($0) }, bookingID])
     }
 
     /// Queues an event for the relay, in this transaction. Normally the row
@@ -940,7 +836,7 @@ public struct StoreTransaction {
         try db.cachedStatement(sql: "INSERT INTO outbox (routingKey, messageId, body, createdAt, claimedUntil) VALUES (?, ?, ?, ?, ?)")
             .execute(arguments: [routingKey, messageID, body, now, claimLease.map { now + $0 }])
         if claimLease != nil {
-            events.list.append(BookingStore.OutboxEvent(id: db.lastInsertedRowID, routingKey: routingKey, messageID: messageID,
+            events.list.append(OutboxEvent(id: db.lastInsertedRowID, routingKey: routingKey, messageID: messageID,
                                                         body: [UInt8](body)))
         }
     }

@@ -1,0 +1,245 @@
+import BookingContracts
+import Foundation
+
+/// Where the booking handler keeps rooms, bookings, the inbox of processed
+/// commands and the outbox of events: ``SQLiteBookingStore`` on one machine
+/// (the embedded default), ``PostgresBookingStore`` when several handler
+/// instances on several hosts share one database (`DATABASE_URL`).
+///
+/// Both give the same guarantees, which is what the rest of the handler
+/// relies on (and one suite of store tests checks against both):
+///
+/// - **One writer at a time.** Command transactions are serialised across
+///   every process sharing the store (SQLite's write lock; a transaction-
+///   level advisory lock on PostgreSQL), so an overlap check and the insert
+///   it allows can never interleave with another's. PostgreSQL also refuses
+///   overlapping active bookings by an exclusion constraint, as a second
+///   line.
+/// - **Inbox exact.** A command's effect, its events, its reply and its
+///   idempotency key commit together (``execute(key:commandType:_:)``).
+/// - **Outbox at least once, per process in commit order.** New events are
+///   claimed by the process that wrote them and handed to its relay in
+///   memory; the table is the fallback, claimed with a lease so that
+///   concurrent relays do not publish the same event at the same time.
+/// - **Readers see commit order.** `booking_version.seq` grows in commit
+///   order, which the snapshot rule of `booking.list` cursors needs.
+public protocol BookingStore: Sendable {
+    /// Runs a command: when `key` is already in the inbox (in the sender's
+    /// scope), returns its stored reply — or 1009 when the sender used it
+    /// for a different command — and does nothing else; otherwise runs
+    /// `body` and stores its effect, its events and its reply in the same
+    /// transaction. Commands submitted together may share one transaction
+    /// (group commit), each in its own savepoint.
+    func execute(key: InboxKey?, commandType: String,
+                 _ body: @Sendable @escaping (any StoreTransaction) throws -> ReplyBody) async throws -> StoreOutcome
+
+    /// Runs `body` in one write transaction (no inbox involved).
+    func transaction<T: Sendable>(_ body: @Sendable @escaping (any StoreTransaction) throws -> T) async throws -> T
+
+    /// The room as this process last read it, with its stored JSON; no
+    /// database access, possibly stale (a hint for validating early).
+    func cachedRoom(named name: String) -> CachedRoom?
+    /// Every room with the instant it was last registered (for `booking.replay`).
+    func replayRooms() async throws -> [(room: Room, updatedAt: Date)]
+    /// Up to `limit` bookings with ids after `id`, in id order.
+    func replayBookings(after id: String?, limit: Int) async throws -> [Booking]
+    /// One booking as committed, or nil.
+    func booking(id: String) async throws -> Booking?
+    /// The newest committed version's `seq`: the snapshot a first page fixes.
+    func snapshotSeq() async throws -> Int64
+    /// The booking versions visible at snapshot `seq` (committed at or
+    /// before it, not yet superseded then) overlapping [`from`, `to`), in
+    /// (`startsAt`, `id`) order after `after`, at most `limit`; filtered by
+    /// room, statuses, requester and series when given.
+    func listVersions(at seq: Int64, from: Date, to: Date, room: String?, statuses: [BookingStatus]?,
+                      requestedBy: String?, seriesId: String?, after: (startsAt: Int64, id: String)?, limit: Int)
+        async throws -> [ListedVersion]
+    /// The room as stored (never the cache), or nil.
+    func room(named name: String) async throws -> Room?
+    /// Counts, for tests and metrics.
+    func counts() async throws -> (rooms: Int, bookings: Int, inbox: Int, outboxPending: Int)
+
+    /// Whether the relay must read the table instead of memory.
+    var handOverSuspended: Bool { get }
+    /// Switches hand-over off after a failed publish, releasing the claims
+    /// on `failed` and on every event still waiting in memory.
+    func suspendHandOver(releasing failed: [Int64]) async throws
+    /// Switches hand-over back on once the relay has caught up with the table.
+    func resumeHandOver() async throws
+    /// Takes up to `limit` of the events committed by this process, oldest first.
+    func takeCommitted(limit: Int) -> [OutboxEvent]
+    /// Claims up to `limit` unpublished events nobody holds, oldest first,
+    /// for `lease` seconds.
+    func claimOutbox(limit: Int, lease: TimeInterval) async throws -> [OutboxEvent]
+    /// Marks events published (after the broker confirmed them).
+    func markPublished(_ ids: [Int64]) async throws
+    /// Gives claims back (publish failed) so the next round retries them.
+    func releaseClaims(_ ids: [Int64]) async throws
+    /// Deletes published events, inbox entries and superseded versions
+    /// older than `age` seconds.
+    func prune(olderThan age: TimeInterval) async throws
+}
+
+extension BookingStore {
+    /// ``execute(key:commandType:_:)`` for a body that returns its reply unencoded.
+    public func execute(
+        key: InboxKey?, commandType: String, _ body: @Sendable @escaping (any StoreTransaction) throws -> CommandReply
+    ) async throws -> StoreOutcome {
+        try await execute(key: key, commandType: commandType) { tx in ReplyBody(try body(tx)) }
+    }
+
+    /// ``listVersions(at:from:to:room:statuses:requestedBy:seriesId:after:limit:)`` of any series.
+    public func listVersions(at seq: Int64, from: Date, to: Date, room: String?, statuses: [BookingStatus]?,
+                             requestedBy: String?, after: (startsAt: Int64, id: String)?, limit: Int)
+        async throws -> [ListedVersion]
+    {
+        try await listVersions(at: seq, from: from, to: to, room: room, statuses: statuses, requestedBy: requestedBy,
+                               seriesId: nil, after: after, limit: limit)
+    }
+}
+
+/// What a command may do inside its transaction. Only valid inside the
+/// closure of ``BookingStore/execute(key:commandType:_:)`` or
+/// ``BookingStore/transaction(_:)``, on the thread that runs it.
+public protocol StoreTransaction {
+    /// The room's stored JSON, exactly as written.
+    func roomJSON(named name: String) throws -> Data?
+    /// The room, decoded once per distinct stored JSON.
+    func room(named name: String) throws -> Room?
+    /// Registers or replaces a room (and re-arms the timers of its bookings
+    /// waiting for a check-in).
+    func upsertRoom(_ room: Room) throws
+    /// One booking, or nil.
+    func booking(id: String) throws -> Booking?
+    /// Ids of the room's pending, confirmed and inProgress bookings
+    /// overlapping [startsAt, endsAt), except `excluding`.
+    func conflicts(room: String, startsAt: Date, endsAt: Date, excluding: String?) throws -> [String]
+    /// Inserts or replaces a booking, stored as its already encoded JSON,
+    /// with the due time of its timer, and appends the version for readers.
+    func save(_ encoded: EncodedBooking, startsAt: Date, endsAt: Date) throws
+    /// Records a new series (version 1).
+    func insertSeries(id: String, room: String, requestedBy: String?, recurrence: Recurrence,
+                      onConflict: ConflictPolicy, count: Int, now: Date) throws
+    /// A series as stored, or nil.
+    func series(id: String) throws -> SeriesRow?
+    func setSeriesVersion(id: String, _ version: Int) throws
+    /// Every occurrence of the series, in start order.
+    func bookings(seriesId: String) throws -> [Booking]
+    /// The booking whose timer is due earliest at `now` (ties by id), or nil.
+    func earliestDue(at now: Date) throws -> (id: String, due: Int64)?
+    /// Moves a booking's timer to `due` (nil: none) without changing the booking.
+    func setDue(bookingID: String, _ due: Date?) throws
+    /// Queues an event for the relay, in this transaction.
+    func enqueue(routingKey: String, messageID: String, body: Data) throws
+}
+
+extension StoreTransaction {
+    /// Ids of the room's active bookings overlapping [startsAt, endsAt).
+    public func conflicts(room: String, startsAt: Date, endsAt: Date) throws -> [String] {
+        try conflicts(room: room, startsAt: startsAt, endsAt: endsAt, excluding: nil)
+    }
+
+    /// Inserts or replaces a booking (the caller bumps `version`).
+    public func save(_ booking: Booking, startsAt: Date, endsAt: Date) throws {
+        try save(try EncodedBooking(booking), startsAt: startsAt, endsAt: endsAt)
+    }
+}
+
+/// Constants and rules every store applies the same way.
+public enum StoreRules {
+    /// How long a relay's claim on events it took from the table lasts.
+    /// Another process's relay publishes them only after that (the
+    /// claimer died) or once they were released (a failed publish).
+    public static let claimLease: TimeInterval = 30
+
+    /// How long a `booking.list` cursor stays valid, and so how long a
+    /// superseded booking version is kept for the pages of cursors opened
+    /// before it changed.
+    public static let cursorLifetime: TimeInterval = 3600
+
+    /// No booking is longer than this: a booking lies within one local
+    /// day's opening hours. A local day is 24 h plus its clock change —
+    /// 25 h 45 min at most today (Antarctica/Troll, 2 h), 48 h for a zone
+    /// that repeats a date — so 50 h holds with a margin. Overlap queries
+    /// use it as a lower bound on `startsAt`, so their index range is about
+    /// two days however long the room's history.
+    public static let longestBooking: Int64 = 50 * 3600
+
+    /// Whole seconds, rounded up: a timer never runs before its due instant.
+    public static func dueSeconds(_ date: Date) -> Int64 {
+        Int64(date.timeIntervalSince1970.rounded(.up))
+    }
+}
+
+/// The result of a command transaction.
+public struct StoreOutcome: Sendable {
+    /// The reply to send (stored in the inbox with the effect).
+    public var reply: CommandReply
+    /// `reply` encoded: the bytes stored in the inbox, and the bytes to send.
+    public var json: Data
+    /// True when the key was seen before: `reply` is the stored one and
+    /// nothing was changed.
+    public var duplicate: Bool
+    /// True when the sender had used the key for a different command:
+    /// `reply` is 1009 and nothing was changed or stored.
+    public var keyReused: Bool = false
+}
+
+/// An event waiting to be published.
+public struct OutboxEvent: Sendable, Equatable {
+    public var id: Int64
+    public var routingKey: String
+    public var messageID: String
+    public var body: [UInt8]
+}
+
+/// One booking version as ``BookingStore/listVersions(at:from:to:room:statuses:requestedBy:seriesId:after:limit:)``
+/// reads it: the columns the reader filters on and the JSON it answers
+/// with, never decoded on the way on SQLite (a week of a room is some 40
+/// bookings; decoding and re-encoding each cost more than the whole query).
+public struct ListedVersion: Sendable {
+    public let id: String
+    public let room: String
+    /// The booking's zone (for windows given as local dates).
+    public let timeZone: String
+    /// UNIX seconds.
+    public let startsAt: Int64
+    /// UNIX seconds.
+    public let endsAt: Int64
+    public let requestedBy: String?
+    /// The booking as events carry it — the reply's booking with contact
+    /// details (contract v1.1 `bookingView`).
+    public let json: [UInt8]
+    /// The same without attendees' `email` and `phone`, byte for byte what
+    /// the encoder writes for it.
+    public let redactedJSON: [UInt8]
+}
+
+/// A series as stored: who booked it where, and its version.
+public struct SeriesRow: Sendable, Equatable {
+    public let id: String
+    public let room: String
+    public let requestedBy: String?
+    public let version: Int
+    public let count: Int
+}
+
+/// A reply a command body returns, with its encoding when the body already
+/// has it (a booking encoded once for its row, events and reply).
+public struct ReplyBody: Sendable {
+    public var reply: CommandReply
+    /// `ContractJSON.encode(reply)`, or nil to have the store encode it.
+    public var json: Data?
+
+    public init(_ reply: CommandReply, json: Data? = nil) {
+        self.reply = reply
+        self.json = json
+    }
+}
+
+/// A room with the exact JSON it was decoded from.
+public struct CachedRoom: Sendable {
+    public var room: Room
+    public var json: Data
+}
+
