@@ -24,6 +24,9 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
     ],
     targets: [
         // MARK: Shared
@@ -92,6 +95,9 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Services/BookingHandler"
@@ -189,7 +195,8 @@ let package = Package(
         ),
         .testTarget(
             name: "BookingHandlerTests",
-            dependencies: ["BookingHandler", "BookingContracts", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: ["BookingHandler", "BookingContracts", "TestSupport", .product(name: "GRDB", package: "GRDB.swift"),
+                           .product(name: "Logging", package: "swift-log")],
             path: "Tests/BookingHandlerTests"
         ),
         .testTarget(

@@ -21,17 +21,24 @@ public struct BookingHandlerApp: Sendable {
     /// round, then the connection closes).
     public let services: [any Service]
 
-    /// Opens the database in `dataDirectory`, upserts `roomsFile` (if any),
+    /// Opens the database — PostgreSQL when `database` is given, else the
+    /// SQLite file in `dataDirectory` — upserts `roomsFile` (if any),
     /// declares the handler's topology on `connection`. A `policy` without
     /// replayers gets the connection's own user as the one replayer.
     public static func build(
         connection: AMQPConnection, dataDirectory: String, roomsFile: String? = nil,
         policy: CallerPolicy = CallerPolicy(), replayRate: Int = ReplayPacer.defaultRate,
         prefetch: UInt16 = 64, concurrency: Int = 64, httpPort: Int? = nil,
-        retentionDays: Int = 7, logger: Logger,
+        retentionDays: Int = 7, database: PostgresSettings? = nil, logger: Logger,
         now: @escaping @Sendable () -> Date = { Date() }, timerInterval: Duration = .seconds(1)
     ) async throws -> BookingHandlerApp {
-        let store = try SQLiteBookingStore(path: dataDirectory + "/booking-handler.sqlite")
+        let store: any BookingStore
+        if let database {
+            store = try await PostgresBookingStore.open(settings: database, logger: logger)
+            logger.info("store: PostgreSQL", metadata: ["database": "\(database)"])
+        } else {
+            store = try SQLiteBookingStore(path: dataDirectory + "/booking-handler.sqlite")
+        }
         var policy = policy
         // No REPLAY_USERS: the handler's own user, right for the one-user
         // embedded set (the projector logs in alike, so its rebuild works).

@@ -14,6 +14,9 @@ public struct HandlerSettings: Sendable, Equatable {
     public var retentionDays: Int
     /// `ROOMS_FILE`: rooms to upsert at start-up.
     public var roomsFile: String?
+    /// `DATABASE_URL`: PostgreSQL shared by several handler instances; unset
+    /// keeps the embedded SQLite file in `DATA_DIR`.
+    public var database: PostgresSettings?
 
     /// Reads the settings. `REPLAY_USERS` unset leaves the policy's
     /// replayers empty, which ``BookingHandlerApp/build`` turns into the
@@ -33,5 +36,6 @@ public struct HandlerSettings: Sendable, Equatable {
         retentionDays = try CommonSettings.integer(value("INBOX_RETENTION_DAYS"), name: "INBOX_RETENTION_DAYS",
                                                    default: 7, range: 1...3650)
         roomsFile = value("ROOMS_FILE")
+        database = try value("DATABASE_URL").map { try PostgresSettings(url: $0) }
     }
 }

@@ -25,7 +25,7 @@ do {
     let app = try await BookingHandlerApp.build(
         connection: connection, dataDirectory: dataDirectory, roomsFile: handlerSettings.roomsFile,
         policy: policy, replayRate: handlerSettings.replayRate, httpPort: settings.httpPort,
-        retentionDays: handlerSettings.retentionDays, logger: logger)
+        retentionDays: handlerSettings.retentionDays, database: handlerSettings.database, logger: logger)
     logger.info("ready", metadata: [
         "data_dir": .string(dataDirectory), "admin_users": "\(policy.administrators.sorted())",
         "room_managers": "\(policy.roomManagers.sorted())", "replay_users": "\(app.processor.policy.replayUsers.sorted())",

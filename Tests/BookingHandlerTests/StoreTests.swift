@@ -1,10 +1,49 @@
 import BookingContracts
 import Foundation
+import Logging
 import Testing
+import TestSupport
 @testable import BookingHandler
 
-/// BookingStore and CommandProcessor on a real SQLite file: group commit,
-/// the inbox, the outbox lease.
+/// The two stores the handler runs on: SQLite (one machine) and PostgreSQL
+/// (several), each real — a file, and the run's shared server with a schema
+/// per test.
+enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite, postgres
+    var testDescription: String { rawValue }
+}
+
+/// Where one test's store lives; ``open(insertLease:committedCapacity:)``
+/// again is "another handler process on the same database".
+struct StoreFixture: Sendable {
+    let kind: StoreKind
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID().uuidString)")
+    let databaseURL: String?
+
+    init(_ kind: StoreKind) throws {
+        self.kind = kind
+        databaseURL = kind == .postgres ? try TestPostgres.url(schemaPrefix: "store") : nil
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    func open(insertLease: TimeInterval = 5, committedCapacity: Int = 10_000) async throws -> any BookingStore {
+        switch kind {
+        case .sqlite:
+            return try SQLiteBookingStore(path: directory.appendingPathComponent("db.sqlite").path, insertLease: insertLease,
+                                          committedCapacity: committedCapacity)
+        case .postgres:
+            return try await PostgresBookingStore.open(settings: PostgresSettings(url: databaseURL!), logger: Logger(label: "store-test"),
+                                                       waitSeconds: 0, insertLease: insertLease, committedCapacity: committedCapacity)
+        }
+    }
+
+    func remove() {
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+/// BookingStore and CommandProcessor on each store: group commit, the
+/// inbox, the outbox lease — one suite, both engines.
 @Suite("Booking store")
 struct StoreTests {
     /// Two handler processes started together on a fresh data directory
@@ -28,11 +67,8 @@ struct StoreTests {
         }
     }
 
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID().uuidString)")
-
-    func makeProcessor() async throws -> (BookingStore, CommandProcessor) {
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let store = try SQLiteBookingStore(path: directory.appendingPathComponent("db.sqlite").path)
+    func makeProcessor(_ fixture: StoreFixture) async throws -> (any BookingStore, CommandProcessor) {
+        let store = try await fixture.open()
         let now = ISO8601DateFormatter().date(from: "2026-11-22T10:00:00Z")!
         let processor = CommandProcessor(store: store, now: { now })
         _ = try await processor.upsertRooms(fileContents: Data(#"[{"name": "Berlin", "capacity": 8}]"#.utf8))
@@ -61,9 +97,11 @@ struct StoreTests {
         }
     }
 
-    @Test func concurrentRepeatsOfOneKeyHaveOneEffectAndOneReply() async throws {
-        let (store, processor) = try await makeProcessor()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func concurrentRepeatsOfOneKeyHaveOneEffectAndOneReply(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (store, processor) = try await makeProcessor(fixture)
+        defer { fixture.remove() }
         let all = try await replies(processor, Array(repeating: create("09:00", "10:00", key: "same"), count: 32))
         #expect(Set(all.map { "\($0)" }).count == 1, "every repeat gets the first reply")
         let counts = try await store.counts()
@@ -72,9 +110,11 @@ struct StoreTests {
         #expect(counts.outboxPending == 1 + 2)  // room.registered + created + confirmed
     }
 
-    @Test func concurrentConflictingCommandsHaveExactlyOneWinner() async throws {
-        let (store, processor) = try await makeProcessor()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func concurrentConflictingCommandsHaveExactlyOneWinner(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (store, processor) = try await makeProcessor(fixture)
+        defer { fixture.remove() }
         let commands = (0..<32).map { i in create(i % 2 == 0 ? "09:00" : "09:30", "10:30", key: "k\(i)") }
         let all = try await replies(processor, commands)
         let winners = all.compactMap { reply -> Booking? in
@@ -91,9 +131,11 @@ struct StoreTests {
         #expect(try await store.counts().bookings == 1)
     }
 
-    @Test func aFailingCommandDoesNotSpoilTheOthersInItsGroup() async throws {
-        let (store, _) = try await makeProcessor()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func aFailingCommandDoesNotSpoilTheOthersInItsGroup(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (store, _) = try await makeProcessor(fixture)
+        defer { fixture.remove() }
         struct Boom: Error {}
         let results = await withTaskGroup(of: Bool.self) { group in
             for i in 0..<20 {
@@ -124,9 +166,11 @@ struct StoreTests {
         #expect(handed.map(\.id) == handed.map(\.id).sorted(), "in commit order")
     }
 
-    @Test func aRoomReRegisteredByAnotherProcessIsWhatTheNextCreateSees() async throws {
-        let (store, processor) = try await makeProcessor()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func aRoomReRegisteredByAnotherProcessIsWhatTheNextCreateSees(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (store, processor) = try await makeProcessor(fixture)
+        defer { fixture.remove() }
         // The first create caches Berlin (no approval needed: confirmed).
         guard case .handled(.booking(let first), _, _, let firstJSON) = try await processor.process(create("09:00", "10:00", key: "a")) else {
             Issue.record("not a booking")
@@ -137,7 +181,7 @@ struct StoreTests {
                 "the reply bytes are the reply")
         #expect(store.cachedRoom(named: "Berlin")?.room.requiresApproval == false)
         // Another handler process changes the room behind this one's cache.
-        let other = CommandProcessor(store: try SQLiteBookingStore(path: directory.appendingPathComponent("db.sqlite").path))
+        let other = CommandProcessor(store: try await fixture.open())
         _ = try await other.upsertRooms(fileContents: Data(#"[{"name": "Berlin", "capacity": 8, "requiresApproval": true}]"#.utf8))
         guard case .handled(.booking(let second), _, _, _) = try await processor.process(create("11:00", "12:00", key: "b")) else {
             Issue.record("not a booking")
@@ -158,15 +202,17 @@ struct StoreTests {
         #expect(error.code == .overCapacity)
     }
 
-    @Test func committedEventsReachThisRelayInMemoryAndNoOtherRelayWithinTheLease() async throws {
-        let (store, _) = try await makeProcessor()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func committedEventsReachThisRelayInMemoryAndNoOtherRelayWithinTheLease(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (store, _) = try await makeProcessor(fixture)
+        defer { fixture.remove() }
         _ = store.takeCommitted(limit: 100)  // room.registered
         try await store.transaction { tx in
             for i in 0..<5 { try tx.enqueue(routingKey: "e", messageID: "m\(i)", body: Data("{}".utf8)) }
         }
         // A second handler process on the same database.
-        let other = try SQLiteBookingStore(path: directory.appendingPathComponent("db.sqlite").path)
+        let other = try await fixture.open()
         #expect(try await other.claimOutbox(limit: 10, lease: 60).isEmpty, "claimed by the writer from the start")
         #expect(try await store.claimOutbox(limit: 10, lease: 60).isEmpty, "…and not handed out twice by the writer's own sweep")
         let handed = store.takeCommitted(limit: 3)
@@ -180,11 +226,12 @@ struct StoreTests {
         #expect(try await store.counts().outboxPending == 1 + 4)
     }
 
-    @Test func aSweepNeverHandsOutWhatWaitsInMemoryEvenAfterItsLease() async throws {
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func aSweepNeverHandsOutWhatWaitsInMemoryEvenAfterItsLease(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        defer { fixture.remove() }
         // Lease 0: every claim made at insert has already run out.
-        let store = try SQLiteBookingStore(path: directory.appendingPathComponent("db.sqlite").path, insertLease: 0)
+        let store = try await fixture.open(insertLease: 0)
         try await store.transaction { tx in
             for i in 0..<3 { try tx.enqueue(routingKey: "e", messageID: "m\(i)", body: Data("{}".utf8)) }
         }
@@ -193,9 +240,11 @@ struct StoreTests {
         #expect(store.takeCommitted(limit: 10).map(\.messageID) == ["m0", "m1", "m2"])
     }
 
-    @Test func aFailedPublishSendsEverythingBackThroughTheTableInCommitOrder() async throws {
-        let (store, _) = try await makeProcessor()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func aFailedPublishSendsEverythingBackThroughTheTableInCommitOrder(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (store, _) = try await makeProcessor(fixture)
+        defer { fixture.remove() }
         _ = store.takeCommitted(limit: 100)  // room.registered
         func add(_ ids: ClosedRange<Int>) async throws {
             try await store.transaction { tx in
@@ -220,10 +269,11 @@ struct StoreTests {
         #expect(store.takeCommitted(limit: 10).map(\.messageID) == ["m6"])
     }
 
-    @Test func aFullMemorySuspendsTheHandOverInsteadOfDroppingEvents() async throws {
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let store = try SQLiteBookingStore(path: directory.appendingPathComponent("db.sqlite").path, committedCapacity: 3)
+    @Test(arguments: StoreKind.allCases)
+    func aFullMemorySuspendsTheHandOverInsteadOfDroppingEvents(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        defer { fixture.remove() }
+        let store = try await fixture.open(committedCapacity: 3)
         try await store.transaction { tx in
             for i in 0..<2 { try tx.enqueue(routingKey: "e", messageID: "m\(i)", body: Data("{}".utf8)) }
         }
@@ -239,9 +289,11 @@ struct StoreTests {
     /// Antarctica/Troll moves its clocks by two hours: its autumn day is
     /// 25 h 45 min long from 00:00 to 23:45. The overlap query's lower bound
     /// must still reach the start of a booking that long.
-    @Test func theLongestPossibleBookingStillConflicts() async throws {
-        let (_, processor) = try await makeProcessor()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func theLongestPossibleBookingStillConflicts(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (_, processor) = try await makeProcessor(fixture)
+        defer { fixture.remove() }
         _ = try await processor.upsertRooms(fileContents: Data(#"[{"name": "Troll", "capacity": 4, "timeZone": "Antarctica/Troll", "opens": "00:00", "closes": "23:45"}]"#.utf8))
         func book(_ start: String, _ end: String, _ key: String) async throws -> CommandReply {
             let body = #"{"room":"Troll","date":"2027-10-31","start":"\#(start)","end":"\#(end)","title":"T","attendees":[{"name":"Ada","email":"ada@example.com","phone":"0170 1234567"}]}"#
@@ -264,9 +316,11 @@ struct StoreTests {
         #expect(error.conflicts == [whole.id])
     }
 
-    @Test func outboxClaimsAreLeasedInOrderAndMarkedOnce() async throws {
-        let (store, _) = try await makeProcessor()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func outboxClaimsAreLeasedInOrderAndMarkedOnce(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (store, _) = try await makeProcessor(fixture)
+        defer { fixture.remove() }
         try await store.transaction { tx in
             for i in 0..<5 { try tx.enqueue(routingKey: "e", messageID: "m\(i)", body: Data("{}".utf8)) }
         }
@@ -283,9 +337,11 @@ struct StoreTests {
         #expect(third.map(\.id) == second.map(\.id), "released events come back; published ones never")
     }
 
-    @Test func pruningDropsOldInboxEntriesAndPublishedEventsOnly() async throws {
-        let (store, processor) = try await makeProcessor()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func pruningDropsOldInboxEntriesAndPublishedEventsOnly(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (store, processor) = try await makeProcessor(fixture)
+        defer { fixture.remove() }
         _ = try await processor.process(create("09:00", "10:00", key: "old"))
         let claimed = store.takeCommitted(limit: 2)
         try await store.markPublished(claimed.map(\.id))

@@ -19,26 +19,12 @@ public final class SQLiteBookingStore: BookingStore {
     /// Rooms as last read, for validating commands before their transaction.
     let rooms = RoomCache()
     /// Events committed by this process, handed to its relay in memory.
-    private let committed = Mutex(CommittedEvents())
-
-    /// How long a new event stays claimed by the process that wrote it. Its
-    /// relay normally publishes it within milliseconds; the lease only has
-    /// to cover that, and it is what events of a process killed between
-    /// commit and publish wait before a restarted (or another) handler
-    /// sends them. A publish slower than this (broker trouble) may be
-    /// repeated by another process: at-least-once, dropped by version.
-    let insertLease: TimeInterval
-
-    /// At most this many committed events wait in memory for the relay
-    /// (confirms slower than commands for long); past it, hand-over is
-    /// suspended and the relay reads the table (see ``suspendHandOver(releasing:)``).
-    let committedCapacity: Int
+    let handOver: OutboxHandOver
 
     /// Opens (creating and migrating as needed) the database at `path`.
     /// `insertLease` and `committedCapacity` are for tests.
     public init(path: String, insertLease: TimeInterval = 5, committedCapacity: Int = 10_000) throws {
-        self.insertLease = insertLease
-        self.committedCapacity = committedCapacity
+        handOver = OutboxHandOver(insertLease: insertLease, capacity: committedCapacity)
         var configuration = Configuration()
         // Another process holding the write lock makes us wait, not fail.
         configuration.busyMode = .timeout(15)
@@ -513,45 +499,18 @@ public final class SQLiteBookingStore: BookingStore {
 
     // MARK: Outbox
 
-    /// Committed events waiting for this process's relay, oldest first, and
-    /// whether hand-over is on.
-    struct CommittedEvents {
-        var events: [OutboxEvent] = []
-        var ids: Set<Int64> = []
-        /// Off after a failed publish or an overflow: new events are then
-        /// inserted unclaimed and the relay reads them from the table, in
-        /// order with the ones it released, until it has caught up.
-        var suspended = false
-    }
-
-    /// The claim new events get, or nil (unclaimed) while hand-over is
-    /// suspended. Read on the writer queue at the start of a transaction.
     private func claimOnInsert() -> TimeInterval? {
-        committed.withLock { $0.suspended } ? nil : insertLease
+        handOver.claimOnInsert()
     }
 
-    /// Whether the relay must read the table instead of memory.
     public var handOverSuspended: Bool {
-        committed.withLock { $0.suspended }
+        handOver.suspended
     }
 
-    /// Called on the writer right after a commit: the new (claimed) events,
-    /// in commit order. Past ``committedCapacity`` everything waiting is
-    /// released to the table instead and hand-over is suspended.
+    /// Called on the writer right after a commit (``OutboxHandOver/committed(_:)``).
     private func handOver(_ events: [OutboxEvent], _ db: Database) {
-        guard !events.isEmpty else { return }
-        let overflow = committed.withLock { state -> [Int64]? in
-            if state.events.count + events.count <= committedCapacity {
-                state.events += events
-                for event in events { state.ids.insert(event.id) }
-                return nil
-            }
-            let ids = state.events.map(\.id) + events.map(\.id)
-            state = CommittedEvents(suspended: true)
-            return ids
-        }
         // If this fails the rows wait for their lease to run out instead.
-        if let overflow { try? Self.release(overflow, db) }
+        if let overflow = handOver.committed(events) { try? Self.release(overflow, db) }
     }
 
     /// Switches hand-over off after a failed publish: gives up the claims on
@@ -560,12 +519,7 @@ public final class SQLiteBookingStore: BookingStore {
     /// anything newer. Runs on the writer queue, between groups.
     public func suspendHandOver(releasing failed: [Int64]) async throws {
         try await onWriter { db in
-            let waiting = self.committed.withLock { state -> [Int64] in
-                let ids = state.events.map(\.id)
-                state = CommittedEvents(suspended: true)
-                return ids
-            }
-            try Self.release(failed + waiting, db)
+            try Self.release(failed + self.handOver.suspend(), db)
         }
     }
 
@@ -574,7 +528,7 @@ public final class SQLiteBookingStore: BookingStore {
     /// event handed over after it; the relay sweeps the table once more
     /// before taking from memory, so they still go first.
     public func resumeHandOver() async throws {
-        try await onWriter { _ in self.committed.withLock { $0.suspended = false } }
+        try await onWriter { _ in self.handOver.resume() }
     }
 
     private static func release(_ ids: [Int64], _ db: Database) throws {
@@ -589,12 +543,7 @@ public final class SQLiteBookingStore: BookingStore {
     /// were claimed when inserted, so no other relay publishes them within
     /// the lease.
     public func takeCommitted(limit: Int) -> [OutboxEvent] {
-        committed.withLock { state in
-            let taken = Array(state.events.prefix(limit))
-            state.events.removeFirst(taken.count)
-            for event in taken { state.ids.remove(event.id) }
-            return taken
-        }
+        handOver.take(limit: limit)
     }
 
     /// Claims up to `limit` unpublished events, oldest first, for `lease`
@@ -615,7 +564,7 @@ public final class SQLiteBookingStore: BookingStore {
                     """, arguments: [now, limit])
                 // Events still waiting in this process's memory (lease run out
                 // while the broker was away) go out from there, not twice.
-                let waiting = committed.withLock { $0.ids }
+                let waiting = handOver.waitingIDs
                 events = rows.map { row in
                     OutboxEvent(id: row["id"], routingKey: row["routingKey"], messageID: row["messageId"],
                                 body: [UInt8](row["body"] as Data))
@@ -827,7 +776,7 @@ struct SQLiteTransaction: StoreTransaction {
     }
 
     /// Queues an event for the relay, in this transaction. Normally the row
-    /// is claimed by this process from the start (``BookingStore/insertLease``)
+    /// is claimed by this process from the start (``OutboxHandOver/insertLease``)
     /// and after the commit the event reaches this process's relay in
     /// memory; while hand-over is suspended it is left unclaimed for the
     /// relay's table reads.

@@ -1,0 +1,458 @@
+import BookingContracts
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+import Synchronization
+
+/// The booking handler's store on PostgreSQL (postgres-nio), for several
+/// handler instances on several hosts sharing one database
+/// (`DATABASE_URL=postgres://…`). The guarantees are those of
+/// ``BookingStore``; how this store keeps them:
+///
+/// - **One writer at a time, across instances.** Every write transaction
+///   first takes a transaction-level advisory lock (one per schema), the
+///   counterpart of SQLite's `BEGIN IMMEDIATE`: overlap checks, inbox
+///   look-ups, timers and version numbers see every earlier commit, and
+///   `booking_version.seq` (a sequence, assigned under the lock) grows in
+///   commit order as the `booking.list` snapshot rule needs. Transactions
+///   of other instances wait for the lock; readers never do (MVCC).
+/// - **Double booking impossible in the database itself**: an exclusion
+///   constraint over (room, [startsAt, endsAt)) for pending, confirmed and
+///   inProgress rows (`btree_gist`). The lock makes it unreachable for the
+///   handler's own writes; it guards against everything else.
+/// - **Outbox across instances**: new events are claimed by the instance
+///   that wrote them (hand-over in memory, ``OutboxHandOver``); the table
+///   fallback claims with `FOR UPDATE SKIP LOCKED` and a lease, so two
+///   relays never publish the same event at the same time, and an instance
+///   that died has its events published by another once the lease ends.
+///
+/// Threads: command groups run on one serial queue (`writer`) that owns the
+/// write connection and blocks on postgres-nio's futures there — never on
+/// an event loop, never on the cooperative pool. Reads use a second
+/// connection through postgres-nio's async API (queries on it are queued by
+/// postgres-nio). Both reconnect on the next use after PostgreSQL restarts;
+/// a command whose transaction was cut off fails, is redelivered, and the
+/// inbox makes it exact (a commit that did happen answers from the inbox).
+public final class PostgresBookingStore: BookingStore {
+    let settings: PostgresSettings
+    let logger: Logger
+    let rooms = RoomCache()
+    let handOver: OutboxHandOver
+    private let configuration: PostgresConnection.Configuration
+    private let batch = Mutex(BatchState())
+    private let writer = DispatchQueue(label: "postgres-store.writer")
+    /// The write connection. Only touched on `writer`.
+    private nonisolated(unsafe) var writeConnection: PostgresConnection?
+    private let reader: ReadConnection
+    private static let connectionIDs = Atomic<Int>(0)
+    /// Key text of the advisory lock that serialises writers (per schema).
+    private let writeLockKey: String
+
+    /// Connects, creates the schema when missing and migrates it. Waits up
+    /// to `waitSeconds` for a server that is not reachable yet (starting
+    /// together in a compose file); refusals by the server itself (bad
+    /// password, missing database) fail at once. `insertLease` and
+    /// `committedCapacity` are for tests.
+    public static func open(settings: PostgresSettings, logger: Logger, waitSeconds: Double = 60, insertLease: TimeInterval = 5,
+                            committedCapacity: Int = 10_000) async throws -> PostgresBookingStore {
+        let store = try PostgresBookingStore(settings: settings, logger: logger, insertLease: insertLease,
+                                             committedCapacity: committedCapacity)
+        let deadline = ContinuousClock.now + .seconds(waitSeconds)
+        while true {
+            do {
+                try await store.onWriterConnection { connection in
+                    try PostgresSchema.migrate(connection, settings: settings, logger: logger)
+                }
+                return store
+            } catch let error as PSQLError where error.code == .connectionError && ContinuousClock.now < deadline {
+                logger.warning("PostgreSQL not reachable yet; retrying", metadata: ["database": "\(settings)", "error": "\(error)"])
+                try await Task.sleep(for: .seconds(1))
+            }
+        }
+    }
+
+    private init(settings: PostgresSettings, logger: Logger, insertLease: TimeInterval, committedCapacity: Int) throws {
+        self.settings = settings
+        self.logger = logger
+        configuration = try settings.connectionConfiguration()
+        handOver = OutboxHandOver(insertLease: insertLease, capacity: committedCapacity)
+        reader = ReadConnection(configuration: configuration, logger: logger)
+        writeLockKey = "booking-handler.write:" + (settings.schema ?? "public")
+    }
+
+    deinit {
+        // Nothing runs on `writer` any more (its blocks hold the store).
+        // postgres-nio insists on connections being closed, not dropped.
+        if let connection = writeConnection { PostgresConnection.closeInBackground(connection) }
+    }
+
+    /// Closes both connections (the writer's after the group it may be running).
+    public func close() async {
+        await reader.close()
+        let connection: PostgresConnection? = await withCheckedContinuation { continuation in
+            writer.async {
+                let connection = self.writeConnection
+                self.writeConnection = nil
+                continuation.resume(returning: connection)
+            }
+        }
+        try? await connection?.close()
+    }
+
+    static func nextConnectionID() -> Int {
+        connectionIDs.wrappingAdd(1, ordering: .relaxed).newValue
+    }
+
+    // MARK: Writer
+
+    /// The write connection, (re)connected when needed. On `writer` only.
+    private func writerConnection() throws -> PostgresConnection {
+        if let connection = writeConnection, !connection.isClosed { return connection }
+        writeConnection = nil
+        let connection = try PostgresConnection.connect(
+            on: PostgresConnection.defaultEventLoopGroup.any(), configuration: configuration,
+            id: Self.nextConnectionID(), logger: logger).wait()
+        writeConnection = connection
+        return connection
+    }
+
+    /// Runs `body` on `writer` with the write connection.
+    private func onWriterConnection<T: Sendable>(_ body: @Sendable @escaping (PostgresConnection) throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            writer.async {
+                continuation.resume(with: Result { try body(try self.writerConnection()) })
+            }
+        }
+    }
+
+    /// Runs `body` in one write transaction under the write lock, on `writer`.
+    private func inWriteTransaction<T>(_ connection: PostgresConnection, _ body: () throws -> T) throws -> T {
+        try connection.run("BEGIN", logger)
+        do {
+            try connection.run("SELECT pg_advisory_xact_lock(hashtext(\(writeLockKey)))", logger)
+            let result = try body()
+            try connection.run("COMMIT", logger)
+            return result
+        } catch {
+            _ = try? connection.run("ROLLBACK", logger)
+            throw error
+        }
+    }
+
+    public typealias Outcome = StoreOutcome
+
+    public func execute(
+        key: InboxKey?, commandType: String, _ body: @Sendable @escaping (any StoreTransaction) throws -> ReplyBody
+    ) async throws -> Outcome {
+        try await withCheckedThrowingContinuation { (promise: CheckedContinuation<Outcome, any Error>) in
+            let lead = batch.withLock { state -> Bool in
+                state.jobs.append(Job(key: key, commandType: commandType, body: body, promise: promise))
+                if state.draining { return false }
+                state.draining = true
+                return true
+            }
+            if lead { writer.async { self.drain() } }
+        }
+    }
+
+    struct Job: Sendable {
+        let key: InboxKey?
+        let commandType: String
+        let body: @Sendable (any StoreTransaction) throws -> ReplyBody
+        let promise: CheckedContinuation<Outcome, any Error>
+    }
+
+    struct BatchState {
+        var jobs: [Job] = []
+        var draining = false
+    }
+
+    /// How many commands one transaction takes at most.
+    static let maxGroup = 64
+
+    /// Runs one group of waiting commands in one transaction, each in its
+    /// own savepoint (group commit, as the SQLite store), then queues itself
+    /// again while commands wait.
+    private func drain() {
+        let group = batch.withLock { state -> [Job] in
+            let group = Array(state.jobs.prefix(Self.maxGroup))
+            state.jobs.removeFirst(group.count)
+            if group.isEmpty { state.draining = false }
+            return group
+        }
+        if group.isEmpty { return }
+        defer { writer.async { self.drain() } }
+        do {
+            let connection = try writerConnection()
+            let claim = handOver.claimOnInsert()
+            var events: [OutboxEvent] = []
+            let results = try inWriteTransaction(connection) { () throws -> [Result<Outcome, any Error>] in
+                var results: [Result<Outcome, any Error>] = []
+                for job in group {
+                    try connection.run("SAVEPOINT job", logger)
+                    let tx = PostgresTransaction(connection: connection, logger: logger, rooms: rooms, claimLease: claim)
+                    do {
+                        let outcome = try Self.run(job, tx)
+                        try connection.run("RELEASE SAVEPOINT job", logger)
+                        events += tx.events.list
+                        results.append(.success(outcome))
+                    } catch {
+                        // A failed statement or body: undo this command
+                        // only. If even that fails the connection is gone
+                        // and the whole group fails below.
+                        try connection.run("ROLLBACK TO SAVEPOINT job", logger)
+                        results.append(.failure(error))
+                    }
+                }
+                return results
+            }
+            if let overflow = handOver.committed(events) { try? release(overflow, connection) }
+            for (job, result) in zip(group, results) { job.promise.resume(with: result) }
+        } catch {
+            // Nothing of the group committed (or the commit's outcome is
+            // unknown: the redelivery finds the inbox row if it did).
+            logger.warning("PostgreSQL command transaction failed", metadata: ["error": "\(error)", "commands": "\(group.count)"])
+            for job in group { job.promise.resume(throwing: error) }
+        }
+    }
+
+    private static func run(_ job: Job, _ tx: PostgresTransaction) throws -> Outcome {
+        let connection = tx.connection
+        if let key = job.key {
+            let rows = try connection.run("""
+                SELECT scope, commandType, fingerprint, reply FROM inbox
+                WHERE key = \(key.key) AND scope IN (\(key.scope), \(InboxKey.legacyScope))
+                ORDER BY scope = \(InboxKey.legacyScope) LIMIT 1
+                """, tx.logger)
+            if let row = rows.first {
+                let (scope, storedType, fingerprint, reply) = try row.decode((String, String?, Int64?, String).self)
+                let stored = Data(reply.utf8)
+                if scope != InboxKey.legacyScope, let fingerprint, fingerprint != key.fingerprint || storedType != job.commandType {
+                    let refusal = CommandReply.failure(
+                        .idempotencyKeyReused,
+                        "idempotency key '\(key.key.prefix(100))' was already used by this sender for a different command")
+                    return Outcome(reply: refusal, json: try ContractJSON.encode(refusal), duplicate: false, keyReused: true)
+                }
+                return Outcome(reply: try ContractJSON.decode(CommandReply.self, from: stored), json: stored, duplicate: true)
+            }
+        }
+        let result = try job.body(tx)
+        let json = try result.json ?? ContractJSON.encode(result.reply)
+        if let key = job.key {
+            try connection.run("""
+                INSERT INTO inbox (scope, key, commandType, fingerprint, reply, createdAt)
+                VALUES (\(key.scope), \(key.key), \(job.commandType), \(key.fingerprint), \(String(decoding: json, as: UTF8.self)),
+                        \(Date().timeIntervalSince1970))
+                """, tx.logger)
+        }
+        return Outcome(reply: result.reply, json: json, duplicate: false)
+    }
+
+    public func transaction<T: Sendable>(_ body: @Sendable @escaping (any StoreTransaction) throws -> T) async throws -> T {
+        try await onWriterConnection { connection in
+            let claim = self.handOver.claimOnInsert()
+            let tx = PostgresTransaction(connection: connection, logger: self.logger, rooms: self.rooms, claimLease: claim)
+            let result = try self.inWriteTransaction(connection) { try body(tx) }
+            if let overflow = self.handOver.committed(tx.events.list) { try? self.release(overflow, connection) }
+            return result
+        }
+    }
+
+    // MARK: Reads
+
+    public func cachedRoom(named name: String) -> CachedRoom? {
+        rooms.get(name)
+    }
+
+    public func replayRooms() async throws -> [(room: Room, updatedAt: Date)] {
+        try await reader.rows("SELECT json, updatedAt FROM room ORDER BY name").map { row in
+            let (json, updatedAt) = try row.decode((String, Double).self)
+            return (try ContractJSON.decode(Room.self, from: Data(json.utf8)), Date(timeIntervalSince1970: updatedAt))
+        }
+    }
+
+    public func replayBookings(after id: String?, limit: Int) async throws -> [Booking] {
+        try await reader.rows("SELECT json FROM booking WHERE id > \(id ?? "") ORDER BY id LIMIT \(limit)")
+            .map { try ContractJSON.decode(Booking.self, from: Data(try $0.decode(String.self).utf8)) }
+    }
+
+    public func booking(id: String) async throws -> Booking? {
+        try await reader.rows("SELECT json FROM booking WHERE id = \(id)").first
+            .map { try ContractJSON.decode(Booking.self, from: Data(try $0.decode(String.self).utf8)) }
+    }
+
+    public func snapshotSeq() async throws -> Int64 {
+        try await reader.rows("SELECT COALESCE(MAX(seq), 0)::BIGINT FROM booking_version").first?.decode(Int64.self) ?? 0
+    }
+
+    public func listVersions(at seq: Int64, from: Date, to: Date, room: String?, statuses: [BookingStatus]?,
+                             requestedBy: String?, seriesId: String?, after: (startsAt: Int64, id: String)?, limit: Int)
+        async throws -> [ListedVersion]
+    {
+        let start = Int64(from.timeIntervalSince1970.rounded(.down)), end = Int64(to.timeIntervalSince1970.rounded(.up))
+        var binds = PostgresBindings()
+        func bind(_ value: some PostgresNonThrowingEncodable & Sendable) -> String {
+            binds.append(value)
+            return "$\(binds.count)"
+        }
+        var sql = """
+            SELECT id, room, startsAt, endsAt, requestedBy, json FROM booking_version
+            WHERE seq <= \(bind(seq)) AND (until IS NULL OR until > \(bind(seq)))
+              AND startsAt < \(bind(end)) AND endsAt > \(bind(start)) AND startsAt > \(bind(start - StoreRules.longestBooking))
+            """
+        if let room { sql += " AND room = \(bind(room))" }
+        if let statuses { sql += " AND status = ANY(\(bind(statuses.map(\.rawValue))))" }
+        if let requestedBy { sql += " AND requestedBy = \(bind(requestedBy))" }
+        if let seriesId { sql += " AND seriesId = \(bind(seriesId))" }
+        if let after {
+            sql += " AND (startsAt > \(bind(after.startsAt)) OR (startsAt = \(bind(after.startsAt)) AND id > \(bind(after.id))))"
+        }
+        sql += " ORDER BY startsAt, id LIMIT \(bind(Int64(limit)))"
+        return try await reader.rows(PostgresQuery(unsafeSQL: sql, binds: binds)).map { row in
+            let (id, room, startsAt, endsAt, requestedBy, json) = try row.decode((String, String, Int64, Int64, String?, String).self)
+            let bytes = Array(json.utf8)
+            // No JSON functions here that keep the encoder's bytes (jsonb
+            // reorders keys): the redacted form is encoded in Swift.
+            let booking = try ContractJSON.decode(Booking.self, from: Data(bytes))
+            let redacted = try ContractJSON.encode(BookingView(booking, contacts: false))
+            return ListedVersion(id: id, room: room, timeZone: booking.timeZone, startsAt: startsAt, endsAt: endsAt,
+                                 requestedBy: requestedBy, json: bytes, redactedJSON: Array(redacted))
+        }
+    }
+
+    public func room(named name: String) async throws -> Room? {
+        try await reader.rows("SELECT json FROM room WHERE name = \(name)").first
+            .map { try ContractJSON.decode(Room.self, from: Data(try $0.decode(String.self).utf8)) }
+    }
+
+    public func counts() async throws -> (rooms: Int, bookings: Int, inbox: Int, outboxPending: Int) {
+        let row = try await reader.rows("""
+            SELECT (SELECT COUNT(*) FROM room), (SELECT COUNT(*) FROM booking), (SELECT COUNT(*) FROM inbox),
+                   (SELECT COUNT(*) FROM outbox WHERE publishedAt IS NULL)
+            """).first
+        guard let row else { return (0, 0, 0, 0) }
+        let (rooms, bookings, inbox, pending) = try row.decode((Int64, Int64, Int64, Int64).self)
+        return (Int(rooms), Int(bookings), Int(inbox), Int(pending))
+    }
+
+    // MARK: Outbox
+
+    public var handOverSuspended: Bool {
+        handOver.suspended
+    }
+
+    public func suspendHandOver(releasing failed: [Int64]) async throws {
+        try await onWriterConnection { connection in
+            try self.release(failed + self.handOver.suspend(), connection)
+        }
+    }
+
+    public func resumeHandOver() async throws {
+        try await onWriterConnection { _ in self.handOver.resume() }
+    }
+
+    private func release(_ ids: [Int64], _ connection: PostgresConnection) throws {
+        guard !ids.isEmpty else { return }
+        try connection.run("UPDATE outbox SET claimedUntil = NULL WHERE id = ANY(\(ids))", logger)
+    }
+
+    public func takeCommitted(limit: Int) -> [OutboxEvent] {
+        handOver.take(limit: limit)
+    }
+
+    /// `FOR UPDATE SKIP LOCKED`: relays of several instances claiming at
+    /// the same moment take disjoint events instead of waiting for each other.
+    public func claimOutbox(limit: Int, lease: TimeInterval) async throws -> [OutboxEvent] {
+        let now = Date().timeIntervalSince1970
+        let waiting = Array(handOver.waitingIDs)
+        return try await reader.rows("""
+            UPDATE outbox SET claimedUntil = \(now + lease)
+            WHERE id IN (SELECT id FROM outbox
+                         WHERE publishedAt IS NULL AND (claimedUntil IS NULL OR claimedUntil < \(now)) AND id <> ALL(\(waiting))
+                         ORDER BY id LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED)
+            RETURNING id, routingKey, messageId, body
+            """).map { row in
+            let (id, routingKey, messageID, body) = try row.decode((Int64, String, String, String).self)
+            return OutboxEvent(id: id, routingKey: routingKey, messageID: messageID, body: Array(body.utf8))
+        }.sorted { $0.id < $1.id }
+    }
+
+    public func markPublished(_ ids: [Int64]) async throws {
+        guard !ids.isEmpty else { return }
+        _ = try await reader.rows("""
+            UPDATE outbox SET publishedAt = \(Date().timeIntervalSince1970), claimedUntil = NULL WHERE id = ANY(\(ids))
+            """)
+    }
+
+    public func releaseClaims(_ ids: [Int64]) async throws {
+        guard !ids.isEmpty else { return }
+        _ = try await reader.rows("UPDATE outbox SET claimedUntil = NULL WHERE id = ANY(\(ids))")
+    }
+
+    public func prune(olderThan age: TimeInterval) async throws {
+        let cutoff = Date().timeIntervalSince1970 - age
+        _ = try await reader.rows("DELETE FROM outbox WHERE publishedAt IS NOT NULL AND publishedAt < \(cutoff)")
+        _ = try await reader.rows("DELETE FROM inbox WHERE createdAt < \(cutoff)")
+        _ = try await reader.rows("""
+            DELETE FROM booking_version WHERE until IS NOT NULL AND supersededAt < \(Date().timeIntervalSince1970 - StoreRules.cursorLifetime)
+            """)
+    }
+}
+
+/// The read connection: connected on first use and again after it closed.
+/// postgres-nio queues concurrent queries on one connection.
+actor ReadConnection {
+    private let configuration: PostgresConnection.Configuration
+    private let logger: Logger
+    private var connection: PostgresConnection?
+
+    init(configuration: PostgresConnection.Configuration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    private func get() async throws -> PostgresConnection {
+        if let connection, !connection.isClosed { return connection }
+        let fresh = try await PostgresConnection.connect(
+            on: PostgresConnection.defaultEventLoopGroup.any(), configuration: configuration,
+            id: PostgresBookingStore.nextConnectionID(), logger: logger)
+        connection = fresh
+        return fresh
+    }
+
+    /// Runs `query` (autocommit) and collects its rows.
+    func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
+        let connection = try await get()
+        let sequence = try await connection.query(query, logger: logger)
+        var rows: [PostgresRow] = []
+        for try await row in sequence { rows.append(row) }
+        return rows
+    }
+
+    func close() async {
+        try? await connection?.close()
+        connection = nil
+    }
+
+    deinit {
+        if let connection { PostgresConnection.closeInBackground(connection) }
+    }
+}
+
+extension PostgresConnection {
+    /// Closes `connection` without waiting, keeping it alive until closed
+    /// (postgres-nio asserts that no open connection is deallocated).
+    static func closeInBackground(_ connection: PostgresConnection) {
+        let closing: EventLoopFuture<Void> = connection.close()
+        closing.whenComplete { _ in withExtendedLifetime(connection) {} }
+    }
+
+    /// Runs `query` and waits for all its rows. Blocks the calling thread:
+    /// only for the store's writer queue, never an event loop or the pool.
+    @discardableResult
+    func run(_ query: PostgresQuery, _ logger: Logger) throws -> [PostgresRow] {
+        let future: EventLoopFuture<PostgresQueryResult> = self.query(query, logger: logger)
+        return try future.wait().rows
+    }
+}

@@ -1,0 +1,127 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// The PostgreSQL schema of the booking handler and its migrations: the
+/// whole schema the SQLite store reached through its migrations v1–v5,
+/// created at once (there is no older PostgreSQL data to carry over), plus
+/// what only PostgreSQL can say — the exclusion constraint.
+///
+/// Column names are written in camel case, as on SQLite; PostgreSQL folds
+/// them to lower case, which is fine for unquoted use. Identifiers that are
+/// compared or sorted (`id`, `name`) use the "C" collation, so order and
+/// `>` comparisons of paging match SQLite's byte order whatever the
+/// database's locale.
+enum PostgresSchema {
+    /// Migrations in order; each runs once per schema, in a transaction.
+    static let migrations: [(name: String, sql: String)] = [
+        ("v1", """
+            CREATE TABLE room (
+                name TEXT COLLATE "C" PRIMARY KEY,
+                json TEXT NOT NULL,
+                updatedAt DOUBLE PRECISION NOT NULL
+            );
+            CREATE TABLE booking (
+                id TEXT COLLATE "C" PRIMARY KEY,
+                room TEXT COLLATE "C" NOT NULL,
+                status TEXT NOT NULL,
+                startsAt BIGINT NOT NULL,
+                endsAt BIGINT NOT NULL,
+                version BIGINT NOT NULL,
+                json TEXT NOT NULL,
+                nextDueAt BIGINT,
+                seriesId TEXT COLLATE "C",
+                CONSTRAINT booking_no_overlap EXCLUDE USING gist (room WITH =, int8range(startsAt, endsAt) WITH &&)
+                    WHERE (status IN ('pending', 'confirmed', 'inProgress'))
+            );
+            CREATE INDEX booking_room_time ON booking (room, startsAt);
+            CREATE INDEX booking_due ON booking (nextDueAt, id) WHERE nextDueAt IS NOT NULL;
+            CREATE INDEX booking_series ON booking (seriesId, startsAt) WHERE seriesId IS NOT NULL;
+            CREATE TABLE inbox (
+                scope TEXT COLLATE "C" NOT NULL,
+                key TEXT COLLATE "C" NOT NULL,
+                commandType TEXT,
+                fingerprint BIGINT,
+                reply TEXT NOT NULL,
+                createdAt DOUBLE PRECISION NOT NULL,
+                PRIMARY KEY (scope, key)
+            );
+            CREATE INDEX inbox_created ON inbox (createdAt);
+            CREATE TABLE outbox (
+                id BIGSERIAL PRIMARY KEY,
+                routingKey TEXT NOT NULL,
+                messageId TEXT NOT NULL,
+                body TEXT NOT NULL,
+                createdAt DOUBLE PRECISION NOT NULL,
+                claimedUntil DOUBLE PRECISION,
+                publishedAt DOUBLE PRECISION
+            );
+            CREATE INDEX outbox_pending ON outbox (id) WHERE publishedAt IS NULL;
+            CREATE INDEX outbox_published ON outbox (publishedAt) WHERE publishedAt IS NOT NULL;
+            CREATE TABLE booking_version (
+                seq BIGSERIAL PRIMARY KEY,
+                id TEXT COLLATE "C" NOT NULL,
+                version BIGINT NOT NULL,
+                room TEXT COLLATE "C" NOT NULL,
+                status TEXT NOT NULL,
+                startsAt BIGINT NOT NULL,
+                endsAt BIGINT NOT NULL,
+                requestedBy TEXT,
+                json TEXT NOT NULL,
+                until BIGINT,
+                supersededAt DOUBLE PRECISION,
+                seriesId TEXT COLLATE "C"
+            );
+            CREATE INDEX booking_version_time ON booking_version (startsAt, id);
+            CREATE INDEX booking_version_room_time ON booking_version (room, startsAt, id);
+            CREATE INDEX booking_version_current ON booking_version (id) WHERE until IS NULL;
+            CREATE INDEX booking_version_series ON booking_version (seriesId, startsAt, id) WHERE seriesId IS NOT NULL;
+            CREATE TABLE series (
+                id TEXT COLLATE "C" PRIMARY KEY,
+                room TEXT NOT NULL,
+                requestedBy TEXT,
+                recurrence TEXT NOT NULL,
+                onConflict TEXT NOT NULL,
+                version BIGINT NOT NULL,
+                count BIGINT NOT NULL,
+                createdAt DOUBLE PRECISION NOT NULL
+            );
+            """),
+    ]
+
+    /// Creates the schema when missing and applies the migrations it lacks.
+    /// Processes starting together wait for each other on an advisory lock
+    /// (one for all schemas of the database: `btree_gist` is per database).
+    static func migrate(_ connection: PostgresConnection, settings: PostgresSettings, logger: Logger) throws {
+        try connection.run("BEGIN", logger)
+        do {
+            try connection.run("SELECT pg_advisory_xact_lock(hashtext('booking-handler.migrate'))", logger)
+            // The extension lives in `public` (on every search path), so
+            // schemas created later find its operator classes.
+            try connection.run("CREATE EXTENSION IF NOT EXISTS btree_gist SCHEMA public", logger)
+            if let schema = settings.schema {
+                // `schema` is a checked identifier (PostgresSettings).
+                try connection.run(PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \(schema)"), logger)
+            }
+            try connection.run("""
+                CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, appliedAt DOUBLE PRECISION NOT NULL)
+                """, logger)
+            let applied = Set(try connection.run("SELECT name FROM schema_migrations", logger).map { try $0.decode(String.self) })
+            for migration in migrations where !applied.contains(migration.name) {
+                // One statement per query: the extended protocol postgres-nio
+                // speaks takes no more (the SQL has no `;` inside literals).
+                for statement in migration.sql.split(separator: ";") where !statement.allSatisfy(\.isWhitespace) {
+                    try connection.run(PostgresQuery(unsafeSQL: String(statement)), logger)
+                }
+                try connection.run("""
+                    INSERT INTO schema_migrations (name, appliedAt) VALUES (\(migration.name), \(Date().timeIntervalSince1970))
+                    """, logger)
+                logger.notice("PostgreSQL schema migrated", metadata: ["migration": "\(migration.name)", "database": "\(settings)"])
+            }
+            try connection.run("COMMIT", logger)
+        } catch {
+            _ = try? connection.run("ROLLBACK", logger)
+            throw error
+        }
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+import NIOSSL
+import PostgresNIO
+import ServiceSupport
+
+/// Where the PostgreSQL store connects: `DATABASE_URL` as
+/// `postgres://user:password@host:port/database?sslmode=…&schema=…`.
+///
+/// - `sslmode`: `disable` (default on loopback hosts), `prefer`, `require`
+///   (default elsewhere; encrypts, does not verify), `verify-full`
+///   (verifies the certificate and host name against the system's CAs, or
+///   `sslrootcert=PATH`).
+/// - `schema`: the schema the handler's tables live in (created when
+///   missing; default `public`). Lets several deployments, or tests, share
+///   one database.
+public struct PostgresSettings: Sendable, Equatable, CustomStringConvertible {
+    public enum TLSMode: String, Sendable {
+        case disable, prefer, require
+        case verifyFull = "verify-full"
+    }
+
+    public var host: String
+    public var port: Int
+    public var user: String
+    public var password: String?
+    public var database: String
+    public var schema: String?
+    public var tls: TLSMode
+    public var rootCertificatePath: String?
+
+    /// Whether `text` names PostgreSQL (`postgres://` or `postgresql://`).
+    public static func isPostgresURL(_ text: String) -> Bool {
+        let lower = text.lowercased()
+        return lower.hasPrefix("postgres://") || lower.hasPrefix("postgresql://")
+    }
+
+    /// Parses a `DATABASE_URL`; the error names what is wrong without echoing the password.
+    public init(url text: String) throws {
+        func bad(_ why: String) -> SettingsError {
+            SettingsError("DATABASE_URL: \(why); expected postgres://user:password@host:port/database[?sslmode=require&schema=name]")
+        }
+        guard Self.isPostgresURL(text), let components = URLComponents(string: text) else { throw bad("not a postgres:// URL") }
+        guard let host = components.host, !host.isEmpty else { throw bad("no host") }
+        self.host = host
+        port = components.port ?? 5432
+        guard (1...65535).contains(port) else { throw bad("port out of range") }
+        guard let user = components.user, !user.isEmpty else { throw bad("no user name") }
+        self.user = user.removingPercentEncoding ?? user
+        password = components.password.map { $0.removingPercentEncoding ?? $0 }
+        let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        database = path.removingPercentEncoding ?? path
+        guard !database.isEmpty, !database.contains("/") else { throw bad("no database name") }
+        let items = components.queryItems ?? []
+        var tls: TLSMode = ["127.0.0.1", "localhost", "::1"].contains(host) ? .disable : .require
+        schema = nil
+        for item in items {
+            switch item.name {
+            case "sslmode":
+                guard let value = item.value, let mode = TLSMode(rawValue: value) else {
+                    throw bad("sslmode must be disable, prefer, require or verify-full")
+                }
+                tls = mode
+            case "schema":
+                guard let value = item.value, !value.isEmpty, value.count <= 63,
+                      value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }),
+                      !(value.first?.isNumber ?? true) else {
+                    throw bad("schema must be a plain identifier (letters, digits, _)")
+                }
+                schema = value.lowercased()
+            case "sslrootcert":
+                rootCertificatePath = item.value
+            default:
+                throw bad("unknown parameter '\(item.name)'")
+            }
+        }
+        self.tls = tls
+    }
+
+    /// The redacted URL, for logs.
+    public var description: String {
+        "postgres://\(user):***@\(host):\(port)/\(database)?sslmode=\(tls.rawValue)" + (schema.map { "&schema=\($0)" } ?? "")
+    }
+
+    /// The connection configuration postgres-nio takes.
+    func connectionConfiguration() throws -> PostgresConnection.Configuration {
+        let nioTLS: PostgresConnection.Configuration.TLS
+        switch tls {
+        case .disable:
+            nioTLS = .disable
+        case .prefer, .require:
+            var configuration = TLSConfiguration.makeClientConfiguration()
+            configuration.certificateVerification = .none
+            let context = try NIOSSLContext(configuration: configuration)
+            nioTLS = tls == .prefer ? .prefer(context) : .require(context)
+        case .verifyFull:
+            var configuration = TLSConfiguration.makeClientConfiguration()
+            if let rootCertificatePath { configuration.trustRoots = .file(rootCertificatePath) }
+            nioTLS = .require(try NIOSSLContext(configuration: configuration))
+        }
+        var configuration = PostgresConnection.Configuration(
+            host: host, port: port, username: user, password: password, database: database, tls: nioTLS)
+        configuration.options.connectTimeout = .seconds(10)
+        if let schema {
+            // A startup parameter: every statement of the connection, and
+            // every reconnect, resolves the tables in the schema.
+            // `public` stays on the path for the extension it holds.
+            configuration.options.additionalStartupParameters = [("search_path", "\(schema), public")]
+        }
+        return configuration
+    }
+}

@@ -1,0 +1,142 @@
+import BookingContracts
+import Foundation
+import Logging
+import PostgresNIO
+
+/// ``StoreTransaction`` on a PostgreSQL write transaction: the same
+/// statements as ``SQLiteTransaction``, with JSON stored as text (the
+/// encoder's exact bytes) and times as UNIX seconds.
+struct PostgresTransaction: StoreTransaction {
+    let connection: PostgresConnection
+    let logger: Logger
+    let rooms: RoomCache
+    /// Seconds new events stay claimed by this process, nil for unclaimed.
+    let claimLease: TimeInterval?
+    /// The events this transaction queued, handed to the relay after commit.
+    let events = SQLiteTransaction.EventList()
+
+    private func run(_ query: PostgresQuery) throws -> [PostgresRow] {
+        try connection.run(query, logger)
+    }
+
+    private static func text(_ data: Data) -> String {
+        String(decoding: data, as: UTF8.self)
+    }
+
+    func roomJSON(named name: String) throws -> Data? {
+        try run("SELECT json FROM room WHERE name = \(name)").first.map { Data(try $0.decode(String.self).utf8) }
+    }
+
+    func room(named name: String) throws -> Room? {
+        guard let data = try roomJSON(named: name) else { return nil }
+        if let cached = rooms.get(name), cached.json == data { return cached.room }
+        let room = try ContractJSON.decode(Room.self, from: data)
+        rooms.put(CachedRoom(room: room, json: data))
+        return room
+    }
+
+    func upsertRoom(_ room: Room) throws {
+        let json = Self.text(try ContractJSON.encode(room))
+        try run("""
+            INSERT INTO room (name, json, updatedAt) VALUES (\(room.name), \(json), \(Date().timeIntervalSince1970))
+            ON CONFLICT (name) DO UPDATE SET json = excluded.json, updatedAt = excluded.updatedAt
+            """)
+        // As on SQLite: bookings waiting for a check-in are re-evaluated
+        // under the new policy.
+        try run("UPDATE booking SET nextDueAt = startsAt WHERE room = \(room.name) AND status = 'confirmed' AND nextDueAt > startsAt")
+    }
+
+    func booking(id: String) throws -> Booking? {
+        try run("SELECT json FROM booking WHERE id = \(id)").first
+            .map { try ContractJSON.decode(Booking.self, from: Data(try $0.decode(String.self).utf8)) }
+    }
+
+    func conflicts(room: String, startsAt: Date, endsAt: Date, excluding: String?) throws -> [String] {
+        let start = Int64(startsAt.timeIntervalSince1970), end = Int64(endsAt.timeIntervalSince1970)
+        return try run("""
+            SELECT id FROM booking
+            WHERE room = \(room) AND startsAt > \(start - StoreRules.longestBooking) AND startsAt < \(end) AND endsAt > \(start)
+              AND status IN ('pending', 'confirmed', 'inProgress') AND id <> \(excluding ?? "")
+            ORDER BY startsAt
+            """).map { try $0.decode(String.self) }
+    }
+
+    func save(_ encoded: EncodedBooking, startsAt: Date, endsAt: Date) throws {
+        let booking = encoded.booking
+        let due = BookingRules.earliestDue(status: booking.status, startsAt: startsAt, endsAt: endsAt).map { StoreRules.dueSeconds($0) }
+        let start = Int64(startsAt.timeIntervalSince1970), end = Int64(endsAt.timeIntervalSince1970)
+        let json = Self.text(encoded.json)
+        try run("""
+            INSERT INTO booking (id, room, status, startsAt, endsAt, version, json, nextDueAt, seriesId)
+            VALUES (\(booking.id), \(booking.room), \(booking.status.rawValue), \(start), \(end), \(Int64(booking.version)), \(json),
+                    \(due), \(booking.series?.id))
+            ON CONFLICT (id) DO UPDATE SET room = excluded.room, status = excluded.status, startsAt = excluded.startsAt,
+              endsAt = excluded.endsAt, version = excluded.version, json = excluded.json, nextDueAt = excluded.nextDueAt,
+              seriesId = excluded.seriesId
+            """)
+        // The version for readers: appended (its seq assigned under the
+        // write lock, so in commit order), the one it replaces closed.
+        let seq = try run("""
+            INSERT INTO booking_version (id, version, room, status, startsAt, endsAt, requestedBy, json, seriesId)
+            VALUES (\(booking.id), \(Int64(booking.version)), \(booking.room), \(booking.status.rawValue), \(start), \(end),
+                    \(booking.requestedBy), \(json), \(booking.series?.id))
+            RETURNING seq
+            """).first?.decode(Int64.self) ?? 0
+        if booking.version > 1 {
+            try run("""
+                UPDATE booking_version SET until = \(seq), supersededAt = \(Date().timeIntervalSince1970)
+                WHERE id = \(booking.id) AND until IS NULL AND seq < \(seq)
+                """)
+        }
+    }
+
+    func insertSeries(id: String, room: String, requestedBy: String?, recurrence: Recurrence,
+                      onConflict: ConflictPolicy, count: Int, now: Date) throws {
+        let recurrenceJSON = Self.text(try ContractJSON.encode(recurrence))
+        try run("""
+            INSERT INTO series (id, room, requestedBy, recurrence, onConflict, version, count, createdAt)
+            VALUES (\(id), \(room), \(requestedBy), \(recurrenceJSON), \(onConflict.rawValue), 1, \(Int64(count)),
+                    \(now.timeIntervalSince1970))
+            """)
+    }
+
+    func series(id: String) throws -> SeriesRow? {
+        guard let row = try run("SELECT id, room, requestedBy, version, count FROM series WHERE id = \(id)").first else { return nil }
+        let (id, room, requestedBy, version, count) = try row.decode((String, String, String?, Int64, Int64).self)
+        return SeriesRow(id: id, room: room, requestedBy: requestedBy, version: Int(version), count: Int(count))
+    }
+
+    func setSeriesVersion(id: String, _ version: Int) throws {
+        try run("UPDATE series SET version = \(Int64(version)) WHERE id = \(id)")
+    }
+
+    func bookings(seriesId: String) throws -> [Booking] {
+        try run("SELECT json FROM booking WHERE seriesId = \(seriesId) ORDER BY startsAt, id")
+            .map { try ContractJSON.decode(Booking.self, from: Data(try $0.decode(String.self).utf8)) }
+    }
+
+    func earliestDue(at now: Date) throws -> (id: String, due: Int64)? {
+        let limit = Int64(now.timeIntervalSince1970.rounded(.down))
+        guard let row = try run("""
+            SELECT id, nextDueAt FROM booking WHERE nextDueAt IS NOT NULL AND nextDueAt <= \(limit) ORDER BY nextDueAt, id LIMIT 1
+            """).first else { return nil }
+        let (id, due) = try row.decode((String, Int64).self)
+        return (id, due)
+    }
+
+    func setDue(bookingID: String, _ due: Date?) throws {
+        try run("UPDATE booking SET nextDueAt = \(due.map { StoreRules.dueSeconds($0) }) WHERE id = \(bookingID)")
+    }
+
+    func enqueue(routingKey: String, messageID: String, body: Data) throws {
+        let now = Date().timeIntervalSince1970
+        let id = try run("""
+            INSERT INTO outbox (routingKey, messageId, body, createdAt, claimedUntil)
+            VALUES (\(routingKey), \(messageID), \(Self.text(body)), \(now), \(claimLease.map { now + $0 }))
+            RETURNING id
+            """).first?.decode(Int64.self) ?? 0
+        if claimLease != nil {
+            events.list.append(OutboxEvent(id: id, routingKey: routingKey, messageID: messageID, body: [UInt8](body)))
+        }
+    }
+}
