@@ -195,7 +195,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BookingHandlerTests",
-            dependencies: ["BookingHandler", "BookingContracts", "TestSupport", .product(name: "GRDB", package: "GRDB.swift"),
+            dependencies: ["BookingHandler", "BookingContracts", "ServiceSupport", "TestSupport", .product(name: "GRDB", package: "GRDB.swift"),
                            .product(name: "Logging", package: "swift-log")],
             path: "Tests/BookingHandlerTests"
         ),

@@ -103,9 +103,14 @@ cmd_start() {
   fi
   password=$(cat "$DIR/password")
   [[ ${#RUN_AS[@]} -gt 0 ]] && chown -R postgres:postgres "$DIR"
-  pg "$BIN/pg_ctl" -D "$DIR/data" -l "$DIR/log/server.log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -p $PORT -k $DIR/run -c fsync=on" start >/dev/null ||
-    { tail -20 "$DIR/log/server.log" >&2; die "PostgreSQL did not start"; }
+  # The server must not inherit descriptors beyond 0-2: a caller that
+  # waits for them to close (Foundation's Process watches a socket it gives
+  # every child) would wait as long as the server runs.
+  (
+    for fd in $(ls /proc/$BASHPID/fd); do ((fd > 2)) && eval "exec $fd>&-" 2>/dev/null; done
+    pg "$BIN/pg_ctl" -D "$DIR/data" -l "$DIR/log/server.log" -w -t 60 \
+      -o "-c listen_addresses=127.0.0.1 -p $PORT -k $DIR/run -c fsync=on" start </dev/null >/dev/null
+  ) || { tail -20 "$DIR/log/server.log" >&2; die "PostgreSQL did not start"; }
   # The application's role and database (idempotent).
   pg "$BIN/psql" -h "$DIR/run" -p "$PORT" -U postgres -d postgres -v ON_ERROR_STOP=1 -q >/dev/null <<SQL
 SELECT 'CREATE ROLE booking LOGIN' WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'booking')\gexec

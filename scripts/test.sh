@@ -21,6 +21,9 @@
 #                         their own nodes, or run `ctl --dir ...`)
 #   RABBITMQ_CLUSTER_DIR  a three-node cluster (scripts/rabbitmq-cluster.sh),
 #                         started once per run unless given
+#   POSTGRES_TEST_DIR     a private PostgreSQL (scripts/postgres.sh; its
+#                         DATABASE_URL in DIR/env), started once per run
+#                         unless given; tests keep apart by schema
 #   RABBITMQ_TEST_DIR     the broker's --dir for rabbitmq.sh (e.g. to
 #                         `ctl --dir "$RABBITMQ_TEST_DIR" stop_app`); empty when
 #                         AMQP_URL came from the caller
@@ -42,6 +45,7 @@ section "installing dependencies"
 export RABBITMQ_TEST_SCRIPT=$RABBITMQ_SH
 BROKER_DIR=""
 CLUSTER_DIR=""
+PG_DIR=""
 
 # shellcheck disable=SC2317 # invoked via trap
 cleanup() {
@@ -61,6 +65,11 @@ cleanup() {
       "$RABBITMQ_SH" stop --dir "$BROKER_DIR" || true
       rm -rf "$BROKER_DIR"
     fi
+  fi
+  if [[ -n $PG_DIR ]]; then
+    section "stopping PostgreSQL"
+    "$ROOT/scripts/postgres.sh" stop --dir "$PG_DIR" || true
+    rm -rf "$PG_DIR"
   fi
   if [[ -n $CLUSTER_DIR ]]; then
     section "stopping the RabbitMQ cluster"
@@ -95,6 +104,17 @@ if [[ -z ${RABBITMQ_CLUSTER_DIR:-} ]]; then
   chmod 755 "$CLUSTER_DIR"
   "$ROOT/scripts/rabbitmq-cluster.sh" start --dir "$CLUSTER_DIR"
   export RABBITMQ_CLUSTER_DIR=$CLUSTER_DIR
+fi
+
+# The PostgreSQL server of the store suite and the tests of several
+# handler instances on one database: once per run, a schema per test.
+if [[ -z ${POSTGRES_TEST_DIR:-} ]]; then
+  section "starting PostgreSQL"
+  trap cleanup EXIT
+  PG_DIR=$(mktemp -d /tmp/room-booking-postgres.XXXXXX)
+  chmod 755 "$PG_DIR"
+  "$ROOT/scripts/postgres.sh" start --dir "$PG_DIR"
+  export POSTGRES_TEST_DIR=$PG_DIR
 fi
 
 section "building (swift build --build-tests)"

@@ -3,12 +3,12 @@ import Foundation
 import Testing
 @testable import BookingHandler
 
-/// `booking.get` and `booking.list` (contract v1.1) on a real SQLite file:
+/// `booking.get` and `booking.list` (contract v1.1) on each store (a real
+/// SQLite file, the run's PostgreSQL server):
 /// the snapshot rule across pages while bookings change, the window in each
 /// room's zone, the privacy rule, the refusals.
 @Suite("Reading bookings")
 struct ReaderTests {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("reader-\(UUID().uuidString)")
     let clock = TestClock(utc("2026-11-22T10:00:00Z"))
 
     static let rooms = #"""
@@ -16,10 +16,9 @@ struct ReaderTests {
          {"name": "Lisbon", "capacity": 8, "timeZone": "Europe/Lisbon", "opens": "00:00", "closes": "23:45"}]
         """#
 
-    func setUp() async throws -> (CommandProcessor, BookingReader) {
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    func setUp(_ fixture: StoreFixture) async throws -> (CommandProcessor, BookingReader) {
         let clock = self.clock
-        let store = try SQLiteBookingStore(path: directory.appendingPathComponent("db.sqlite").path)
+        let store = try await fixture.open()
         let policy = CallerPolicy(administrators: ["ops"])
         let processor = CommandProcessor(store: store, policy: policy, now: { clock.now })
         _ = try await processor.upsertRooms(fileContents: Data(Self.rooms.utf8))
@@ -53,9 +52,11 @@ struct ReaderTests {
         ListBookings(from: .date("2026-11-23"), to: .date("2026-11-24"), room: room, limit: limit, cursor: cursor)
     }
 
-    @Test func pagesReturnTheFirstPagesSnapshotExactlyOnceWhileBookingsChange() async throws {
-        let (p, r) = try await setUp()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func pagesReturnTheFirstPagesSnapshotExactlyOnceWhileBookingsChange(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (p, r) = try await setUp(fixture)
+        defer { fixture.remove() }
         var original: [Booking] = []
         for hour in 7..<17 { original.append(try await book(p, String(format: "%02d:00", hour), String(format: "%02d:45", hour))) }
 
@@ -90,9 +91,11 @@ struct ReaderTests {
         #expect(now.first { $0.id == original[0].id }?.start == "20:00")
     }
 
-    @Test func contactDetailsOnlyForRequesterApproversAndAdmins() async throws {
-        let (p, r) = try await setUp()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func contactDetailsOnlyForRequesterApproversAndAdmins(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (p, r) = try await setUp(fixture)
+        defer { fixture.remove() }
         let alices = try await book(p, "09:00", "10:00")
         let anonymous = try await book(p, "10:00", "11:00", user: nil, email: "dan@example.com")
         for (user, sees) in [("alice", true), ("desk", true), ("ops", true), ("bob", false), (nil, false)] as [(String?, Bool)] {
@@ -121,9 +124,11 @@ struct ReaderTests {
     /// same page — with non-ASCII text, escapes, a description and several
     /// attendees, with and without contact details, with and without a
     /// next cursor.
-    @Test func theSplicedListReplyIsWhatTheEncoderWrites() async throws {
-        let (p, r) = try await setUp()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func theSplicedListReplyIsWhatTheEncoderWrites(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (p, r) = try await setUp(fixture)
+        defer { fixture.remove() }
         _ = try await run(p, .createBooking, #"""
             {"room":"Berlin","date":"2026-11-23","start":"09:00","end":"10:00","title":"Größe \"quoted\" \\ / tab\t ✓",
              "description":"line\nbreak","attendees":[{"name":"Zoë","email":"zoe@example.com","phone":"0170 1234567"},
@@ -149,9 +154,11 @@ struct ReaderTests {
         #expect(list[2].attendees.first?.email == "carol@example.com", "bob's own booking")
     }
 
-    @Test func aDateIsTheLocalDayOfEachRoom() async throws {
-        let (p, r) = try await setUp()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func aDateIsTheLocalDayOfEachRoom(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (p, r) = try await setUp(fixture)
+        defer { fixture.remove() }
         // The same instant, 2026-11-22T23:30Z: already the 23rd in Berlin, still the 22nd in Lisbon.
         let berlin = try await book(p, room: "Berlin", date: "2026-11-23", "00:30", "00:45")
         let lisbon = try await book(p, room: "Lisbon", date: "2026-11-22", "23:30", "23:45")
@@ -164,9 +171,11 @@ struct ReaderTests {
         #expect(Set(try await page(r, both, as: "alice").0.map(\.id)) == [berlin.id, lisbon.id])
     }
 
-    @Test func filtersByStatusRequesterAndSeries() async throws {
-        let (p, r) = try await setUp()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func filtersByStatusRequesterAndSeries(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (p, r) = try await setUp(fixture)
+        defer { fixture.remove() }
         let a = try await book(p, "09:00", "10:00")
         let b = try await book(p, "10:00", "11:00", user: "bob")
         _ = try await run(p, .cancelBooking, #"{"bookingId":"\#(b.id)"}"#, user: "bob")
@@ -181,9 +190,11 @@ struct ReaderTests {
         #expect(try await page(r, q, as: "ops").0.isEmpty, "no series yet")
     }
 
-    @Test func badRequestsAreRefusedWithTheField() async throws {
-        let (_, r) = try await setUp()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func badRequestsAreRefusedWithTheField(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (_, r) = try await setUp(fixture)
+        defer { fixture.remove() }
         func field(_ q: ListBookings) async throws -> String? {
             guard case .error(let e) = try await r.list(q, caller: .user("alice")) else { return nil }
             #expect(e.code == .invalidField)
@@ -199,7 +210,7 @@ struct ReaderTests {
         #expect(try await field(bad) == "status[1]")
         #expect(try await field(day(cursor: "not-a-cursor")) == "cursor")
         // A cursor continues only its own query.
-        for hour in 9..<12 { _ = try await book(try await setUpProcessorOnly(), String(format: "%02d:00", hour), String(format: "%02d:30", hour)) }
+        for hour in 9..<12 { _ = try await book(try await setUpProcessorOnly(fixture), String(format: "%02d:00", hour), String(format: "%02d:30", hour)) }
         let (_, cursor) = try await page(r, day(limit: 1), as: "alice")
         let c = try #require(cursor)
         #expect(try await field(day(limit: 2, cursor: c)) == "cursor")
@@ -210,9 +221,9 @@ struct ReaderTests {
     }
 
     /// A second processor on the same file (another handler process).
-    func setUpProcessorOnly() async throws -> CommandProcessor {
+    func setUpProcessorOnly(_ fixture: StoreFixture) async throws -> CommandProcessor {
         let clock = self.clock
-        return CommandProcessor(store: try SQLiteBookingStore(path: directory.appendingPathComponent("db.sqlite").path),
+        return CommandProcessor(store: try await fixture.open(),
                                 policy: CallerPolicy(administrators: ["ops"]), now: { clock.now })
     }
 }
