@@ -423,11 +423,7 @@ actor ReadConnection {
 
     /// Runs `query` (autocommit) and collects its rows.
     func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
-        let connection = try await get()
-        let sequence = try await connection.query(query, logger: logger)
-        var rows: [PostgresRow] = []
-        for try await row in sequence { rows.append(row) }
-        return rows
+        try await get().rows(query, logger).get()
     }
 
     func close() async {
@@ -452,7 +448,56 @@ extension PostgresConnection {
     /// only for the store's writer queue, never an event loop or the pool.
     @discardableResult
     func run(_ query: PostgresQuery, _ logger: Logger) throws -> [PostgresRow] {
+        try rows(query, logger).wait()
+    }
+
+    /// How long one statement may take before the store gives up on its
+    /// connection. Statements here take milliseconds; the limit is for a
+    /// connection that died under a statement (see ``rows(_:_:)``).
+    static let statementTimeout: TimeAmount = .seconds(30)
+
+    /// `query`'s rows, failing instead of waiting forever on a connection
+    /// that is gone: postgres-nio drops a query written to a channel that
+    /// has just closed without completing it (seen when PostgreSQL restarts
+    /// under an open transaction: the `ROLLBACK TO SAVEPOINT` after the
+    /// failure never answered), so a closed connection is refused up front
+    /// and a statement that gets no answer times out.
+    func rows(_ query: PostgresQuery, _ logger: Logger) -> EventLoopFuture<[PostgresRow]> {
+        let loop = eventLoop
+        guard !isClosed else { return loop.makeFailedFuture(PostgresConnectionGone(reason: "the connection is closed")) }
+        let promise = loop.makePromise(of: [PostgresRow].self)
+        let once = CompletionFlag()
+        let timer = loop.scheduleTask(in: Self.statementTimeout) {
+            if once.claim() {
+                promise.fail(PostgresConnectionGone(reason: "no answer within \(Self.statementTimeout.nanoseconds / 1_000_000_000) s"))
+                PostgresConnection.closeInBackground(self)
+            }
+        }
         let future: EventLoopFuture<PostgresQueryResult> = self.query(query, logger: logger)
-        return try future.wait().rows
+        future.whenComplete { result in
+            timer.cancel()
+            if once.claim() { promise.completeWith(result.map(\.rows)) }
+        }
+        return promise.futureResult
+    }
+}
+
+/// A statement the store sent got no answer because its connection is
+/// gone; the next statement connects again.
+struct PostgresConnectionGone: Error, CustomStringConvertible {
+    let reason: String
+    var description: String { "PostgreSQL connection gone: \(reason)" }
+}
+
+/// Set once, by whichever of two callbacks comes first.
+private final class CompletionFlag: Sendable {
+    private let done = Mutex(false)
+
+    /// True for the first caller only.
+    func claim() -> Bool {
+        done.withLock { done in
+            defer { done = true }
+            return !done
+        }
     }
 }
