@@ -79,20 +79,17 @@ struct LifecycleRuleTests {
     }
 }
 
-/// The timers on a real SQLite file with an injected clock: due order,
+/// The timers on each store (a real SQLite file, the run's PostgreSQL) with an injected clock: due order,
 /// at-most-once with two processes, release at the minute, policy changes.
 @Suite("Booking timers")
 struct TimerTests {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("timers-\(UUID().uuidString)")
-    var path: String { directory.appendingPathComponent("db.sqlite").path }
     let clock = TestClock(utc("2026-11-22T10:00:00Z"))
 
     func set(_ text: String) { clock.set(utc(text)) }
 
-    func processor(policy: CallerPolicy = CallerPolicy()) throws -> CommandProcessor {
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    func processor(_ fixture: StoreFixture, policy: CallerPolicy = CallerPolicy()) async throws -> CommandProcessor {
         let clock = self.clock
-        return CommandProcessor(store: try SQLiteBookingStore(path: path), policy: policy, now: { clock.now })
+        return CommandProcessor(store: try await fixture.open(), policy: policy, now: { clock.now })
     }
 
     static let rooms = #"""
@@ -136,9 +133,11 @@ struct TimerTests {
         }
     }
 
-    @Test func eachTransitionAtItsDueSecondAndNotBefore() async throws {
-        let processor = try processor()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func eachTransitionAtItsDueSecondAndNotBefore(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let processor = try await processor(fixture)
+        defer { fixture.remove() }
         _ = try await processor.upsertRooms(fileContents: Data(Self.rooms.utf8))
         let berlin = try await book(processor, "Berlin")
         let quiet = try await book(processor, "Quiet")
@@ -169,9 +168,11 @@ struct TimerTests {
         #expect(published.contains("booking.rejected \(board.id) v2"))
     }
 
-    @Test func afterDowntimeMissedTransitionsComeInDueOrder() async throws {
-        let processor = try processor()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func afterDowntimeMissedTransitionsComeInDueOrder(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let processor = try await processor(fixture)
+        defer { fixture.remove() }
         _ = try await processor.upsertRooms(fileContents: Data(Self.rooms.utf8))
         let early = try await book(processor, "Berlin", "08:00", "09:00")
         let late = try await book(processor, "Berlin", "09:15", "11:00")
@@ -189,14 +190,16 @@ struct TimerTests {
         ])
     }
 
-    @Test func twoProcessesApplyEachTransitionOnce() async throws {
-        let first = try processor()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func twoProcessesApplyEachTransitionOnce(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let first = try await processor(fixture)
+        defer { fixture.remove() }
         _ = try await first.upsertRooms(fileContents: Data(Self.rooms.utf8))
         var ids: [String] = []
         for hour in 7..<19 { ids.append(try await book(first, "Berlin", String(format: "%02d:00", hour), String(format: "%02d:45", hour)).id) }
         for hour in 7..<19 { ids.append(try await book(first, "Quiet", String(format: "%02d:00", hour), String(format: "%02d:45", hour)).id) }
-        let second = try processor()  // its own connection pool on the same file, as another process has
+        let second = try await processor(fixture)  // its own connections to the same database, as another process has
         set("2026-11-24T00:00:00Z")
         async let a = drain(first)
         async let b = drain(second)
@@ -208,9 +211,11 @@ struct TimerTests {
         #expect(Set(published).count == 36)
     }
 
-    @Test func checkinThenTheEndCompletesIt() async throws {
-        let processor = try processor(policy: CallerPolicy(administrators: ["desk"]))
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func checkinThenTheEndCompletesIt(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let processor = try await processor(fixture, policy: CallerPolicy(administrators: ["desk"]))
+        defer { fixture.remove() }
         _ = try await processor.upsertRooms(fileContents: Data(Self.rooms.utf8))
         let quiet = try await book(processor, "Quiet")
         set("2026-11-23T07:44:00Z")
@@ -228,9 +233,11 @@ struct TimerTests {
                 "completed is final")
     }
 
-    @Test func cancellingInProgressFreesTheRestOfTheSlot() async throws {
-        let processor = try processor()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func cancellingInProgressFreesTheRestOfTheSlot(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let processor = try await processor(fixture)
+        defer { fixture.remove() }
         _ = try await processor.upsertRooms(fileContents: Data(Self.rooms.utf8))
         let berlin = try await book(processor, "Berlin", "09:00", "11:00")
         set("2026-11-23T08:00:00Z")
@@ -247,9 +254,11 @@ struct TimerTests {
         #expect(next.bookingValue?.status == .confirmed, "the rest of the slot is free")
     }
 
-    @Test func droppingCheckinRequirementStartsWaitingBookings() async throws {
-        let processor = try processor()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func droppingCheckinRequirementStartsWaitingBookings(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let processor = try await processor(fixture)
+        defer { fixture.remove() }
         _ = try await processor.upsertRooms(fileContents: Data(Self.rooms.utf8))
         let quiet = try await book(processor, "Quiet")
         set("2026-11-23T08:02:00Z")
@@ -258,9 +267,11 @@ struct TimerTests {
         #expect(try await drain(processor) == ["\(quiet.id):start:2"], "no check-in needed any more: started at once")
     }
 
-    @Test func confirmAfterTheStartIsTooLateAndExpiryRejects() async throws {
-        let processor = try processor(policy: CallerPolicy(administrators: ["desk"]))
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func confirmAfterTheStartIsTooLateAndExpiryRejects(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let processor = try await processor(fixture, policy: CallerPolicy(administrators: ["desk"]))
+        defer { fixture.remove() }
         _ = try await processor.upsertRooms(fileContents: Data(Self.rooms.utf8))
         let board = try await book(processor, "Board")
         set("2026-11-23T08:00:01Z")
