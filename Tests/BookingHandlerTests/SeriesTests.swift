@@ -58,7 +58,6 @@ struct RecurrenceDateTests {
 /// injected clock.
 @Suite("Recurring bookings")
 struct SeriesProcessorTests {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("series-\(UUID().uuidString)")
     let clock = TestClock(utc("2026-11-20T10:00:00Z"))
 
     static let rooms = #"""
@@ -68,10 +67,9 @@ struct SeriesProcessorTests {
          {"name": "Strict", "capacity": 8, "changeCutoffMinutes": 1440}]
         """#
 
-    func setUp() async throws -> (CommandProcessor, SQLiteBookingStore) {
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    func setUp(_ fixture: StoreFixture) async throws -> (CommandProcessor, any BookingStore) {
         let clock = self.clock
-        let store = try SQLiteBookingStore(path: directory.appendingPathComponent("db.sqlite").path)
+        let store = try await fixture.open()
         let processor = CommandProcessor(store: store, policy: CallerPolicy(administrators: ["ops"]), now: { clock.now })
         _ = try await processor.upsertRooms(fileContents: Data(Self.rooms.utf8))
         _ = store.takeCommitted(limit: 100)  // room.registered
@@ -110,9 +108,11 @@ struct SeriesProcessorTests {
         }
     }
 
-    @Test func aWeeklySeriesIsOneCommandWithOneBookingAndEventsPerOccurrence() async throws {
-        let (p, store) = try await setUp()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func aWeeklySeriesIsOneCommandWithOneBookingAndEventsPerOccurrence(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (p, store) = try await setUp(fixture)
+        defer { fixture.remove() }
         let messageID = UUID().uuidString
         let (reply, duplicate) = try await run(p, .createBooking, series(#"{"frequency":"weekly","count":3}"#), messageID: messageID)
         #expect(!duplicate)
@@ -133,9 +133,11 @@ struct SeriesProcessorTests {
         #expect(try events(store).isEmpty)
     }
 
-    @Test func everyOccurrenceIsCheckedOnItsOwnLocalDateAcrossDaylightSaving() async throws {
-        let (p, _) = try await setUp()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func everyOccurrenceIsCheckedOnItsOwnLocalDateAcrossDaylightSaving(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (p, _) = try await setUp(fixture)
+        defer { fixture.remove() }
         // 2027-03-28: Europe/Berlin moves from UTC+1 to UTC+2.
         let (reply, _) = try await run(p, .createBooking, series(date: "2027-03-21", #"{"frequency":"weekly","count":2}"#))
         guard case .series(let s) = reply else { Issue.record("\(reply)"); return }
@@ -146,9 +148,11 @@ struct SeriesProcessorTests {
         #expect(late.errorValue?.date == "2026-11-23")
     }
 
-    @Test func rejectRefusesTheWholeSeriesWithEveryConflictingDate() async throws {
-        let (p, store) = try await setUp()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func rejectRefusesTheWholeSeriesWithEveryConflictingDate(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (p, store) = try await setUp(fixture)
+        defer { fixture.remove() }
         let (a, _) = try await run(p, .createBooking, single("2026-11-30"), user: "bob")
         let (b, _) = try await run(p, .createBooking, single("2026-12-14", "09:30", "10:30"), user: "bob")
         _ = try events(store)
@@ -161,9 +165,11 @@ struct SeriesProcessorTests {
         #expect(try events(store).isEmpty)
     }
 
-    @Test func skipBooksTheRestAndListsWhatWasSkippedAndWhy() async throws {
-        let (p, store) = try await setUp()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func skipBooksTheRestAndListsWhatWasSkippedAndWhy(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (p, store) = try await setUp(fixture)
+        defer { fixture.remove() }
         let (a, _) = try await run(p, .createBooking, single("2026-11-30", room: "Near"), user: "bob")
         _ = try events(store)
         // Near takes bookings 20 days ahead: 2026-12-14 is 24 days from 2026-11-20.
@@ -189,9 +195,11 @@ struct SeriesProcessorTests {
 
     /// The reply carries every occurrence and must fit the broker's 1 MiB
     /// message limit, with room for a cancel of the same occurrences.
-    @Test func aSeriesWhoseReplyWouldNotFitIsRefusedWhole() async throws {
-        let (p, store) = try await setUp()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func aSeriesWhoseReplyWouldNotFitIsRefusedWhole(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (p, store) = try await setUp(fixture)
+        defer { fixture.remove() }
         let description = String(repeating: "x", count: 3_900)
         let body = #"""
             {"room":"Berlin","date":"2026-11-23","start":"09:00","end":"10:00","title":"Big","description":"\#(description)",
@@ -209,9 +217,11 @@ struct SeriesProcessorTests {
         #expect(try ContractJSON.encode(cancelled).count < 1_048_576 - 4_096)
     }
 
-    @Test func skipAlsoSkipsOccurrencesInThePast() async throws {
-        let (p, _) = try await setUp()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func skipAlsoSkipsOccurrencesInThePast(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (p, _) = try await setUp(fixture)
+        defer { fixture.remove() }
         // The clock reads 2026-11-20 10:00Z: the 19th and the 20th at 09:00 Berlin have begun.
         let (reply, _) = try await run(p, .createBooking, series(date: "2026-11-19", #"{"frequency":"daily","count":3}"#, onConflict: "skip"))
         guard case .series(let s) = reply else { Issue.record("\(reply)"); return }
@@ -219,9 +229,11 @@ struct SeriesProcessorTests {
         #expect(s.skipped.map { "\($0.date) \($0.code.rawValue)" } == ["2026-11-19 1105", "2026-11-20 1105"])
     }
 
-    @Test func malformedSeriesBodiesAreRefusedEitherWay() async throws {
-        let (p, _) = try await setUp()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func malformedSeriesBodiesAreRefusedEitherWay(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (p, _) = try await setUp(fixture)
+        defer { fixture.remove() }
         for policy in ["reject", "skip"] {
             let (bad, _) = try await run(p, .createBooking, series(#"{"frequency":"weekly"}"#, onConflict: policy))
             #expect(bad.errorValue?.field == "recurrence")
@@ -235,9 +247,11 @@ struct SeriesProcessorTests {
         #expect(alone.errorValue?.field == "onConflict", "onConflict without recurrence")
     }
 
-    @Test func cancelBySeriesFromADateAndOneOccurrenceAlone() async throws {
-        let (p, store) = try await setUp()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func cancelBySeriesFromADateAndOneOccurrenceAlone(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (p, store) = try await setUp(fixture)
+        defer { fixture.remove() }
         let (reply, _) = try await run(p, .createBooking, series(#"{"frequency":"weekly","count":4}"#))
         guard case .series(let s) = reply else { Issue.record("\(reply)"); return }
         _ = try events(store)
@@ -269,9 +283,11 @@ struct SeriesProcessorTests {
         #expect(nothing == .seriesCancelled(SeriesCancelled(id: s.id, version: 3, cancelled: [])), "nothing left: same version")
     }
 
-    @Test func cancelBySeriesKeepsOccurrencesInsideTheCutoffAndRefusesBadBodies() async throws {
-        let (p, _) = try await setUp()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func cancelBySeriesKeepsOccurrencesInsideTheCutoffAndRefusesBadBodies(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (p, _) = try await setUp(fixture)
+        defer { fixture.remove() }
         // Strict: no cancel within 24 h of the start. 2026-11-21 09:00 is 23 h away.
         let (reply, _) = try await run(p, .createBooking, series(room: "Strict", date: "2026-11-21", #"{"frequency":"daily","count":3}"#))
         guard case .series(let s) = reply else { Issue.record("\(reply)"); return }
@@ -289,9 +305,11 @@ struct SeriesProcessorTests {
         #expect(badFrom.errorValue?.field == "from")
     }
 
-    @Test func occurrencesNeedingApprovalArePendingEachAndApprovedOneByOne() async throws {
-        let (p, store) = try await setUp()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func occurrencesNeedingApprovalArePendingEachAndApprovedOneByOne(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (p, store) = try await setUp(fixture)
+        defer { fixture.remove() }
         let (reply, _) = try await run(p, .createBooking, series(room: "Desk", #"{"frequency":"daily","count":2}"#))
         guard case .series(let s) = reply else { Issue.record("\(reply)"); return }
         #expect(s.bookings.allSatisfy { $0.status == .pending })
@@ -301,9 +319,11 @@ struct SeriesProcessorTests {
         #expect(try events(store) == ["booking.confirmed 2026-11-24 1/2 v1"])
     }
 
-    @Test func listBySeriesId() async throws {
-        let (p, store) = try await setUp()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    @Test(arguments: StoreKind.allCases)
+    func listBySeriesId(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (p, store) = try await setUp(fixture)
+        defer { fixture.remove() }
         let (reply, _) = try await run(p, .createBooking, series(#"{"frequency":"weekly","count":3}"#))
         guard case .series(let s) = reply else { Issue.record("\(reply)"); return }
         _ = try await run(p, .createBooking, single("2026-11-24"))
