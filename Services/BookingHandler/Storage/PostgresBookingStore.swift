@@ -364,12 +364,14 @@ public final class PostgresBookingStore: BookingStore {
     /// `FOR UPDATE SKIP LOCKED`: relays of several instances claiming at
     /// the same moment take disjoint events instead of waiting for each other.
     public func claimOutbox(limit: Int, lease: TimeInterval) async throws -> [OutboxEvent] {
-        let now = Date().timeIntervalSince1970
         let waiting = Array(handOver.waitingIDs)
+        // The database's clock, as for the claims made at insert.
         return try await reader.rows("""
-            UPDATE outbox SET claimedUntil = \(now + lease)
+            UPDATE outbox SET claimedUntil = extract(epoch FROM clock_timestamp())::double precision + \(lease)
             WHERE id IN (SELECT id FROM outbox
-                         WHERE publishedAt IS NULL AND (claimedUntil IS NULL OR claimedUntil < \(now)) AND id <> ALL(\(waiting))
+                         WHERE publishedAt IS NULL
+                           AND (claimedUntil IS NULL OR claimedUntil < extract(epoch FROM clock_timestamp())::double precision)
+                           AND id <> ALL(\(waiting))
                          ORDER BY id LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED)
             RETURNING id, routingKey, messageId, body
             """).map { row in

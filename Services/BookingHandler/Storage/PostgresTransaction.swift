@@ -129,10 +129,12 @@ struct PostgresTransaction: StoreTransaction {
     }
 
     func enqueue(routingKey: String, messageID: String, body: Data) throws {
-        let now = Date().timeIntervalSince1970
+        // Claims are timed by the database's clock, not this host's: the
+        // instances that compare them may run on hosts whose clocks differ.
         let id = try run("""
             INSERT INTO outbox (routingKey, messageId, body, createdAt, claimedUntil)
-            VALUES (\(routingKey), \(messageID), \(Self.text(body)), \(now), \(claimLease.map { now + $0 }))
+            VALUES (\(routingKey), \(messageID), \(Self.text(body)), extract(epoch FROM clock_timestamp())::double precision,
+                    extract(epoch FROM clock_timestamp())::double precision + \(claimLease)::double precision)
             RETURNING id
             """).first?.decode(Int64.self) ?? 0
         if claimLease != nil {
