@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import ServiceLifecycle
 import ServiceSupport
+import Synchronization
 
 /// Assembles the availability projector; `main` and the integration tests
 /// both call it.
@@ -12,6 +13,9 @@ public struct ProjectorApp: Sendable {
     public let engine: QueryEngine
     public let publisher: ChangePublisher
     public let rebuilder: Rebuilder
+    let filler: ModelFiller
+    /// False while a replica fills its read model at start (``ProjectorQueues``).
+    public var modelFilled: Bool { filler.isFilled }
     /// In start order; shutdown runs in reverse (consumers stop first, then
     /// the change publisher drains, then the connection closes, the HTTP
     /// server last).
@@ -27,36 +31,87 @@ public struct ProjectorApp: Sendable {
     public static func build(
         connection: AMQPConnection, dataDirectory: String, httpPort: Int? = nil, logger: Logger,
         now: @escaping @Sendable () -> Date = { Date() }, replayTimeout: Duration = .seconds(600),
-        eventConcurrency: Int = 32, eventSender: SenderCheck? = nil, requireUserID: Bool = false
+        eventConcurrency: Int = 32, eventSender: SenderCheck? = nil, requireUserID: Bool = false,
+        queues: ProjectorQueues = .shipped
     ) async throws -> ProjectorApp {
         // Events and replay streams are trusted only from the booking
         // handler's broker user (default: ours, the one-user embedded set).
         let sender = eventSender ?? SenderCheck(trustedUser: connection.user)
         let store = try ProjectorStore(path: dataDirectory + "/availability-projector.sqlite")
         let engine = QueryEngine(index: store.index, now: now)
-        try await connection.declare(
-            ContractTopology.declarations(queues: [Topology.projectorEventsQueue, Topology.availabilityQueriesQueue])
-                + privateQueues)
+        try await connection.declare(queues.declarations)
         let publisher = ChangePublisher(connection: connection, logger: logger, now: now)
         let events = EventConsumer(connection: connection, store: store, publisher: publisher, logger: logger,
                                    sender: sender)
-            .service(concurrency: eventConcurrency)
+            .service(queue: queues.events, concurrency: eventConcurrency)
         let queries = QueryResponder(connection: connection, engine: engine, logger: logger,
                                      requireUserID: requireUserID).service()
         let rebuilder = Rebuilder(connection: connection, store: store, publisher: publisher, logger: logger,
-                                  replayTimeout: replayTimeout, sender: sender)
+                                  replayTimeout: replayTimeout, sender: sender, queues: queues)
         var services: [any Service] = [connection, publisher, events, queries]
         services += rebuilder.services().map { $0 as any Service }
+        // A replica starts empty and fills itself from a replay before it
+        // reports ready (the shipped single projector keeps its file and
+        // is rebuilt by an operator).
+        let filler = ModelFiller(rebuilder: rebuilder, store: store, logger: logger, enabled: queues.instance != nil)
+        services.append(filler)
         if let httpPort {
             services.insert(OpsServer(port: httpPort, checks: [
                 ReadinessCheck("amqp") { connection.isConnected },
                 ReadinessCheck("events") { events.status.isConsuming },
                 ReadinessCheck("queries") { queries.status.isConsuming },
                 ReadinessCheck("database") { (try? await store.counts()) != nil },
+                ReadinessCheck("model") { filler.isFilled },
             ], logger: logger) { router in
                 ProjectorRoutes.add(to: router, engine: engine)
             }, at: 0)
         }
-        return ProjectorApp(store: store, engine: engine, publisher: publisher, rebuilder: rebuilder, services: services)
+        return ProjectorApp(store: store, engine: engine, publisher: publisher, rebuilder: rebuilder, filler: filler,
+                            services: services)
+    }
+}
+
+/// Fills an empty replica's read model once at start: a rebuild (the
+/// booking handler's replay, paced by its `REPLAY_MAX_RATE`), retried with
+/// back-off until it succeeds or the service stops. Readiness waits for it,
+/// so a load balancer sends no query to a replica that knows nothing yet.
+final class ModelFiller: Service, Sendable {
+    let rebuilder: Rebuilder
+    let store: ProjectorStore
+    let logger: Logger
+    private let filled: Atomic<Bool>
+
+    init(rebuilder: Rebuilder, store: ProjectorStore, logger: Logger, enabled: Bool) {
+        self.rebuilder = rebuilder
+        self.store = store
+        self.logger = logger
+        filled = Atomic(!enabled)
+    }
+
+    var isFilled: Bool { filled.load(ordering: .acquiring) }
+
+    func run() async throws {
+        if !isFilled {
+            var delay = Duration.seconds(1)
+            while !Task.isCancelled && !Task.isShuttingDownGracefully {
+                do {
+                    if try await store.counts().rooms > 0 {
+                        logger.info("read model kept from the last run; not replaying")
+                    } else {
+                        let result = try await rebuilder.rebuild()
+                        logger.notice("read model filled from a replay", metadata: [
+                            "rooms": "\(result.rooms)", "bookings": "\(result.bookings)", "seconds": "\(result.seconds)"])
+                    }
+                    filled.store(true, ordering: .releasing)
+                    break
+                } catch {
+                    logger.warning("could not fill the read model yet; retrying", metadata: [
+                        "error": "\(error)", "retry.in_seconds": "\(delay.components.seconds)"])
+                    try? await Task.sleep(for: delay)
+                    delay = min(delay * 2, .seconds(30))
+                }
+            }
+        }
+        try? await gracefulShutdown()
     }
 }

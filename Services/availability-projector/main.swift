@@ -10,8 +10,12 @@ import ServiceSupport
 let (settings, logger) = await ServiceRunner.start(service: "availability-projector", defaultHTTPPort: 8080)
 let environment = ProcessInfo.processInfo.environment
 let requireUserID: Bool
+let queues: ProjectorQueues
 do {
     requireUserID = try CommonSettings.boolean(environment["REQUIRE_USER_ID"], name: "REQUIRE_USER_ID", default: false)
+    // A replica (several projectors side by side): queues of its own, filled from a replay at start.
+    queues = try environment["PROJECTOR_INSTANCE"].flatMap { $0.isEmpty ? nil : $0 }.map { try ProjectorQueues(instance: $0) }
+        ?? .shipped
 } catch {
     FileHandle.standardError.write(Data("availability-projector: configuration error: \(error)\n".utf8))
     exit(2)
@@ -23,9 +27,10 @@ do {
     let app = try await ProjectorApp.build(
         connection: connection, dataDirectory: dataDirectory, httpPort: settings.httpPort, logger: logger,
         eventSender: SenderCheck.bookingHandler(environment: environment, ownUser: connection.user),
-        requireUserID: requireUserID)
+        requireUserID: requireUserID, queues: queues)
     let counts = try await app.store.counts()
     logger.info("ready", metadata: ["data_dir": .string(dataDirectory), "http_port": "\(settings.httpPort)",
+                                    "events_queue": .string(queues.events),
                                     "rooms": "\(counts.rooms)", "bookings": "\(counts.bookings)"])
     try await ServiceRunner.run(app.services, logger: logger)
     logger.info("stopped")

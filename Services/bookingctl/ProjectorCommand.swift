@@ -39,8 +39,12 @@ struct ProjectorRebuildCommand: AsyncParsableCommand {
     @Option(help: "Seconds to wait for the rebuild to finish (the projector gives a replay 600 s).")
     var wait: Double = 660
 
+    @Option(help: "The replica to rebuild (its PROJECTOR_INSTANCE); default the single projector.")
+    var instance: String?
+
     func validate() throws {
         try GlobalOptions.checkSeconds(wait, "--wait")
+        if let instance { _ = try ProjectorQueues(instance: instance) }
     }
 
     func run() async throws {
@@ -59,13 +63,14 @@ struct ProjectorRebuildCommand: AsyncParsableCommand {
         // expires with our wait and does not survive a broker restart.
         properties.deliveryMode = .transient
         properties.expiration = String(Int64(max(1, wait) * 1000))
+        let controlQueue = try instance.map { try ProjectorQueues(instance: $0).control } ?? ProjectorControl.queue
         let message: AMQPMessage
         do {
-            message = try await connection.call(Array("{}".utf8), exchange: "", routingKey: ProjectorControl.queue,
+            message = try await connection.call(Array("{}".utf8), exchange: "", routingKey: controlQueue,
                                                 properties: properties, timeout: .milliseconds(Int64(wait * 1000)))
         } catch {
             let text = error.code == .unroutable
-                ? "no availability projector: queue \(ProjectorControl.queue) does not exist"
+                ? "no availability projector: queue \(controlQueue) does not exist"
                 : "no answer from the availability projector: \(error)"
             if global.json {
                 let body = try? JSONSerialization.data(withJSONObject: ["ok": false, "error": ["code": NSNull(), "text": text]],

@@ -67,17 +67,42 @@ public final class ChangePublisher: Service, Sendable {
 
     /// Queues the events of `changes` (call on the store's writer, so the
     /// order is commit order).
-    public func enqueue(_ changes: [DayChange]) -> Ticket {
+    ///
+    /// `cause` is the id of the booking event that made the change. With it
+    /// the `eventId` (and `message_id`) is derived from the cause and the
+    /// result — the same in every projector replica that applies that event
+    /// to the same model — so consumers drop the copies by `message_id`.
+    /// Changes without one (a rebuild's corrections) get a random id.
+    public func enqueue(_ changes: [DayChange], cause: String? = nil) -> Ticket {
         guard !changes.isEmpty else { return .done }
         let occurredAt = ContractFormat.timestamp(now())
         let events = changes.map { change in
-            AvailabilityChanged(eventId: RandomID.uuidString(), occurredAt: occurredAt, room: change.day.room,
+            AvailabilityChanged(eventId: cause.map { Self.eventID(cause: $0, change) } ?? RandomID.uuidString(),
+                                occurredAt: occurredAt, room: change.day.room,
                                 date: change.day.date, timeZone: change.timeZone, avail: change.avail)
         }
         let ticket = Ticket()
         queue.withLock { $0.append(Pending(events: events, ticket: ticket)) }
         wake.yield()
         return ticket
+    }
+
+    /// A UUID-shaped id from two FNV-1a 64 hashes of the cause, the room,
+    /// the date and the free ranges. Not a secret: only equality matters.
+    static func eventID(cause: String, _ change: DayChange) -> String {
+        let text = Array("\(cause)\u{0}\(change.day.room)\u{0}\(change.day.date)\u{0}\(change.avail.joined(separator: ","))".utf8)
+        func fnv(_ seed: UInt64) -> UInt64 {
+            var hash = seed
+            for byte in text {
+                hash ^= UInt64(byte)
+                hash &*= 0x100_0000_01b3
+            }
+            return hash
+        }
+        let high = fnv(0xcbf2_9ce4_8422_2325), low = fnv(0x84222325_cbf29ce4)
+        let hex = String(format: "%016llx%016llx", high, low)
+        let chars = Array(hex)
+        return [chars[0..<8], chars[8..<12], chars[12..<16], chars[16..<20], chars[20..<32]].map { String($0) }.joined(separator: "-")
     }
 
     public func run() async throws {

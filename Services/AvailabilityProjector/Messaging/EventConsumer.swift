@@ -71,8 +71,9 @@ public struct EventConsumer: Sendable {
         self.sender = sender ?? SenderCheck(trustedUser: connection.user)
     }
 
-    public func service(prefetch: UInt16 = 256, concurrency: Int = 32) -> AMQPConsumerService {
-        AMQPConsumerService(connection: connection, queue: Topology.projectorEventsQueue, prefetch: prefetch,
+    public func service(queue: String = Topology.projectorEventsQueue, prefetch: UInt16 = 256,
+                        concurrency: Int = 32) -> AMQPConsumerService {
+        AMQPConsumerService(connection: connection, queue: queue, prefetch: prefetch,
                             concurrency: concurrency, logger: logger) { delivery in
             await handle(delivery)
         }
@@ -101,7 +102,10 @@ public struct EventConsumer: Sendable {
             do {
                 let publisher = self.publisher
                 let box = TicketBox()
-                let outcome = try await store.apply(change) { changes in box.ticket = publisher.enqueue(changes) }
+                // The event's id makes the availability.changed ids the same
+                // in every replica that applies it (see ChangePublisher).
+                let cause = delivery.properties.messageID
+                let outcome = try await store.apply(change) { changes in box.ticket = publisher.enqueue(changes, cause: cause) }
                 try await box.ticket.wait()
                 if !outcome.applied, delivery.redelivered, !outcome.touched.isEmpty {
                     try await republish(outcome.touched)

@@ -70,6 +70,8 @@ public final class Rebuilder: Sendable {
     let publisher: ChangePublisher
     let logger: Logger
     let replayTimeout: Duration
+    /// The replay and control queues (``ProjectorQueues``).
+    let queues: ProjectorQueues
     /// Replayed state counts only when the booking handler's user sent it.
     let sender: SenderCheck
     private let waiting = Mutex<[String: CheckedContinuation<ReplaySummary, any Error>]>([:])
@@ -77,8 +79,9 @@ public final class Rebuilder: Sendable {
     private let ended = Mutex<[String: Result<ReplaySummary, ReplyError>]>([:])
 
     public init(connection: AMQPConnection, store: ProjectorStore, publisher: ChangePublisher, logger: Logger,
-                replayTimeout: Duration = .seconds(600), sender: SenderCheck? = nil) {
+                replayTimeout: Duration = .seconds(600), sender: SenderCheck? = nil, queues: ProjectorQueues = .shipped) {
         self.sender = sender ?? SenderCheck(trustedUser: connection.user)
+        self.queues = queues
         self.connection = connection
         self.store = store
         self.publisher = publisher
@@ -88,9 +91,9 @@ public final class Rebuilder: Sendable {
 
     /// The control and replay consumers.
     public func services() -> [AMQPConsumerService] {
-        [AMQPConsumerService(connection: connection, queue: ProjectorControl.replayQueue, prefetch: 500, concurrency: 1,
+        [AMQPConsumerService(connection: connection, queue: queues.replay, prefetch: 500, concurrency: 1,
                              logger: logger) { [self] delivery in await handleReplayed(delivery) },
-         AMQPConsumerService(connection: connection, queue: ProjectorControl.queue, prefetch: 1, concurrency: 1,
+         AMQPConsumerService(connection: connection, queue: queues.control, prefetch: 1, concurrency: 1,
                              logger: logger) { [self] delivery in await handleControl(delivery) }]
     }
 
@@ -146,7 +149,7 @@ public final class Rebuilder: Sendable {
     }
 
     private func requestReplay(_ replayId: String) async throws {
-        let body = [UInt8](try ContractJSON.encode(ReplayBookings(queue: ProjectorControl.replayQueue, replayId: replayId)))
+        let body = [UInt8](try ContractJSON.encode(ReplayBookings(queue: queues.replay, replayId: replayId)))
         var properties = AMQPProperties.persistentJSON(type: CommandType.replayBookings.rawValue,
                                                        messageID: RandomID.uuidString())
         properties.appID = "availability-projector"
