@@ -8,7 +8,8 @@ Usage: ical_summary.py FILE.eml...   → JSON list on stdout, one object per fil
   and dtend_utc (the local times resolved with zoneinfo by TZID) and
   dtstart_utc_vtimezone / dtend_utc_vtimezone (resolved with the message's own
   VTIMEZONE only), vtimezone_tzids, organizer, attendees [{email, cn}],
-  summary, location, rrule, status.
+  summary, location, rrule, status; header_names, to_name, to_addr,
+  to_count, defects, mime_parts, text (the first text/plain part).
 """
 import datetime
 import email
@@ -27,8 +28,20 @@ def summarise(path):
     with open(path, "rb") as f:
         message = email.message_from_binary_file(f, policy=email.policy.default)
     parts = [p for p in message.walk() if p.get_content_type() == "text/calendar"]
+    to = message["To"]
+    texts = [p for p in message.walk() if p.get_content_type() == "text/plain"]
     out = {"file": path.rsplit("/", 1)[-1], "content_type": message.get_content_type(),
-           "subject": str(message["Subject"]), "calendar_parts": len(parts)}
+           "subject": str(message["Subject"]), "calendar_parts": len(parts),
+           # What a mail reader makes of the headers: their names in order, the
+           # To address and display name, and any defects the parser found.
+           "header_names": list(message.keys()),
+           "to_name": to.addresses[0].display_name if to is not None and len(to.addresses) == 1 else None,
+           "to_addr": to.addresses[0].addr_spec if to is not None and len(to.addresses) == 1 else None,
+           "to_count": len(to.addresses) if to is not None else 0,
+           "defects": [type(d).__name__ for part in message.walk() for d in part.defects]
+                      + [type(d).__name__ for d in (to.defects if to is not None else [])],
+           "mime_parts": len(list(message.walk())),
+           "text": texts[0].get_content() if texts else None}
     if not parts:
         return out
     part = parts[0]
