@@ -303,8 +303,11 @@ public final class PassLedger: Sendable {
                 try claim(.removed) { !current.contains(Self.normalised($0.email)) && everHeld.contains(Self.normalised($0.email)) }
                 if confirmed {
                     // Added attendees, and anyone whose pass for these times
-                    // has not gone out (its older version's retry is void now).
-                    let valid = try Self.passHolders(db, bookingId: booking.id, from: timesVersion, below: .max)
+                    // has not gone out (its older version's retry is void now)
+                    // or was voided by a `removed` notice since (removed, then
+                    // added again).
+                    let valid = try Self.passHolders(db, bookingId: booking.id, from: timesVersion, below: .max,
+                                                     unlessRemovedSince: true)
                     try claim(.pass) { !valid.contains(Self.normalised($0.email)) }
                 }
             default:
@@ -447,11 +450,17 @@ public final class PassLedger: Sendable {
         return work
     }
 
-    /// Normalised e-mails with a delivered pass of a version in `from..<below`.
-    private static func passHolders(_ db: Database, bookingId: String, from: Int, below: Int) throws -> Set<String> {
+    /// Normalised e-mails with a delivered pass of a version in `from..<below`;
+    /// with `unlessRemovedSince`, not counting a pass that a later `removed`
+    /// notice (sent or still to be sent) declared void.
+    private static func passHolders(_ db: Database, bookingId: String, from: Int, below: Int,
+                                    unlessRemovedSince: Bool = false) throws -> Set<String> {
         Set(try String.fetchAll(db, sql: """
-            SELECT email FROM notice WHERE bookingId = ? AND kind = 'pass' AND status = 'delivered' AND version >= ? AND version < ?
-            """, arguments: [bookingId, from, below]))
+            SELECT p.email FROM notice p
+            WHERE p.bookingId = ? AND p.kind = 'pass' AND p.status = 'delivered' AND p.version >= ? AND p.version < ?
+              AND NOT (? AND EXISTS (SELECT 1 FROM notice r WHERE r.bookingId = p.bookingId AND r.email = p.email
+                                     AND r.kind = 'removed' AND r.version > p.version AND r.status != 'dropped'))
+            """, arguments: [bookingId, from, below, unlessRemovedSince]))
     }
 
     // MARK: Results

@@ -70,6 +70,19 @@ struct NoticeTests {
         #expect(g.notices.count == 3 && g.requests.count == 3)
     }
 
+    /// Removed (told that the pass is void), then added again: a new pass.
+    @Test func someoneRemovedAndAddedAgainGetsANewPass() async throws {
+        let (d, g, _, dir) = try DispatcherTests().make([])
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let v1 = Self.booking([0, 1])
+        _ = try await d.handle(event: .bookingConfirmed, booking: v1, previous: nil)
+        let (v2, p2) = Self.next(v1) { $0.attendees = [Self.person(0)] }
+        #expect(try await d.handle(event: .bookingUpdated, booking: v2, previous: p2).notices[.removed] == [1])
+        let (v3, p3) = Self.next(v2) { $0.attendees = [Self.person(0), Self.person(1)] }
+        #expect(try await d.handle(event: .bookingUpdated, booking: v3, previous: p3).delivered == [1])
+        #expect(g.requests == [[0, 1], [1]])
+    }
+
     @Test func reorderingAndCaseDoNotSendTwice() async throws {
         let (d, g, _, dir) = try DispatcherTests().make([])
         defer { try? FileManager.default.removeItem(at: dir) }
