@@ -9,7 +9,9 @@ Usage: ical_summary.py FILE.eml...   → JSON list on stdout, one object per fil
   dtstart_utc_vtimezone / dtend_utc_vtimezone (resolved with the message's own
   VTIMEZONE only), vtimezone_tzids, organizer, attendees [{email, cn}],
   summary, location, rrule, status; header_names, to_name, to_addr,
-  to_count, defects, mime_parts, text (the first text/plain part).
+  to_count, defects, mime_parts, text (the first text/plain part);
+  recurrence_id_utc, instances_utc (a recurring entry expanded: RRULE from
+  DTSTART in its zone, minus EXDATE, RECURRENCE-ID overrides applied).
 """
 import datetime
 import email
@@ -82,8 +84,37 @@ def summarise(path):
         "description": str(ev.get("DESCRIPTION")) if ev.get("DESCRIPTION") is not None else None,
         "rrule": ev.get("RRULE").to_ical().decode() if ev.get("RRULE") is not None else None,
         "status": str(ev.get("STATUS")),
+        "recurrence_id_utc": utc(ev["RECURRENCE-ID"].dt) if ev.get("RECURRENCE-ID") is not None else None,
+        "instances_utc": instances(events),
     })
     return out
+
+
+def instances(events):
+    """Start instants of a recurring entry as a calendar program shows it:
+    the master's RRULE expanded from its DTSTART in its zone (dateutil, which
+    icalendar depends on), minus EXDATE, with each RECURRENCE-ID override
+    moved to its own DTSTART. None when the entry does not recur."""
+    masters = [e for e in events if e.get("RRULE") is not None and e.get("RECURRENCE-ID") is None]
+    if not masters:
+        return None
+    from dateutil.rrule import rrulestr
+    master = masters[0]
+    start = master["DTSTART"].dt
+    rule = rrulestr(master["RRULE"].to_ical().decode(), dtstart=start)
+    excluded = set()
+    exdates = master.get("EXDATE")
+    for group in (exdates if isinstance(exdates, list) else [exdates] if exdates is not None else []):
+        for d in group.dts:
+            excluded.add(utc(d.dt))
+    moved = {utc(e["RECURRENCE-ID"].dt): utc(e["DTSTART"].dt) for e in events if e.get("RECURRENCE-ID") is not None}
+    out = []
+    for when in rule:
+        key = utc(when)
+        if key in excluded:
+            continue
+        out.append(moved.get(key, key))
+    return sorted(out)
 
 
 if __name__ == "__main__":

@@ -85,6 +85,7 @@ public final class PassLedger: Sendable {
             try db.create(index: "outbox_pending", on: "outbox", columns: ["bookingId", "publishedAt"])
         }
         migrator.registerMigration("v2-notices", migrate: LedgerMigrationV2.migrate)
+        migrator.registerMigration("v3-series", migrate: LedgerMigrationV3.migrate)
         return migrator
     }
 
@@ -212,6 +213,30 @@ public final class PassLedger: Sendable {
             // A snapshot stored by a retry message that had no `previous`.
             try db.execute(sql: "UPDATE snapshot SET previous = ? WHERE bookingId = ? AND version = ? AND previous IS NULL",
                            arguments: [try ContractJSON.encode(previous), booking.id, booking.version])
+        }
+    }
+
+    /// Remembers an occurrence of a series: its first snapshot stays, the
+    /// newest replaces an older one.
+    static func storeOccurrence(_ db: Database, _ booking: Booking) throws {
+        guard let series = booking.series else { return }
+        let json = try ContractJSON.encode(booking)
+        try db.execute(sql: """
+            INSERT INTO series_occurrence (seriesId, bookingId, original, latest, latestVersion) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT(seriesId, bookingId) DO UPDATE SET latest = excluded.latest, latestVersion = excluded.latestVersion
+            WHERE excluded.latestVersion > series_occurrence.latestVersion
+            """, arguments: [series.id, booking.id, json, json, booking.version])
+    }
+
+    /// The occurrences of a series the ledger has seen, by original start.
+    public func seriesOccurrences(seriesId: String) async throws -> [SeriesOccurrence] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT original, latest FROM series_occurrence WHERE seriesId = ?",
+                             arguments: [seriesId]).compactMap { row in
+                guard let original = try? ContractJSON.decode(Booking.self, from: row["original"] as Data),
+                      let latest = try? ContractJSON.decode(Booking.self, from: row["latest"] as Data) else { return nil }
+                return SeriesOccurrence(original: original, latest: latest)
+            }.sorted { $0.original.startsAt < $1.original.startsAt }
         }
     }
 

@@ -37,6 +37,7 @@ extension PassLedger {
                                               timesVersion = excluded.timesVersion, updatedAt = excluded.updatedAt
                 """, arguments: [booking.id, booking.version, isEnd, timesVersion, now])
             try Self.storeSnapshot(db, booking, previous)
+            try Self.storeOccurrence(db, booking)
             try Self.supersede(db, bookingId: booking.id, below: booking.version)
 
             let confirmed = booking.status == .confirmed
@@ -131,6 +132,7 @@ extension PassLedger {
                 throw UnusableMessage(description: "an attendee index is listed twice")
             }
             try Self.storeSnapshot(db, booking, previous)
+            try Self.storeOccurrence(db, booking)
             let list = NoticeJob.recipients(kind, booking, previous)
             var work: [PassWork] = []
             for p in message.passes.sorted(by: { $0.attendeeIndex < $1.attendeeIndex }) {

@@ -59,3 +59,20 @@ enum LedgerMigrationV2 {
         try db.drop(table: "pass")
     }
 }
+
+/// The ledger's third schema: the occurrences of each series, so the spool
+/// can write one e-mail per attendee for a whole series once all its
+/// occurrences are known (contract v1.1, `series.count`).
+enum LedgerMigrationV3 {
+    static func migrate(_ db: Database) throws {
+        try db.create(table: "series_occurrence") { t in
+            t.column("seriesId", .text).notNull()
+            t.column("bookingId", .text).notNull()
+            /// The first snapshot seen (the instance the series generated).
+            t.column("original", .blob).notNull()
+            t.column("latest", .blob).notNull()
+            t.column("latestVersion", .integer).notNull()
+            t.primaryKey(["seriesId", "bookingId"])
+        }
+    }
+}

@@ -12,8 +12,12 @@ public enum PassMail {
     /// multipart: the text, with times local to the room, and an iCalendar
     /// invitation (``PassCalendar``); without it (a caller that only has
     /// the legacy request) plain text with UTC times.
+    /// With `occurrence` (an occurrence of a series changed after the
+    /// series e-mail) the calendar part updates that instance of the
+    /// series entry (``SeriesCalendar/occurrence(method:seriesId:occurrence:masterStart:attendeeName:attendeeEmail:organizerEmail:organizerName:stamp:)``).
     public static func email(pass: SendPassRequest.Pass, booking: SendPassRequest.BookingInfo, from: String,
-                             messageID: String, date: Date, full: Booking? = nil) -> String {
+                             messageID: String, date: Date, full: Booking? = nil,
+                             occurrence: (seriesId: String, occurrence: SeriesOccurrence, masterStart: String)? = nil) -> String {
         let when = full.map(LocalTimeText.when) ?? utcWhen(booking)
         let subject = "Your access pass: \(booking.title) (\(booking.room), \(when))"
         var text = ["Hello \(pass.name),", "", "this is your access pass for \"\(booking.title)\" in room \(booking.room),", "\(when)."]
@@ -24,10 +28,38 @@ public enum PassMail {
         var calendar: (method: String, text: String)?
         if let full {
             let (organizerName, organizerEmail) = mailbox(from)
-            calendar = ("REQUEST", PassCalendar.request(booking: full, attendeeName: pass.name, attendeeEmail: pass.email,
-                                                        organizerEmail: organizerEmail, organizerName: organizerName, stamp: date))
+            if let occurrence {
+                calendar = ("REQUEST", SeriesCalendar.occurrence(
+                    method: "REQUEST", seriesId: occurrence.seriesId, occurrence: occurrence.occurrence,
+                    masterStart: occurrence.masterStart, attendeeName: pass.name, attendeeEmail: pass.email,
+                    organizerEmail: organizerEmail, organizerName: organizerName, stamp: date))
+            } else {
+                calendar = ("REQUEST", PassCalendar.request(booking: full, attendeeName: pass.name, attendeeEmail: pass.email,
+                                                            organizerEmail: organizerEmail, organizerName: organizerName, stamp: date))
+            }
         }
         return compose(to: pass, from: from, subject: subject, lines: text, calendar: calendar, messageID: messageID, date: date)
+    }
+
+    /// The e-mail for a whole series, to one attendee: every date local to
+    /// the room (cancelled ones marked) and one calendar entry with `RRULE`
+    /// (``SeriesCalendar``).
+    public static func seriesEmail(to pass: SendPassRequest.Pass, from: String, messageID: String, date: Date,
+                                   seriesId: String, occurrences: [SeriesOccurrence]) -> String {
+        let first = occurrences.first?.latest
+        let title = first?.title ?? "", room = first?.room ?? ""
+        let live = occurrences.filter { !$0.gone }
+        let subject = "Your access passes: \(title) (\(room), \(live.count) dates from \(live.first.map { LocalTimeText.when($0.latest) } ?? "-"))"
+        var text = ["Hello \(pass.name),", "", "these are your access passes for \"\(title)\" in room \(room):", ""]
+        text += occurrences.map { "- " + LocalTimeText.when($0.latest) + ($0.gone ? " (cancelled)" : "") }
+        if let d = first?.description, !d.isEmpty { text += ["", d] }
+        text += ["", "Show this e-mail or the SMS sent to \(pass.number) for each date at the door."]
+        let (organizerName, organizerEmail) = mailbox(from)
+        let calendar = SeriesCalendar.request(seriesId: seriesId, occurrences: occurrences, attendeeName: pass.name,
+                                              attendeeEmail: pass.email, organizerEmail: organizerEmail,
+                                              organizerName: organizerName, stamp: date)
+        return compose(to: pass, from: from, subject: subject, lines: text, calendar: ("REQUEST", calendar), messageID: messageID,
+                       date: date)
     }
 
     /// The SMS: recipient line, blank line, text (one line: a line break in
@@ -43,16 +75,23 @@ public enum PassMail {
     /// removal — with the booking's `UID` and `SEQUENCE` = its version, so
     /// it updates or removes the entry the pass made.
     public static func notice(_ request: NotifyRequest, to person: SendPassRequest.Pass, from: String, messageID: String,
-                              date: Date, full: Booking?, previous: BookingSnapshot?) -> String {
+                              date: Date, full: Booking?, previous: BookingSnapshot?,
+                              occurrence: (seriesId: String, occurrence: SeriesOccurrence, masterStart: String)? = nil) -> String {
         let (subject, lines) = noticeText(request, to: person, full: full, previous: previous)
         var calendar: (method: String, text: String)?
         if let full {
             let (organizerName, organizerEmail) = mailbox(from)
-            calendar = request.kind == .rescheduled
+            let method = request.kind == .rescheduled ? "REQUEST" : "CANCEL"
+            calendar = occurrence.map {
+                (method, SeriesCalendar.occurrence(method: method, seriesId: $0.seriesId, occurrence: $0.occurrence,
+                                                   masterStart: $0.masterStart, attendeeName: person.name,
+                                                   attendeeEmail: person.email, organizerEmail: organizerEmail,
+                                                   organizerName: organizerName, stamp: date))
+            } ?? (request.kind == .rescheduled
                 ? ("REQUEST", PassCalendar.request(booking: full, attendeeName: person.name, attendeeEmail: person.email,
                                                    organizerEmail: organizerEmail, organizerName: organizerName, stamp: date))
                 : ("CANCEL", PassCalendar.cancel(booking: full, attendeeName: person.name, attendeeEmail: person.email,
-                                                 organizerEmail: organizerEmail, organizerName: organizerName, stamp: date))
+                                                 organizerEmail: organizerEmail, organizerName: organizerName, stamp: date)))
         }
         return compose(to: person, from: from, subject: subject, lines: lines, calendar: calendar, messageID: messageID, date: date)
     }

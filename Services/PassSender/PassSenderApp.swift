@@ -32,7 +32,7 @@ public struct PassSenderApp: Sendable {
             // The spool is always there: it writes passes without
             // PASS_GATEWAY_URL and notices without a /notify gateway.
             let spool = try SpoolPassGateway(directory: URL(fileURLWithPath: dataDirectory).appendingPathComponent("outbox"),
-                                             now: now)
+                                             now: now, series: { try await ledger.seriesOccurrences(seriesId: $0) })
             let http = settings.gatewayURL != nil || settings.notifyURL != nil
                 ? HTTPPassGateway(baseURL: settings.gatewayURL, notifyURL: settings.notifyURL, timeout: settings.gatewayTimeout,
                                   logger: logger)

@@ -21,13 +21,21 @@ public final class SpoolPassGateway: PassGateway {
     public let directory: URL
     private let sender: String
     private let now: @Sendable () -> Date
+    /// The occurrences of a series (the ledger's); nil = every occurrence
+    /// of a series is written like a single booking.
+    private let series: (@Sendable (String) async throws -> [SeriesOccurrence])?
 
     /// Creates the gateway, making `directory` if needed.
+    /// - Parameter series: where the occurrences of a series are known
+    ///   (``PassLedger/seriesOccurrences(seriesId:)``): with it, a series
+    ///   gets one e-mail per attendee (see ``send(_:batch:)``).
     public init(directory: URL, sender: String = "Room Booking <passes@room-booking.invalid>",
-                now: @escaping @Sendable () -> Date = { Date() }) throws {
+                now: @escaping @Sendable () -> Date = { Date() },
+                series: (@Sendable (String) async throws -> [SeriesOccurrence])? = nil) throws {
         self.directory = directory
         self.sender = sender
         self.now = now
+        self.series = series
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     }
 
@@ -42,11 +50,54 @@ public final class SpoolPassGateway: PassGateway {
         return kind == .pass ? "\(safe)-v\(version)-\(attendeeIndex)" : "\(safe)-v\(version)-\(kind.rawValue)-\(attendeeIndex)"
     }
 
+    /// The series e-mail of one attendee: `<seriesId>-series-<hash of the
+    /// normalised e-mail>` (one file per person, whatever their position).
+    public static func seriesStem(seriesId: String, email: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a
+        for byte in PassLedger.normalised(email).utf8 {
+            hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
+        }
+        return String(stem(bookingId: seriesId, version: 0, attendeeIndex: 0).dropLast("-v0-0".count)) + "-series-"
+            + String(hash, radix: 16)
+    }
+
+    /// Writes each pass as an e-mail and an SMS. An occurrence of a series
+    /// (with the ledger's occurrences at hand) is different: its SMS as
+    /// always (door systems work per booking), but its e-mail is the whole
+    /// series' — one per attendee, `UID` = series id with `RRULE` — written
+    /// once every occurrence the series announced (`series.count`) is
+    /// known, and an occurrence changed since (moved, or a pass for someone
+    /// added) gets an e-mail for that instance (`RECURRENCE-ID`).
     public func send(_ request: SendPassRequest, batch: PassBatch) async -> GatewayOutcome {
-        await spool(request.passes, batch: batch) { pass, stem, date in
-            (PassMail.email(pass: pass, booking: request.booking, from: sender,
-                            messageID: "\(stem)@pass-sender.room-booking.invalid", date: date, full: batch.booking),
-             PassMail.sms(pass: pass, booking: request.booking, full: batch.booking))
+        var occurrences: [SeriesOccurrence] = []
+        if let full = batch.booking, let ref = full.series, let series {
+            do {
+                occurrences = try await series(ref.id)
+            } catch {
+                return .transient(code: nil, text: "could not read the series from the ledger: \(error)")
+            }
+        }
+        let full = batch.booking
+        let mine = occurrences.first { $0.original.id == full?.id }
+        return await spool(request.passes, batch: batch) { pass, stem, date in
+            let sms = (stem + ".sms", PassMail.sms(pass: pass, booking: request.booking, full: full))
+            let messageID = "\(stem)@pass-sender.room-booking.invalid"
+            guard let full, let ref = full.series, let mine, let masterStart = occurrences.first?.original.start else {
+                return [(stem + ".eml", PassMail.email(pass: pass, booking: request.booking, from: sender, messageID: messageID,
+                                                       date: date, full: full)), sms]
+            }
+            let current = SeriesOccurrence(original: mine.original, latest: full)
+            if current.unmoved && full.version == mine.original.version {
+                guard occurrences.count >= ref.count else { return [sms] }
+                let all = occurrences.map { $0.original.id == full.id ? current : $0 }
+                let seriesStem = Self.seriesStem(seriesId: ref.id, email: pass.email)
+                return [(seriesStem + ".eml", PassMail.seriesEmail(to: pass, from: sender,
+                                                                   messageID: "\(seriesStem)@pass-sender.room-booking.invalid",
+                                                                   date: date, seriesId: ref.id, occurrences: all)), sms]
+            }
+            return [(stem + ".eml", PassMail.email(pass: pass, booking: request.booking, from: sender, messageID: messageID,
+                                                   date: date, full: full,
+                                                   occurrence: (ref.id, current, masterStart))), sms]
         }
     }
 
@@ -54,16 +105,29 @@ public final class SpoolPassGateway: PassGateway {
     /// see ``stem(bookingId:version:attendeeIndex:kind:)``) with the same
     /// checks and answers as ``send(_:batch:)``.
     public func notify(_ request: NotifyRequest, batch: PassBatch) async -> GatewayOutcome {
-        await spool(request.recipients, batch: batch) { person, stem, date in
-            (PassMail.notice(request, to: person, from: sender, messageID: "\(stem)@pass-sender.room-booking.invalid",
-                             date: date, full: batch.booking, previous: batch.previous),
-             PassMail.noticeSMS(request, to: person, full: batch.booking, previous: batch.previous))
+        // An occurrence of a series: the notice names that instance of the
+        // series entry (UID = series id, RECURRENCE-ID).
+        var occurrence: (String, SeriesOccurrence, String)?
+        if let full = batch.booking, let ref = full.series, let series {
+            do {
+                let all = try await series(ref.id)
+                if let mine = all.first(where: { $0.original.id == full.id }), let masterStart = all.first?.original.start {
+                    occurrence = (ref.id, SeriesOccurrence(original: mine.original, latest: full), masterStart)
+                }
+            } catch {
+                return .transient(code: nil, text: "could not read the series from the ledger: \(error)")
+            }
+        }
+        return await spool(request.recipients, batch: batch) { person, stem, date in
+            [(stem + ".eml", PassMail.notice(request, to: person, from: sender, messageID: "\(stem)@pass-sender.room-booking.invalid",
+                                             date: date, full: batch.booking, previous: batch.previous, occurrence: occurrence)),
+             (stem + ".sms", PassMail.noticeSMS(request, to: person, full: batch.booking, previous: batch.previous))]
         }
     }
 
     /// Checks every recipient, then writes each one's e-mail and SMS.
     private func spool(_ people: [SendPassRequest.Pass], batch: PassBatch,
-                       compose: (SendPassRequest.Pass, String, Date) -> (mail: String, sms: String)) async -> GatewayOutcome {
+                       compose: (SendPassRequest.Pass, String, Date) -> [(name: String, text: String)]) async -> GatewayOutcome {
         for (i, pass) in people.enumerated() {
             if pass.number.range(of: #"^\+[1-9][0-9]{1,14}$"#, options: .regularExpression) == nil {
                 return .rejected(code: .attendeePhoneInvalid, text: "phone number \(pass.number) is not E.164", index: i)
@@ -79,10 +143,10 @@ public final class SpoolPassGateway: PassGateway {
         for (i, pass) in people.enumerated() {
             let index = batch.attendeeIndexes[i]
             let stem = Self.stem(bookingId: batch.bookingId, version: batch.version, attendeeIndex: index, kind: batch.kind)
-            let (mail, sms) = compose(pass, stem, date)
             do {
-                try Self.writeAtomically(Array(mail.utf8), to: directory.appendingPathComponent(stem + ".eml"))
-                try Self.writeAtomically(Array(sms.utf8), to: directory.appendingPathComponent(stem + ".sms"))
+                for file in compose(pass, stem, date) {
+                    try Self.writeAtomically(Array(file.text.utf8), to: directory.appendingPathComponent(file.name))
+                }
             } catch {
                 return .passFailed(index: i, code: ErrorCode(4500), text: "could not write the pass to the outbox: \(error)")
             }

@@ -130,6 +130,8 @@ struct PassMailTests {
         var defects: [String]?
         var mime_parts: Int?
         var text: String?
+        var recurrence_id_utc: String?
+        var instances_utc: [String]?
     }
 
     static func summarise(_ paths: [String]) throws -> [Summary] {
