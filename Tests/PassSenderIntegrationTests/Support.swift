@@ -128,7 +128,8 @@ final class FaultGateway: Sendable {
         requestRule: @escaping @Sendable (_ call: Int, _ keys: [PassKey]) -> Action = { _, _ in .proceed },
         passRule: @escaping @Sendable (_ key: PassKey, _ failuresSoFar: Int) -> Bool = { _, _ in false },
         notices: Bool = false,
-        noticeRule: @escaping @Sendable (_ key: NoticeKey, _ failuresSoFar: Int) -> Bool = { _, _ in false }
+        noticeRule: @escaping @Sendable (_ key: NoticeKey, _ failuresSoFar: Int) -> Bool = { _, _ in false },
+        noticeRequestRule: @escaping @Sendable () -> Action = { .proceed }
     ) async throws -> FaultGateway {
         let holder = LockedBox<FaultGateway?>(nil)
         let router = Router()
@@ -140,6 +141,11 @@ final class FaultGateway: Sendable {
                 let batch = request.headers.first { $0.name.canonicalName == "x-pass-batch" }?.value ?? ""
                 let passKeys = FaultGateway.keys(batch)
                 precondition(passKeys.count == decoded.recipients.count, "X-Pass-Batch does not match the recipients")
+                if case .block = noticeRequestRule() {
+                    gateway.state.update { $0.blocked += 1 }
+                    try? await gateway.gate.wait("gateway released", timeout: 600) { $0 }
+                    return json(503, "released")
+                }
                 var failedAt: Int?
                 gateway.state.update { s in
                     s.noticeRequests.append(decoded)
