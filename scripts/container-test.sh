@@ -597,15 +597,17 @@ ok = (len(dates) == 3 and dates == [str(first + datetime.timedelta(days=7 * i)) 
       and [b["series"] for b in s["bookings"]] == [{"id": s["id"], "index": i, "count": 3, "version": 1} for i in range(3)])
 sys.exit(0 if ok else "unexpected series reply")' "$series_reply"
 series_ids=$("$PYTHON" -c 'import json,sys; print(" ".join(b["id"] for b in json.loads(sys.argv[1])["series"]["bookings"]))' "$series_reply" 2>/dev/null || echo none)
-check "series: one pass spooled per occurrence (<bookingId>-v1-0.eml for each of the 3 in /data/outbox/)" bash -c "
+series_id=$("$PYTHON" -c 'import json,sys; print(json.loads(sys.argv[1])["series"]["id"])' "$series_reply" 2>/dev/null || echo none)
+check "series: an SMS pass per occurrence (<bookingId>-v1-0.sms for each of the 3) and one e-mail for the whole series (<seriesId>-series-*.eml) in /data/outbox/" bash -c "
   for i in \$(seq 1 60); do
     missing=0
     for id in $series_ids; do
-      \"\$COMPOSE\" -p \"\$PROJECT\" -f \"\$ROOT/docker-compose.yml\" exec -T pass-sender test -f /data/outbox/\$id-v1-0.eml || missing=1
+      \"\$COMPOSE\" -p \"\$PROJECT\" -f \"\$ROOT/docker-compose.yml\" exec -T pass-sender test -f /data/outbox/\$id-v1-0.sms || missing=1
     done
+    \"\$COMPOSE\" -p \"\$PROJECT\" -f \"\$ROOT/docker-compose.yml\" exec -T pass-sender sh -c 'ls /data/outbox/$series_id-series-*.eml' >/dev/null 2>&1 || missing=1
     [[ \$missing == 0 && '$series_ids' != none ]] && exit 0; sleep 1
   done
-  echo 'not every occurrence ($series_ids) has its pass in /data/outbox/'; exit 1"
+  echo 'not every occurrence ($series_ids) has its SMS pass, or series $series_id has no e-mail, in /data/outbox/'; exit 1"
 
 # ---- the handler's caller model (contract v1.1, issue 11) -----------------
 # What the booking handler must do for outside systems sharing the broker.

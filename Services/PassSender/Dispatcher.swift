@@ -46,11 +46,21 @@ public struct PassDispatcher: Sendable {
         public var scheduled: [Int] = []
         public var failed: [Int] = []
         public var gatewayCalls = 0
+        /// Notices delivered, by kind: recipient indexes (``NoticeJob/recipients``).
+        public var notices: [NoticeKind: [Int]] = [:]
     }
 
-    /// Handles `booking.confirmed` / `booking.rescheduled`.
+    /// Handles a booking event (`booking.confirmed`, `.rescheduled`,
+    /// `.updated`, `.cancelled`, `.rejected`): the notices and passes it
+    /// calls for, in order.
+    public func handle(event type: EventType, booking: Booking, previous: BookingSnapshot?) async throws -> Summary {
+        try await run(admission: try await ledger.admit(event: type, booking: booking, previous: previous))
+    }
+
+    /// Handles `booking.confirmed` / `booking.rescheduled` without `previous`
+    /// (tests and callers of the v1 API): as a confirmation.
     public func handle(event booking: Booking) async throws -> Summary {
-        try await run(admission: try await ledger.admit(event: booking))
+        try await handle(event: .bookingConfirmed, booking: booking, previous: nil)
     }
 
     /// Handles a retry message.
@@ -58,39 +68,36 @@ public struct PassDispatcher: Sendable {
         try await run(admission: try await ledger.admit(retry: message))
     }
 
-    /// Handles `booking.cancelled`.
-    public func handle(cancelled booking: Booking) async throws -> Int {
-        let dropped = try await ledger.cancel(booking: booking)
-        if dropped > 0 {
-            Counter(label: "passes_dropped_total", dimensions: [("reason", "cancelled")]).increment(by: dropped)
-        }
-        return dropped
-    }
-
     private func run(admission: Admission) async throws -> Summary {
         var summary = Summary()
-        let booking: Booking
-        var remaining: [PassWork]
         switch admission {
         case .dropped(let reason):
             summary.dropped = reason
             Counter(label: "pass_messages_dropped_total", dimensions: [("reason", reason.rawValue)]).increment()
             return summary
-        case .proceed(let b, let work):
-            booking = b
-            remaining = work.sorted { $0.attendeeIndex < $1.attendeeIndex }
+        case .proceed(let jobs):
+            for job in jobs { try await run(job: job, summary: &summary) }
+            return summary
         }
+    }
+
+    private func run(job: NoticeJob, summary: inout Summary) async throws {
+        let booking = job.booking
+        var remaining = job.work.sorted { $0.attendeeIndex < $1.attendeeIndex }
         var oneByOne = false
         while !remaining.isEmpty {
             let batch = oneByOne ? [remaining[0]] : remaining
             let rest = Array(remaining.dropFirst(batch.count))
             let indexes = batch.map(\.attendeeIndex)
-            let request = SendPassRequestBuilder.request(for: booking, attendeeIndexes: indexes)
             let started = DispatchTime.now()
-            let outcome = await gateway.send(request, batch: PassBatch(bookingId: booking.id, version: booking.version,
-                                                                       attendeeIndexes: indexes, booking: booking))
+            let batchInfo = PassBatch(bookingId: booking.id, version: booking.version, attendeeIndexes: indexes,
+                                      booking: booking, kind: job.kind, previous: job.previous)
+            let outcome = job.kind == .pass
+                ? await gateway.send(SendPassRequestBuilder.request(for: booking, attendeeIndexes: indexes), batch: batchInfo)
+                : await gateway.notify(NotifyRequestBuilder.request(for: job, indexes: indexes), batch: batchInfo)
             gatewayTimer.recordInterval(since: started)
-            Counter(label: "pass_gateway_requests_total", dimensions: [("outcome", outcome.label)]).increment()
+            Counter(label: "pass_gateway_requests_total", dimensions: [("outcome", outcome.label), ("kind", job.kind.rawValue)])
+                .increment()
             summary.gatewayCalls += 1
 
             var delivered: [PassWork] = []
@@ -118,24 +125,30 @@ public struct PassDispatcher: Sendable {
             }
             if case .transient = outcome {} else if !failures.isEmpty || !again.isEmpty {
                 logger.info("gateway call partly failed", metadata: [
-                    "booking.id": .string(booking.id), "booking.version": "\(booking.version)",
+                    "booking.id": .string(booking.id), "booking.version": "\(booking.version)", "kind": .string(job.kind.rawValue),
                     "outcome": .string(outcome.label), "passes.delivered": "\(delivered.count)",
                 ])
             }
-            try await commit(booking: booking, delivered: delivered, failures: failures, summary: &summary)
+            try await commit(job: job, delivered: delivered, failures: failures, summary: &summary)
             remaining = (again + rest).sorted { $0.attendeeIndex < $1.attendeeIndex }
         }
-        return summary
     }
 
-    private func commit(booking: Booking, delivered: [PassWork],
+    /// Commits one call's result. `pass.delivered`/`pass.failed` events are
+    /// about passes (contract v1: their consumers know no kinds), so
+    /// notices get neither; a notice given up goes to `passes.failed` with
+    /// its `kind`.
+    private func commit(job: NoticeJob, delivered: [PassWork],
                         failures: [(PassWork, code: Int?, text: String, permanent: Bool)],
                         summary: inout Summary) async throws {
         guard !delivered.isEmpty || !failures.isEmpty else { return }
+        let booking = job.booking
+        let list = job.recipients
+        let isPass = job.kind == .pass
         let stamp = ContractFormat.timestamp(now())
         var outbox: [OutboxMessage] = []
-        for work in delivered {
-            let a = booking.attendees[work.attendeeIndex]
+        for work in delivered where isPass {
+            let a = list[work.attendeeIndex]
             let event = PassDelivered(eventId: RandomID.uuidString(), occurredAt: stamp, bookingId: booking.id,
                                       version: booking.version, attendeeIndex: work.attendeeIndex, name: a.name,
                                       email: a.email, phone: a.phone, channel: gateway.channel)
@@ -150,21 +163,24 @@ public struct PassDispatcher: Sendable {
             let attempts = work.attempts + 1
             let first = work.firstFailureAt ?? stamp
             let giveUp = permanent || attempts >= settings.maxAttempts
-            updates.append(FailureUpdate(attendeeIndex: work.attendeeIndex, status: giveUp ? .failed : .scheduled,
+            updates.append(FailureUpdate(email: PassLedger.normalised(list[work.attendeeIndex].email),
+                                         attendeeIndex: work.attendeeIndex, status: giveUp ? .failed : .scheduled,
                                          attempts: attempts, firstFailureAt: first, lastFailureAt: stamp,
                                          lastErrorCode: code, lastErrorText: text))
             let codeLabel = code.map(String.init) ?? "none"
             if giveUp {
-                let a = booking.attendees[work.attendeeIndex]
+                let a = list[work.attendeeIndex]
                 let failed = FailedPass(bookingId: booking.id, version: booking.version, attendeeIndex: work.attendeeIndex,
                                         name: a.name, email: a.email, phone: a.phone, attempts: attempts,
                                         firstFailureAt: first, lastFailureAt: stamp, lastErrorCode: code.map { ErrorCode(rawValue: $0) },
                                         lastErrorText: text.isEmpty ? "unknown error" : text, room: booking.room,
-                                        date: booking.date, start: booking.start, end: booking.end, title: booking.title)
+                                        date: booking.date, start: booking.start, end: booking.end, title: booking.title,
+                                        kind: job.kind)
                 outbox.append(OutboxMessage(exchange: Topology.defaultExchange, routingKey: Topology.passesFailedQueue,
                                             messageID: failed.passKey, type: Topology.passesFailedQueue,
                                             body: [UInt8](try ContractJSON.encode(failed)),
                                             headers: FailedPassHeaders.headers(for: failed)))
+                if isPass {
                 let event = PassFailedEvent(eventId: RandomID.uuidString(), occurredAt: stamp, bookingId: booking.id,
                                             version: booking.version, attendeeIndex: work.attendeeIndex, name: a.name,
                                             email: a.email, phone: a.phone, channel: gateway.channel,
@@ -174,10 +190,11 @@ public struct PassDispatcher: Sendable {
                                             messageID: event.eventId, type: EventType.passFailed.rawValue,
                                             body: [UInt8](try ContractJSON.encode(event)),
                                             headers: ["booking-id": .string(booking.id), "attendee-index": .int64(Int64(work.attendeeIndex))]))
+                }
                 summary.failed.append(work.attendeeIndex)
-                Counter(label: "passes_failed_total", dimensions: [("error_code", codeLabel)]).increment()
+                Counter(label: "passes_failed_total", dimensions: [("error_code", codeLabel), ("kind", job.kind.rawValue)]).increment()
                 logger.warning("pass given up; sent to passes.failed", metadata: [
-                    "booking.id": .string(booking.id), "booking.version": "\(booking.version)",
+                    "booking.id": .string(booking.id), "booking.version": "\(booking.version)", "kind": .string(job.kind.rawValue),
                     "attendee.index": "\(work.attendeeIndex)", "attempts": "\(attempts)", "error.code": .string(codeLabel),
                     "error.text": .string(text),
                 ])
@@ -186,23 +203,32 @@ public struct PassDispatcher: Sendable {
                     PassRetryMessage.Pass(attendeeIndex: work.attendeeIndex, attempts: attempts, firstFailureAt: first,
                                           lastFailureAt: stamp, lastErrorCode: code, lastErrorText: text))
                 summary.scheduled.append(work.attendeeIndex)
-                Counter(label: "passes_retried_total", dimensions: [("error_code", codeLabel)]).increment()
+                Counter(label: "passes_retried_total", dimensions: [("error_code", codeLabel), ("kind", job.kind.rawValue)]).increment()
             }
         }
         for (delay, passes) in retryGroups.sorted(by: { $0.key.milliseconds < $1.key.milliseconds }) {
             let message = PassRetryMessage(kind: .backoff, bookingId: booking.id, version: booking.version,
-                                           booking: booking, passes: passes)
+                                           booking: booking, passes: passes, notice: job.kind, previous: job.previous)
             outbox.append(OutboxMessage(exchange: Topology.defaultExchange, routingKey: PassQueues.delay(delay),
                                         messageID: RandomID.uuidString(), type: PassQueues.retryMessageType,
                                         body: [UInt8](try ContractJSON.encode(message)), headers: message.headers))
         }
-        try await ledger.record(bookingId: booking.id, version: booking.version,
-                                delivered: delivered.map(\.attendeeIndex), deliveredAt: stamp,
-                                failures: updates, outbox: outbox)
+        try await ledger.record(bookingId: booking.id, version: booking.version, kind: job.kind,
+                                delivered: delivered.map { PassLedger.normalised(list[$0.attendeeIndex].email) },
+                                deliveredAt: stamp, failures: updates, outbox: outbox)
         if !delivered.isEmpty {
-            Counter(label: "passes_delivered_total", dimensions: [("channel", gateway.channel.rawValue)])
-                .increment(by: delivered.count)
+            if isPass {
+                Counter(label: "passes_delivered_total", dimensions: [("channel", gateway.channel.rawValue)])
+                    .increment(by: delivered.count)
+            } else {
+                Counter(label: "notices_delivered_total", dimensions: [("kind", job.kind.rawValue)])
+                    .increment(by: delivered.count)
+            }
         }
-        summary.delivered += delivered.map(\.attendeeIndex)
+        if isPass {
+            summary.delivered += delivered.map(\.attendeeIndex)
+        } else {
+            summary.notices[job.kind, default: []] += delivered.map(\.attendeeIndex)
+        }
     }
 }

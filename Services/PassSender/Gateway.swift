@@ -1,22 +1,30 @@
 import BookingContracts
 import Foundation
 
-/// Which booking version and attendees a gateway request is for (the spool
-/// gateway names its files after it; the HTTP gateway does not send it).
+/// Which booking version, kind and recipients a gateway request is for (the
+/// spool gateway names its files after it; the HTTP gateway does not send it).
 public struct PassBatch: Sendable, Equatable {
     public var bookingId: String
     public var version: Int
-    /// Attendee indexes, one per pass of the request, in the same order.
+    /// Indexes of the recipients (``NoticeJob/recipients``), one per pass or
+    /// recipient of the request, in the same order.
     public var attendeeIndexes: [Int]
     /// The booking itself: the legacy request carries only UNIX times, and
     /// what a person reads needs the room's zone (the spool gateway).
     public var booking: Booking?
+    /// What is sent.
+    public var kind: NoticeKind
+    /// The booking before the change (a reschedule's old time).
+    public var previous: BookingSnapshot?
 
-    public init(bookingId: String, version: Int, attendeeIndexes: [Int], booking: Booking? = nil) {
+    public init(bookingId: String, version: Int, attendeeIndexes: [Int], booking: Booking? = nil,
+                kind: NoticeKind = .pass, previous: BookingSnapshot? = nil) {
         self.bookingId = bookingId
         self.version = version
         self.attendeeIndexes = attendeeIndexes
         self.booking = booking
+        self.kind = kind
+        self.previous = previous
     }
 }
 
@@ -104,6 +112,9 @@ public protocol PassGateway: Sendable {
     var channel: PassChannel { get }
     /// Sends the passes of `request` (their identities are in `batch`).
     func send(_ request: SendPassRequest, batch: PassBatch) async -> GatewayOutcome
+    /// Sends a notice (`rescheduled`, `cancelled`, `removed`) to the
+    /// recipients of `request`, with the same answers as ``send(_:batch:)``.
+    func notify(_ request: NotifyRequest, batch: PassBatch) async -> GatewayOutcome
     /// Releases resources (the HTTP client); called once at shutdown.
     func shutdown() async
 }
@@ -132,5 +143,40 @@ public enum SendPassRequestBuilder {
             return SendPassRequest.Pass(name: a.name, email: a.email, number: a.phone)
         }
         return SendPassRequest(booking: info, passes: passes)
+    }
+}
+
+/// Builds the `/notify` request (contract v1.1) for some recipients.
+public enum NotifyRequestBuilder {
+    /// `booking` as in sendpass; `previous` the booking before the change
+    /// in the same shape (null for a cancellation, where nothing moved);
+    /// recipients in the given order from ``NoticeJob/recipients``.
+    public static func request(for job: NoticeJob, indexes: [Int]) -> NotifyRequest {
+        let info = SendPassRequestBuilder.request(for: job.booking, attendeeIndexes: []).booking
+        var before: SendPassRequest.BookingInfo?
+        if job.kind != .cancelled, let previous = job.previous {
+            before = SendPassRequestBuilder.request(for: job.booking.applying(previous), attendeeIndexes: []).booking
+        }
+        let list = job.recipients
+        return NotifyRequest(kind: job.kind, booking: info, previous: before, recipients: indexes.map {
+            SendPassRequest.Pass(name: list[$0].name, email: list[$0].email, number: list[$0].phone)
+        })
+    }
+}
+
+extension Booking {
+    /// This booking with the fields of `snapshot` (its state before a change).
+    public func applying(_ snapshot: BookingSnapshot) -> Booking {
+        var b = self
+        b.date = snapshot.date
+        b.start = snapshot.start
+        b.end = snapshot.end
+        b.startsAt = snapshot.startsAt
+        b.endsAt = snapshot.endsAt
+        b.title = snapshot.title
+        b.description = snapshot.description
+        b.attendees = snapshot.attendees
+        b.status = snapshot.status
+        return b
     }
 }

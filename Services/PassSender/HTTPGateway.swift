@@ -2,50 +2,79 @@ import AsyncHTTPClient
 import BookingContracts
 import Foundation
 import Logging
+import Metrics
 import NIOCore
 import NIOHTTP1
 
-/// The sendpass gateway over HTTP (`PASS_GATEWAY_URL`): `POST <url>/sendpass`
-/// through one shared AsyncHTTPClient, with a whole-request timeout.
+/// The HTTP gateways through one shared AsyncHTTPClient with a
+/// whole-request timeout: passes to `POST <PASS_GATEWAY_URL>/sendpass`,
+/// notices to `POST <PASS_NOTIFY_URL>/notify` (contract v1.1).
 public final class HTTPPassGateway: PassGateway {
     public let channel = PassChannel.gateway
     private let client: HTTPClient
-    private let endpoint: String
+    private let passEndpoint: String?
+    private let notifyEndpoint: String?
     private let timeout: Duration
     private let logger: Logger
 
     /// - Parameters:
-    ///   - baseURL: `PASS_GATEWAY_URL` (`/sendpass` is appended).
+    ///   - baseURL: `PASS_GATEWAY_URL` (`/sendpass` is appended); nil when
+    ///     only notices go over HTTP.
+    ///   - notifyURL: `PASS_NOTIFY_URL` (`/notify` is appended).
     ///   - timeout: `PASS_GATEWAY_TIMEOUT`, for connect + request + answer.
-    public init(baseURL: String, timeout: Duration, logger: Logger) {
-        var base = baseURL
-        while base.hasSuffix("/") { base.removeLast() }
-        endpoint = base + "/sendpass"
+    public init(baseURL: String?, notifyURL: String? = nil, timeout: Duration, logger: Logger) {
+        func endpoint(_ base: String?, _ path: String) -> String? {
+            guard var base else { return nil }
+            while base.hasSuffix("/") { base.removeLast() }
+            return base + path
+        }
+        passEndpoint = endpoint(baseURL, "/sendpass")
+        notifyEndpoint = endpoint(notifyURL, "/notify")
         self.timeout = timeout
         self.logger = logger
-        let ms = Int64(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
         var configuration = HTTPClient.Configuration()
-        configuration.timeout = .init(connect: .milliseconds(min(ms, 5000)), read: .milliseconds(ms))
+        configuration.timeout = .init(connect: .milliseconds(min(Self.milliseconds(timeout), 5000)),
+                                      read: .milliseconds(Self.milliseconds(timeout)))
         configuration.redirectConfiguration = .disallow
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 
+    /// Whether notices have an HTTP gateway (`PASS_NOTIFY_URL`).
+    public var notifiesOverHTTP: Bool { notifyEndpoint != nil }
+
     public func send(_ request: SendPassRequest, batch: PassBatch) async -> GatewayOutcome {
+        guard let passEndpoint else { return .transient(code: nil, text: "no PASS_GATEWAY_URL") }
+        return await post(passEndpoint, request, batch: batch, count: request.passes.count).outcome
+    }
+
+    public func notify(_ request: NotifyRequest, batch: PassBatch) async -> GatewayOutcome {
+        await notifyAnswer(request, batch: batch).outcome
+    }
+
+    /// `POST /notify` with the HTTP status besides the outcome, so the
+    /// caller can tell "this gateway has no notices" (404/405) apart.
+    public func notifyAnswer(_ request: NotifyRequest, batch: PassBatch) async -> (status: Int?, outcome: GatewayOutcome) {
+        guard let notifyEndpoint else { return (nil, .transient(code: nil, text: "no PASS_NOTIFY_URL")) }
+        return await post(notifyEndpoint, request, batch: batch, count: request.recipients.count)
+    }
+
+    private func post(_ endpoint: String, _ request: some Encodable, batch: PassBatch,
+                      count: Int) async -> (status: Int?, outcome: GatewayOutcome) {
         let body: Data
         do {
             body = try ContractJSON.encode(request)
         } catch {
-            return .transient(code: nil, text: "could not encode the request: \(error)")
+            return (nil, .transient(code: nil, text: "could not encode the request: \(error)"))
         }
         var http = HTTPClientRequest(url: endpoint)
         http.method = .POST
         http.headers.add(name: "Content-Type", value: "application/json")
         http.headers.add(name: "Accept", value: "application/json")
         http.headers.add(name: "X-Pass-Batch", value: "\(batch.bookingId):\(batch.version):\(batch.attendeeIndexes.map(String.init).joined(separator: ","))")
+        if batch.kind != .pass { http.headers.add(name: "X-Notice-Kind", value: batch.kind.rawValue) }
         http.body = .bytes(ByteBuffer(bytes: body))
-        let ms = Int64(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
         do {
-            let response = try await client.execute(http, timeout: .milliseconds(ms))
+            let response = try await client.execute(http, timeout: .milliseconds(Self.milliseconds(timeout)))
             let status = Int(response.status.code)
             let bytes: ByteBuffer
             do {
@@ -58,14 +87,18 @@ public final class HTTPPassGateway: PassGateway {
                                    metadata: ["booking.id": .string(batch.bookingId), "http.status": "\(status)",
                                               "error": "\(error)"])
                 }
-                return .transient(code: nil, text: "gateway answered HTTP \(status) with an unreadable body: \(error)")
+                return (status, .transient(code: nil, text: "gateway answered HTTP \(status) with an unreadable body: \(error)"))
             }
-            return GatewayOutcome.classify(status: status, body: Array(buffer: bytes), passCount: request.passes.count)
+            return (status, GatewayOutcome.classify(status: status, body: Array(buffer: bytes), passCount: count))
         } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
-            return .transient(code: nil, text: "gateway timed out after \(timeout)")
+            return (nil, .transient(code: nil, text: "gateway timed out after \(timeout)"))
         } catch {
-            return .transient(code: nil, text: "gateway unreachable: \(error)")
+            return (nil, .transient(code: nil, text: "gateway unreachable: \(error)"))
         }
+    }
+
+    private static func milliseconds(_ d: Duration) -> Int64 {
+        Int64(d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000)
     }
 
     public func shutdown() async {
@@ -74,5 +107,46 @@ public final class HTTPPassGateway: PassGateway {
         } catch {
             logger.warning("HTTP client shutdown failed", metadata: ["error": "\(error)"])
         }
+    }
+}
+
+/// Routes passes and notices to their gateways: passes to `passes`
+/// (HTTP `/sendpass` or the spool); notices to `/notify` when
+/// `PASS_NOTIFY_URL` is set and that gateway knows notices, else — unset,
+/// or it answered 404/405 — to the spool, counted in
+/// `notices_spooled_total{reason}`.
+public struct NoticeRoutingGateway: PassGateway {
+    public let passes: any PassGateway
+    public let http: HTTPPassGateway?
+    public let spool: SpoolPassGateway
+
+    public init(passes: any PassGateway, http: HTTPPassGateway?, spool: SpoolPassGateway) {
+        self.passes = passes
+        self.http = http
+        self.spool = spool
+    }
+
+    public var channel: PassChannel { passes.channel }
+
+    public func send(_ request: SendPassRequest, batch: PassBatch) async -> GatewayOutcome {
+        await passes.send(request, batch: batch)
+    }
+
+    public func notify(_ request: NotifyRequest, batch: PassBatch) async -> GatewayOutcome {
+        guard let http, http.notifiesOverHTTP else {
+            Counter(label: "notices_spooled_total", dimensions: [("reason", "unset")]).increment(by: request.recipients.count)
+            return await spool.notify(request, batch: batch)
+        }
+        let (status, outcome) = await http.notifyAnswer(request, batch: batch)
+        if status == 404 || status == 405 {
+            Counter(label: "notices_spooled_total", dimensions: [("reason", "unsupported")]).increment(by: request.recipients.count)
+            return await spool.notify(request, batch: batch)
+        }
+        return outcome
+    }
+
+    public func shutdown() async {
+        await passes.shutdown()
+        if let http, http !== (passes as? HTTPPassGateway) { await http.shutdown() }
     }
 }

@@ -4,127 +4,16 @@ import Foundation
 import GRDB
 import ServiceSupport
 
-/// Where a pass stands in the ledger.
-public enum PassStatus: String, Sendable, Codable, CaseIterable {
-    /// Handed to the gateway (or about to be); if the process dies now the
-    /// pass is sent again on recovery (see docs/pass-sender.md, "crash window").
-    case attempting
-    /// The gateway took it. Never sent again for this booking version.
-    case delivered
-    /// Failed; a retry message for it is on its way through a delay queue.
-    case scheduled
-    /// Given up; it is in `passes.failed` (an operator may retry it).
-    case failed
-    /// The booking was cancelled or a newer version superseded it.
-    case dropped
-}
-
-/// One pass in the ledger.
-public struct PassRecord: Sendable, Equatable {
-    public var bookingId: String
-    public var version: Int
-    public var attendeeIndex: Int
-    public var status: PassStatus
-    public var attempts: Int
-    public var firstFailureAt: String?
-    public var lastFailureAt: String?
-    public var lastErrorCode: Int?
-    public var lastErrorText: String?
-}
-
-/// A pass claimed for a gateway call, with its history so far: the same
-/// facts a retry message carries for each of its passes.
-public typealias PassWork = PassRetryMessage.Pass
-
-/// Why a message sends nothing.
-public enum DropReason: String, Sendable {
-    /// The booking was cancelled.
-    case cancelled
-    /// A newer version of the booking is known.
-    case stale
-    /// The booking is not confirmed (a reschedule in an approval room made
-    /// it pending again): no pass until it is confirmed (contract v1.1).
-    case notConfirmed
-}
-
-/// The result of admitting a message to the ledger.
-public enum Admission: Sendable, Equatable {
-    /// Nothing to send: the whole message is moot.
-    case dropped(DropReason)
-    /// Send `work` (possibly empty: everything was delivered or is owned by
-    /// another message already) for `booking`.
-    case proceed(booking: Booking, work: [PassWork])
-}
-
-/// A message to publish once the ledger transaction that decided it has
-/// committed (the ledger's outbox).
-public struct OutboxMessage: Sendable, Equatable {
-    public enum HeaderValue: Codable, Sendable, Equatable {
-        case string(String)
-        case int(Int64)
-    }
-    public var exchange: String
-    public var routingKey: String
-    public var messageID: String
-    public var type: String
-    public var body: [UInt8]
-    public var headers: [String: HeaderValue]
-
-    public init(exchange: String, routingKey: String, messageID: String, type: String, body: [UInt8],
-                headers: AMQPTable = [:]) {
-        self.exchange = exchange
-        self.routingKey = routingKey
-        self.messageID = messageID
-        self.type = type
-        self.body = body
-        var h: [String: HeaderValue] = [:]
-        for (k, v) in headers {
-            if let s = v.stringValue { h[k] = .string(s) } else if let i = v.intValue { h[k] = .int(i) }
-        }
-        self.headers = h
-    }
-
-    /// The AMQP properties: persistent JSON with type, message id, headers.
-    public var properties: AMQPProperties {
-        var table: AMQPTable = [:]
-        for (k, v) in headers {
-            switch v {
-            case .string(let s): table[k] = .string(s)
-            case .int(let i): table[k] = .int64(i)
-            }
-        }
-        var p = AMQPProperties.persistentJSON(type: type, messageID: messageID, headers: table)
-        p.appID = "pass-sender"
-        return p
-    }
-}
-
-/// A row of the outbox.
-public struct OutboxRow: Sendable {
-    public var id: Int64
-    public var message: OutboxMessage
-}
-
-/// How one pass ends a gateway call that did not deliver it.
-public struct FailureUpdate: Sendable, Equatable {
-    public var attendeeIndex: Int
-    /// ``PassStatus/scheduled`` or ``PassStatus/failed``.
-    public var status: PassStatus
-    public var attempts: Int
-    public var firstFailureAt: String
-    public var lastFailureAt: String
-    public var lastErrorCode: Int?
-    public var lastErrorText: String
-}
-
 /// The delivery ledger: SQLite (WAL) through GRDB in `$DATA_DIR/pass-sender.sqlite`.
 ///
-/// It records, per booking, the newest version seen and whether it was
-/// cancelled; per (booking, version, attendee) the pass's status and
-/// attempts; the booking snapshot of every version (operator retries need
-/// it); and an outbox of follow-up messages (retries, `passes.failed`,
-/// `pass.*` events) written in the same transaction as the statuses they
-/// follow from.
+/// It records, per booking, the newest version seen, whether it was
+/// cancelled and since which version its times hold (column `timesVersion`);
+/// per (booking, version, kind, normalised e-mail) the status and attempts
+/// of one pass or notice — so nobody hears the same thing twice however
+/// the attendees are re-ordered; the booking snapshot (and its `previous`)
+/// of every version (operator retries need it); and an outbox of
+/// follow-up messages (retries, `passes.failed`, `pass.*` events) written
+/// in the same transaction as the statuses they follow from.
 public final class PassLedger: Sendable {
     let pool: DatabasePool
 
@@ -143,6 +32,12 @@ public final class PassLedger: Sendable {
             try Self.migrator.migrate(pool)
             return pool
         }
+    }
+
+    /// How the ledger compares e-mail addresses: the whole address,
+    /// trimmed, without regard to case (as the handler's booking queries).
+    public static func normalised(_ email: String) -> String {
+        email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
     }
 
     static var migrator: DatabaseMigrator {
@@ -189,188 +84,33 @@ public final class PassLedger: Sendable {
             }
             try db.create(index: "outbox_pending", on: "outbox", columns: ["bookingId", "publishedAt"])
         }
+        migrator.registerMigration("v2-notices", migrate: LedgerMigrationV2.migrate)
+        migrator.registerMigration("v3-series", migrate: LedgerMigrationV3.migrate)
         return migrator
-    }
-
-    // MARK: Admission
-
-    /// Admits a `booking.confirmed` / `booking.rescheduled` event: drops it
-    /// when the booking is cancelled or a newer version is known, or (after
-    /// recording its version) when it is not confirmed; otherwise
-    /// records the version and its snapshot and claims every pass of it
-    /// that is new or was being attempted when a previous process died.
-    public func admit(event booking: Booking) async throws -> Admission {
-        try await pool.write { db in
-            let now = Date().timeIntervalSince1970
-            if let row = try Row.fetchOne(db, sql: "SELECT latestVersion, cancelled FROM booking WHERE id = ?", arguments: [booking.id]) {
-                if row["cancelled"] as Bool { return .dropped(.cancelled) }
-                let latest: Int = row["latestVersion"]
-                if latest > booking.version { return .dropped(.stale) }
-                if latest < booking.version {
-                    try Self.supersede(db, bookingId: booking.id, below: booking.version)
-                }
-                try db.execute(sql: "UPDATE booking SET latestVersion = ?, updatedAt = ? WHERE id = ?",
-                               arguments: [booking.version, now, booking.id])
-            } else {
-                try db.execute(sql: "INSERT INTO booking (id, latestVersion, cancelled, updatedAt) VALUES (?, ?, 0, ?)",
-                               arguments: [booking.id, booking.version, now])
-            }
-            try Self.storeSnapshot(db, booking)
-            // The version is recorded (older passes and their retries are
-            // superseded: that time is void), but nothing is sent for a
-            // booking that waits for approval again; its booking.confirmed
-            // (a higher version) brings the passes.
-            guard booking.status == .confirmed else { return .dropped(.notConfirmed) }
-            var work: [PassWork] = []
-            for index in booking.attendees.indices {
-                if let existing = try Self.pass(db, booking.id, booking.version, index) {
-                    // attempting = a previous process died in the gateway call.
-                    if existing.status == .attempting { work.append(Self.work(existing)) }
-                } else {
-                    try db.execute(sql: """
-                        INSERT INTO pass (bookingId, version, attendeeIndex, status, attempts, updatedAt)
-                        VALUES (?, ?, ?, 'attempting', 0, ?)
-                        """, arguments: [booking.id, booking.version, index, now])
-                    work.append(PassWork(attendeeIndex: index, attempts: 0))
-                }
-            }
-            return .proceed(booking: booking, work: work)
-        }
-    }
-
-    /// Thrown when a retry message cannot be used (poison).
-    public struct UnusableMessage: Error, CustomStringConvertible {
-        public let description: String
-    }
-
-    /// Admits a retry message. A back-off retry claims a pass only when the
-    /// ledger agrees on its attempt count (so a second delivery of the same
-    /// message sends nothing); an operator retry claims a pass only when it
-    /// is `failed` (resetting its attempts) or was being attempted for that
-    /// same request when a previous process died. Delivered passes are
-    /// never claimed.
-    public func admit(retry message: PassRetryMessage) async throws -> Admission {
-        try await pool.write { db in
-            let now = Date().timeIntervalSince1970
-            let bookingRow = try Row.fetchOne(db, sql: "SELECT latestVersion, cancelled FROM booking WHERE id = ?",
-                                              arguments: [message.bookingId])
-            if let bookingRow {
-                if bookingRow["cancelled"] as Bool { return .dropped(.cancelled) }
-                if (bookingRow["latestVersion"] as Int) > message.version { return .dropped(.stale) }
-            }
-            var booking = message.booking
-            if booking == nil, let data = try Data.fetchOne(
-                db, sql: "SELECT json FROM snapshot WHERE bookingId = ? AND version = ?",
-                arguments: [message.bookingId, message.version]) {
-                booking = try? ContractJSON.decode(Booking.self, from: data)
-            }
-            guard let booking, booking.id == message.bookingId, booking.version == message.version else {
-                throw UnusableMessage(description: "no snapshot of booking \(message.bookingId) v\(message.version) (neither in the message nor in the ledger)")
-            }
-            if bookingRow == nil {
-                try db.execute(sql: "INSERT INTO booking (id, latestVersion, cancelled, updatedAt) VALUES (?, ?, 0, ?)",
-                               arguments: [booking.id, booking.version, now])
-            }
-            // Untrusted counts: an attempt count past any PASS_MAX_ATTEMPTS
-            // (1...100) would overflow or dodge the limit, a repeated index
-            // would send one attendee twice in a call.
-            if let bad = message.passes.first(where: { !(0...100).contains($0.attempts) }) {
-                throw UnusableMessage(description: "attempts \(bad.attempts) of attendee \(bad.attendeeIndex) is outside 0...100")
-            }
-            if Set(message.passes.map(\.attendeeIndex)).count != message.passes.count {
-                throw UnusableMessage(description: "an attendee index is listed twice")
-            }
-            try Self.storeSnapshot(db, booking)
-            var work: [PassWork] = []
-            for p in message.passes.sorted(by: { $0.attendeeIndex < $1.attendeeIndex }) {
-                guard booking.attendees.indices.contains(p.attendeeIndex) else {
-                    throw UnusableMessage(description: "attendee index \(p.attendeeIndex) is not in booking \(booking.id) v\(booking.version)")
-                }
-                let existing = try Self.pass(db, booking.id, booking.version, p.attendeeIndex)
-                switch message.kind {
-                case .backoff:
-                    if let existing {
-                        guard existing.status == .scheduled || existing.status == .attempting,
-                              existing.attempts == p.attempts else { continue }
-                        try Self.setStatus(db, existing, .attempting, now: now)
-                        work.append(Self.work(existing))
-                    } else {
-                        try db.execute(sql: """
-                            INSERT INTO pass (bookingId, version, attendeeIndex, status, attempts, firstFailureAt,
-                                              lastFailureAt, lastErrorCode, lastErrorText, updatedAt)
-                            VALUES (?, ?, ?, 'attempting', ?, ?, ?, ?, ?, ?)
-                            """, arguments: [booking.id, booking.version, p.attendeeIndex, p.attempts, p.firstFailureAt,
-                                             p.lastFailureAt, p.lastErrorCode, p.lastErrorText, now])
-                        work.append(p)
-                    }
-                case .operator:
-                    let token = message.retryToken ?? ""
-                    if let existing {
-                        let storedToken = try String.fetchOne(
-                            db, sql: "SELECT retryToken FROM pass WHERE bookingId = ? AND version = ? AND attendeeIndex = ?",
-                            arguments: [booking.id, booking.version, p.attendeeIndex])
-                        if existing.status == .failed && (token.isEmpty || storedToken != token) {
-                            try db.execute(sql: """
-                                UPDATE pass SET status = 'attempting', attempts = 0, firstFailureAt = NULL, lastFailureAt = NULL,
-                                       lastErrorCode = NULL, lastErrorText = NULL, retryToken = ?, updatedAt = ?
-                                WHERE bookingId = ? AND version = ? AND attendeeIndex = ?
-                                """, arguments: [token, now, booking.id, booking.version, p.attendeeIndex])
-                            work.append(PassWork(attendeeIndex: p.attendeeIndex, attempts: 0))
-                        } else if existing.status == .attempting && !token.isEmpty && storedToken == token {
-                            work.append(Self.work(existing))
-                        }
-                    } else {
-                        try db.execute(sql: """
-                            INSERT INTO pass (bookingId, version, attendeeIndex, status, attempts, retryToken, updatedAt)
-                            VALUES (?, ?, ?, 'attempting', 0, ?, ?)
-                            """, arguments: [booking.id, booking.version, p.attendeeIndex, token, now])
-                        work.append(PassWork(attendeeIndex: p.attendeeIndex, attempts: 0))
-                    }
-                }
-            }
-            return .proceed(booking: booking, work: work)
-        }
-    }
-
-    /// Records `booking.cancelled`: the booking is cancelled for good, every
-    /// pass not yet delivered or given up is dropped. Returns how many.
-    public func cancel(booking: Booking) async throws -> Int {
-        try await pool.write { db in
-            let now = Date().timeIntervalSince1970
-            try db.execute(sql: """
-                INSERT INTO booking (id, latestVersion, cancelled, updatedAt) VALUES (?, ?, 1, ?)
-                ON CONFLICT(id) DO UPDATE SET cancelled = 1, latestVersion = max(latestVersion, excluded.latestVersion),
-                                              updatedAt = excluded.updatedAt
-                """, arguments: [booking.id, booking.version, now])
-            try db.execute(sql: """
-                UPDATE pass SET status = 'dropped', updatedAt = ? WHERE bookingId = ? AND status IN ('attempting', 'scheduled')
-                """, arguments: [now, booking.id])
-            return db.changesCount
-        }
     }
 
     // MARK: Results
 
     /// Records the result of one gateway call in one transaction: delivered
-    /// passes, failed ones (scheduled again or given up), and the messages
-    /// that follow from it.
-    public func record(bookingId: String, version: Int, delivered: [Int], deliveredAt: String,
+    /// rows, failed ones (scheduled again or given up), and the messages
+    /// that follow from it. Rows are named by normalised e-mail.
+    public func record(bookingId: String, version: Int, kind: NoticeKind = .pass, delivered: [String], deliveredAt: String,
                        failures: [FailureUpdate], outbox: [OutboxMessage]) async throws {
         try await pool.write { db in
             let now = Date().timeIntervalSince1970
-            for index in delivered {
+            for email in delivered {
                 try db.execute(sql: """
-                    UPDATE pass SET status = 'delivered', deliveredAt = ?, updatedAt = ?
-                    WHERE bookingId = ? AND version = ? AND attendeeIndex = ?
-                    """, arguments: [deliveredAt, now, bookingId, version, index])
+                    UPDATE notice SET status = 'delivered', deliveredAt = ?, updatedAt = ?
+                    WHERE bookingId = ? AND version = ? AND kind = ? AND email = ?
+                    """, arguments: [deliveredAt, now, bookingId, version, kind.rawValue, email])
             }
             for f in failures {
                 try db.execute(sql: """
-                    UPDATE pass SET status = ?, attempts = ?, firstFailureAt = ?, lastFailureAt = ?, lastErrorCode = ?,
+                    UPDATE notice SET status = ?, attempts = ?, firstFailureAt = ?, lastFailureAt = ?, lastErrorCode = ?,
                            lastErrorText = ?, updatedAt = ?
-                    WHERE bookingId = ? AND version = ? AND attendeeIndex = ?
+                    WHERE bookingId = ? AND version = ? AND kind = ? AND email = ?
                     """, arguments: [f.status.rawValue, f.attempts, f.firstFailureAt, f.lastFailureAt, f.lastErrorCode,
-                                     f.lastErrorText, now, bookingId, version, f.attendeeIndex])
+                                     f.lastErrorText, now, bookingId, version, kind.rawValue, f.email])
             }
             let encoder = JSONEncoder()
             for m in outbox {
@@ -382,7 +122,6 @@ public final class PassLedger: Sendable {
             }
         }
     }
-
     /// Outbox messages not yet confirmed by the broker, oldest first: of one
     /// booking, or of all (at start-up).
     public func unpublished(bookingId: String? = nil, limit: Int = 1000) async throws -> [OutboxRow] {
@@ -428,19 +167,27 @@ public final class PassLedger: Sendable {
 
     // MARK: Queries
 
-    /// Every pass of a booking, by version and attendee.
-    public func passes(bookingId: String) async throws -> [PassRecord] {
+    /// Every row of one kind (default passes) of a booking, by version and index.
+    public func passes(bookingId: String, kind: NoticeKind = .pass) async throws -> [PassRecord] {
         try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM pass WHERE bookingId = ? ORDER BY version, attendeeIndex",
+            try Row.fetchAll(db, sql: "SELECT * FROM notice WHERE bookingId = ? AND kind = ? ORDER BY version, attendeeIndex",
+                             arguments: [bookingId, kind.rawValue]).map(Self.record)
+        }
+    }
+
+    /// Every row of a booking, every kind, by version, kind and index.
+    public func notices(bookingId: String) async throws -> [PassRecord] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM notice WHERE bookingId = ? ORDER BY version, kind, attendeeIndex",
                              arguments: [bookingId]).map(Self.record)
         }
     }
 
-    /// Passes per status (all bookings).
+    /// Rows per status (all bookings, all kinds).
     public func statusCounts() async throws -> [PassStatus: Int] {
         try await pool.read { db in
             var counts: [PassStatus: Int] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT status, count(*) AS n FROM pass GROUP BY status") {
+            for row in try Row.fetchAll(db, sql: "SELECT status, count(*) AS n FROM notice GROUP BY status") {
                 if let s = PassStatus(rawValue: row["status"]) { counts[s] = row["n"] }
             }
             return counts
@@ -449,37 +196,81 @@ public final class PassLedger: Sendable {
 
     // MARK: Helpers
 
-    private static func storeSnapshot(_ db: Database, _ booking: Booking) throws {
-        try db.execute(sql: "INSERT OR IGNORE INTO snapshot (bookingId, version, json) VALUES (?, ?, ?)",
-                       arguments: [booking.id, booking.version, try ContractJSON.encode(booking)])
+    /// The key of one ledger row.
+    struct RowKey {
+        var bookingId: String
+        var version: Int
+        var kind: NoticeKind
+        var email: String
+        var arguments: StatementArguments { [bookingId, version, kind.rawValue, email] }
     }
 
-    private static func supersede(_ db: Database, bookingId: String, below version: Int) throws {
+    static func storeSnapshot(_ db: Database, _ booking: Booking, _ previous: BookingSnapshot?) throws {
+        try db.execute(sql: "INSERT OR IGNORE INTO snapshot (bookingId, version, json, previous) VALUES (?, ?, ?, ?)",
+                       arguments: [booking.id, booking.version, try ContractJSON.encode(booking),
+                                   try previous.map { try ContractJSON.encode($0) }])
+        if let previous {
+            // A snapshot stored by a retry message that had no `previous`.
+            try db.execute(sql: "UPDATE snapshot SET previous = ? WHERE bookingId = ? AND version = ? AND previous IS NULL",
+                           arguments: [try ContractJSON.encode(previous), booking.id, booking.version])
+        }
+    }
+
+    /// Remembers an occurrence of a series: its first snapshot stays, the
+    /// newest replaces an older one.
+    static func storeOccurrence(_ db: Database, _ booking: Booking) throws {
+        guard let series = booking.series else { return }
+        let json = try ContractJSON.encode(booking)
         try db.execute(sql: """
-            UPDATE pass SET status = 'dropped', updatedAt = ?
+            INSERT INTO series_occurrence (seriesId, bookingId, original, latest, latestVersion) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT(seriesId, bookingId) DO UPDATE SET latest = excluded.latest, latestVersion = excluded.latestVersion
+            WHERE excluded.latestVersion > series_occurrence.latestVersion
+            """, arguments: [series.id, booking.id, json, json, booking.version])
+    }
+
+    /// The occurrences of a series the ledger has seen, by original start.
+    public func seriesOccurrences(seriesId: String) async throws -> [SeriesOccurrence] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT original, latest FROM series_occurrence WHERE seriesId = ?",
+                             arguments: [seriesId]).compactMap { row in
+                guard let original = try? ContractJSON.decode(Booking.self, from: row["original"] as Data),
+                      let latest = try? ContractJSON.decode(Booking.self, from: row["latest"] as Data) else { return nil }
+                return SeriesOccurrence(original: original, latest: latest)
+            }.sorted { $0.original.startsAt < $1.original.startsAt }
+        }
+    }
+
+    /// Older versions' unsent work is void once a newer version is known:
+    /// that version decides what each person is told (and re-claims passes
+    /// still owed, see ``admit(event:booking:previous:)``).
+    static func supersede(_ db: Database, bookingId: String, below version: Int) throws {
+        try db.execute(sql: """
+            UPDATE notice SET status = 'dropped', updatedAt = ?
             WHERE bookingId = ? AND version < ? AND status IN ('attempting', 'scheduled')
             """, arguments: [Date().timeIntervalSince1970, bookingId, version])
     }
 
-    private static func pass(_ db: Database, _ bookingId: String, _ version: Int, _ index: Int) throws -> PassRecord? {
-        try Row.fetchOne(db, sql: "SELECT * FROM pass WHERE bookingId = ? AND version = ? AND attendeeIndex = ?",
-                         arguments: [bookingId, version, index]).map(record)
+    static func row(_ db: Database, _ key: RowKey) throws -> PassRecord? {
+        try Row.fetchOne(db, sql: "SELECT * FROM notice WHERE bookingId = ? AND version = ? AND kind = ? AND email = ?",
+                         arguments: key.arguments).map(record)
     }
 
-    private static func setStatus(_ db: Database, _ p: PassRecord, _ status: PassStatus, now: Double) throws {
-        try db.execute(sql: "UPDATE pass SET status = ?, updatedAt = ? WHERE bookingId = ? AND version = ? AND attendeeIndex = ?",
-                       arguments: [status.rawValue, now, p.bookingId, p.version, p.attendeeIndex])
+    static func setStatus(_ db: Database, _ key: RowKey, _ status: PassStatus, now: Double) throws {
+        try db.execute(sql: "UPDATE notice SET status = ?, updatedAt = ? WHERE bookingId = ? AND version = ? AND kind = ? AND email = ?",
+                       arguments: [status.rawValue, now] + key.arguments)
     }
 
     private static func record(_ row: Row) -> PassRecord {
-        PassRecord(bookingId: row["bookingId"], version: row["version"], attendeeIndex: row["attendeeIndex"],
+        PassRecord(bookingId: row["bookingId"], version: row["version"],
+                   kind: NoticeKind(rawValue: row["kind"]) ?? .pass, email: row["email"], attendeeIndex: row["attendeeIndex"],
                    status: PassStatus(rawValue: row["status"]) ?? .attempting, attempts: row["attempts"],
                    firstFailureAt: row["firstFailureAt"], lastFailureAt: row["lastFailureAt"],
                    lastErrorCode: row["lastErrorCode"], lastErrorText: row["lastErrorText"])
     }
 
-    private static func work(_ p: PassRecord) -> PassWork {
-        PassWork(attendeeIndex: p.attendeeIndex, attempts: p.attempts, firstFailureAt: p.firstFailureAt,
+    /// The row's history as work for recipient `index` of this message's list.
+    static func work(_ p: PassRecord, index: Int) -> PassWork {
+        PassWork(attendeeIndex: index, attempts: p.attempts, firstFailureAt: p.firstFailureAt,
                  lastFailureAt: p.lastFailureAt, lastErrorCode: p.lastErrorCode, lastErrorText: p.lastErrorText)
     }
 }

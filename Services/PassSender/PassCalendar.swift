@@ -10,12 +10,27 @@ public enum PassCalendar {
     /// to one attendee. CRLF line ends, lines folded at 75 octets.
     public static func request(booking: Booking, attendeeName: String, attendeeEmail: String, organizerEmail: String,
                                organizerName: String, stamp: Date) -> String {
+        calendar(method: "REQUEST", booking: booking, attendeeName: attendeeName, attendeeEmail: attendeeEmail,
+                 organizerEmail: organizerEmail, organizerName: organizerName, stamp: stamp)
+    }
+
+    /// A `METHOD:CANCEL` calendar (RFC 5546 3.2.5) for `booking`: same `UID`,
+    /// `SEQUENCE` = the version that cancelled it (or removed the attendee),
+    /// `STATUS:CANCELLED`, so a calendar program removes the entry it has.
+    public static func cancel(booking: Booking, attendeeName: String, attendeeEmail: String, organizerEmail: String,
+                              organizerName: String, stamp: Date) -> String {
+        calendar(method: "CANCEL", booking: booking, attendeeName: attendeeName, attendeeEmail: attendeeEmail,
+                 organizerEmail: organizerEmail, organizerName: organizerName, stamp: stamp)
+    }
+
+    static func calendar(method: String, booking: Booking, attendeeName: String, attendeeEmail: String,
+                         organizerEmail: String, organizerName: String, stamp: Date) -> String {
         var lines = [
             "BEGIN:VCALENDAR",
             "VERSION:2.0",
             "PRODID:-//room-booking//pass-sender//EN",
             "CALSCALE:GREGORIAN",
-            "METHOD:REQUEST",
+            "METHOD:\(method)",
         ]
         let startsAt = ContractFormat.parseTimestamp(booking.startsAt) ?? stamp
         let endsAt = ContractFormat.parseTimestamp(booking.endsAt) ?? startsAt
@@ -34,7 +49,7 @@ public enum PassCalendar {
         lines += [
             "ORGANIZER;CN=\(parameter(organizerName)):mailto:\(organizerEmail)",
             "ATTENDEE;CN=\(parameter(attendeeName));ROLE=REQ-PARTICIPANT;PARTSTAT=NEEDS-ACTION;RSVP=FALSE:mailto:\(attendeeEmail)",
-            "STATUS:CONFIRMED",
+            method == "CANCEL" ? "STATUS:CANCELLED" : "STATUS:CONFIRMED",
             "TRANSP:OPAQUE",
             "END:VEVENT",
             "END:VCALENDAR",

@@ -50,7 +50,7 @@ public struct PassConsumer: Sendable {
         public var type: String
         public var bookingId: String?
         public var outcome: Outcome
-        /// What the dispatcher did (nil for cancellations and poison).
+        /// What the dispatcher did (nil for poison).
         public var summary: PassDispatcher.Summary?
     }
 
@@ -93,7 +93,7 @@ public struct PassConsumer: Sendable {
             return
         }
         guard let type = EventType(rawValue: typeText),
-              [.bookingConfirmed, .bookingRescheduled, .bookingCancelled, .bookingRejected].contains(type) else {
+              [.bookingConfirmed, .bookingRescheduled, .bookingUpdated, .bookingCancelled, .bookingRejected].contains(type) else {
             await poison(delivery, reason: "unexpected event type '\(typeText.prefix(100))'", logger: logger, label: "unknown")
             observer?(Settled(queue: Topology.passSenderEventsQueue, type: typeText, bookingId: nil,
                               outcome: .deadLettered("unexpected event type"), summary: nil))
@@ -125,18 +125,9 @@ public struct PassConsumer: Sendable {
         await settle(delivery, queue: Topology.passSenderEventsQueue, bookingId: booking.id, logger: logger,
                      label: type.rawValue) { () async throws -> PassDispatcher.Summary? in
             let logger = eventLogger
-            switch type {
-            case .bookingCancelled, .bookingRejected:
-                // A rejected booking is over like a cancelled one: whatever
-                // was pending for it (an earlier version's retries) is void.
-                let dropped = try await dispatcher.handle(cancelled: booking)
-                logger.info("booking cancelled; pending passes dropped", metadata: ["passes.dropped": "\(dropped)"])
-                return nil
-            default:
-                let summary = try await dispatcher.handle(event: booking)
-                log(summary, logger: logger)
-                return summary
-            }
+            let summary = try await dispatcher.handle(event: type, booking: booking, previous: event.previous)
+            log(summary, logger: logger)
+            return summary
         }
     }
 
@@ -184,7 +175,8 @@ public struct PassConsumer: Sendable {
             logger.info("message dropped", metadata: ["reason": .string(reason.rawValue)])
         } else {
             logger.debug("passes handled", metadata: [
-                "passes.delivered": "\(summary.delivered)", "passes.scheduled": "\(summary.scheduled)",
+                "passes.delivered": "\(summary.delivered)",
+                "notices.delivered": "\(summary.notices.map { "\($0.key.rawValue)=\($0.value.count)" }.sorted())", "passes.scheduled": "\(summary.scheduled)",
                 "passes.failed": "\(summary.failed)", "gateway.calls": "\(summary.gatewayCalls)",
             ])
         }

@@ -109,9 +109,20 @@ public struct PassRetryMessage: Codable, Sendable, Equatable {
     /// Operator retries: a unique token, so a second delivery of the same
     /// request sends nothing.
     public var retryToken: String?
+    /// What is retried; absent = a pass (messages written before notices
+    /// existed read the same).
+    public var notice: NoticeKind?
+    /// The booking before the change (`rescheduled`/`removed` index into
+    /// its attendees); an operator retry omits it (the ledger has it).
+    public var previous: BookingSnapshot?
+
+    /// ``notice``, ``NoticeKind/pass`` when absent.
+    public var noticeKind: NoticeKind { notice ?? .pass }
 
     public init(kind: Kind, bookingId: String, version: Int, booking: Booking?, passes: [Pass],
-                retryToken: String? = nil) {
+                retryToken: String? = nil, notice: NoticeKind = .pass, previous: BookingSnapshot? = nil) {
+        self.notice = notice == .pass ? nil : notice
+        self.previous = previous
         self.schemaVersion = Self.currentSchemaVersion
         self.kind = kind
         self.bookingId = bookingId
@@ -129,13 +140,15 @@ public struct PassRetryMessage: Codable, Sendable, Equatable {
             "attendee-indexes": .string(passes.map { String($0.attendeeIndex) }.joined(separator: ",")),
             "attempts": .int64(Int64(passes.map(\.attempts).max() ?? 0)),
             "retry-kind": .string(kind.rawValue),
+            "notice-kind": .string(noticeKind.rawValue),
         ]
     }
 
     /// An operator retry of one `passes.failed` message (attempts reset).
     public static func operatorRetry(of failed: FailedPass, token: String) -> PassRetryMessage {
         PassRetryMessage(kind: .operator, bookingId: failed.bookingId, version: failed.version, booking: nil,
-                         passes: [Pass(attendeeIndex: failed.attendeeIndex, attempts: 0)], retryToken: token)
+                         passes: [Pass(attendeeIndex: failed.attendeeIndex, attempts: 0)], retryToken: token,
+                         notice: failed.noticeKind)
     }
 }
 
@@ -147,6 +160,7 @@ public enum FailedPassHeaders {
         var h: AMQPTable = [
             "booking-id": .string(failed.bookingId),
             "booking-version": .int64(Int64(failed.version)),
+            "notice-kind": .string(failed.noticeKind.rawValue),
             "attendee-index": .int64(Int64(failed.attendeeIndex)),
             "attendee-name": .string(failed.name),
             "attendee-email": .string(failed.email),

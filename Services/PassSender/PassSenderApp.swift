@@ -28,11 +28,17 @@ public struct PassSenderApp: Sendable {
         let chosen: any PassGateway
         if let gateway {
             chosen = gateway
-        } else if let url = settings.gatewayURL {
-            chosen = HTTPPassGateway(baseURL: url, timeout: settings.gatewayTimeout, logger: logger)
         } else {
-            chosen = try SpoolPassGateway(directory: URL(fileURLWithPath: dataDirectory).appendingPathComponent("outbox"),
-                                          now: now)
+            // The spool is always there: it writes passes without
+            // PASS_GATEWAY_URL and notices without a /notify gateway.
+            let spool = try SpoolPassGateway(directory: URL(fileURLWithPath: dataDirectory).appendingPathComponent("outbox"),
+                                             now: now, series: { try await ledger.seriesOccurrences(seriesId: $0) })
+            let http = settings.gatewayURL != nil || settings.notifyURL != nil
+                ? HTTPPassGateway(baseURL: settings.gatewayURL, notifyURL: settings.notifyURL, timeout: settings.gatewayTimeout,
+                                  logger: logger)
+                : nil
+            let passes: any PassGateway = settings.gatewayURL != nil ? http! : spool
+            chosen = NoticeRoutingGateway(passes: passes, http: http, spool: spool)
         }
         try await connection.declare(PassQueues.declarations(delays: settings.retryDelays))
         let dispatcher = PassDispatcher(ledger: ledger, gateway: chosen, settings: settings, logger: logger, now: now)
@@ -59,6 +65,7 @@ public struct PassSenderApp: Sendable {
         }
         logger.info("pass sender assembled", metadata: [
             "gateway": .string(chosen.channel == .gateway ? (settings.gatewayURL ?? "custom") : "spool"),
+            "notify": .string(settings.notifyURL ?? "spool"),
             "retry.delays": .string(settings.retryDelays.map(\.label).joined(separator: ",")),
             "max.attempts": "\(settings.maxAttempts)",
         ])

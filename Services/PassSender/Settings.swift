@@ -6,6 +6,9 @@ import ServiceSupport
 public struct PassSenderSettings: Sendable, Equatable {
     /// `PASS_GATEWAY_URL`: base URL of the sendpass gateway; nil = spool to `$DATA_DIR/outbox/`.
     public var gatewayURL: String?
+    /// `PASS_NOTIFY_URL`: base URL of the notice gateway (`POST <url>/notify`,
+    /// contract v1.1); nil = notices are written by the spool gateway.
+    public var notifyURL: String?
     /// `PASS_MAX_ATTEMPTS`: attempts per pass before it goes to `passes.failed` (default 5).
     public var maxAttempts: Int
     /// `PASS_RETRY_DELAYS`: back-off before attempt 2, 3, …; the last one repeats (default `1s,5s,30s,2m,10m`).
@@ -28,8 +31,9 @@ public struct PassSenderSettings: Sendable, Equatable {
     /// Settings with explicit values (tests, benchmarks).
     public init(gatewayURL: String? = nil, maxAttempts: Int = 5,
                 retryDelays: [RetryDelay] = try! RetryDelay.parseList(PassSenderSettings.defaultRetryDelays),
-                gatewayTimeout: Duration = .seconds(10), concurrency: Int = 8) {
+                gatewayTimeout: Duration = .seconds(10), concurrency: Int = 8, notifyURL: String? = nil) {
         self.gatewayURL = gatewayURL
+        self.notifyURL = notifyURL
         self.maxAttempts = maxAttempts
         self.retryDelays = retryDelays
         self.gatewayTimeout = gatewayTimeout
@@ -46,13 +50,16 @@ public struct PassSenderSettings: Sendable, Equatable {
         self.init()
         bookingHandlerUser = value("BOOKING_HANDLER_USER")
         administrators = CommonSettings.userList(value("ADMIN_USERS"))
-        if let url = value("PASS_GATEWAY_URL") {
+        func httpURL(_ name: String) throws -> String? {
+            guard let url = value(name) else { return nil }
             guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(),
                   scheme == "http" || scheme == "https", parsed.host != nil else {
-                throw SettingsError("PASS_GATEWAY_URL: '\(url)' is not an http:// or https:// URL")
+                throw SettingsError("\(name): '\(url)' is not an http:// or https:// URL")
             }
-            gatewayURL = url
+            return url
         }
+        gatewayURL = try httpURL("PASS_GATEWAY_URL")
+        notifyURL = try httpURL("PASS_NOTIFY_URL")
         if let text = value("PASS_MAX_ATTEMPTS") {
             guard let n = Int(text), (1...100).contains(n) else {
                 throw SettingsError("PASS_MAX_ATTEMPTS: '\(text)' is not a whole number in 1...100")

@@ -48,6 +48,7 @@ struct FailedPassesCommand: AsyncParsableCommand {
             print("oldest: \(oldest.key) (last failure \(oldest.pass?.lastFailureAt ?? "?"))")
             print("by error code: " + grouped(entries) { $0.pass.map { $0.lastErrorCode.map(String.init) ?? "none" } ?? "unreadable" })
             print("by room:       " + grouped(entries) { $0.pass?.room ?? "unreadable" })
+            print("by kind:       " + grouped(entries) { $0.pass?.noticeKind.rawValue ?? "unreadable" })
             print("")
             for e in entries { print(line(e)) }
         }
@@ -57,12 +58,14 @@ struct FailedPassesCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Everything about one failed pass.",
             discussion: """
-                KEY is <bookingId>:<version>:<attendeeIndex> as list prints it.
+                KEY is <bookingId>:<version>:<attendeeIndex> for a pass and
+                <bookingId>:<version>:<kind>:<attendeeIndex> for a notice
+                (rescheduled, cancelled, removed), as list prints it.
                 Example:
                   bookingctl passes failed show 5b1c…:2:1
                 """)
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "The pass key <bookingId>:<version>:<attendeeIndex>.") var key: String
+        @Argument(help: "The key <bookingId>:<version>:<attendeeIndex> (a pass) or <bookingId>:<version>:<kind>:<attendeeIndex> (a notice).") var key: String
 
         func run() async throws {
             let entries = try await withQueue(global) { try await $0.list() }
@@ -77,6 +80,7 @@ struct FailedPassesCommand: AsyncParsableCommand {
             if let p = entry.pass {
                 print("""
                     pass        \(entry.key)   (position \(entry.position) in passes.failed)
+                    kind        \(p.noticeKind.rawValue)
                     attendee    #\(p.attendeeIndex) \(p.name) <\(p.email)> \(p.phone)
                     booking     \(p.bookingId) v\(p.version): \(p.title), \(p.room) \(p.date) \(p.start)-\(p.end)
                     attempts    \(p.attempts), first failure \(p.firstFailureAt), last failure \(p.lastFailureAt)
@@ -141,19 +145,28 @@ struct FailedPassesCommand: AsyncParsableCommand {
 
     /// Which passes retry/discard act on.
     struct Selection: ParsableArguments {
-        @Argument(help: "A pass key <bookingId>:<version>:<attendeeIndex>.") var key: String?
-        @Option(help: "Every failed pass of this booking id.") var booking: String?
-        @Flag(help: "Every failed pass.") var all = false
+        @Argument(help: "A key <bookingId>:<version>:<attendeeIndex> (pass) or <bookingId>:<version>:<kind>:<attendeeIndex> (notice).")
+        var key: String?
+        @Option(help: "Every failed pass and notice of this booking id.") var booking: String?
+        @Flag(help: "Every failed pass and notice.") var all = false
+        @Option(help: "With --booking or --all: only this kind (pass, rescheduled, cancelled, removed).") var kind: String?
 
         func validate() throws {
             let chosen = [key != nil, booking != nil, all].filter { $0 }.count
             if chosen != 1 { throw ValidationError("give exactly one of KEY, --booking ID, --all") }
+            if let kind {
+                if NoticeKind(rawValue: kind) == nil {
+                    throw ValidationError("--kind must be one of \(NoticeKind.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                if key != nil { throw ValidationError("--kind goes with --booking or --all (a KEY names its kind)") }
+            }
         }
 
         func predicate() throws -> @Sendable (FailedPassEntry) -> Bool {
-            let key = self.key, booking = self.booking, all = self.all
+            let key = self.key, booking = self.booking, all = self.all, kind = self.kind.flatMap(NoticeKind.init(rawValue:))
             return { entry in
-                guard entry.pass != nil else { return false }
+                guard let pass = entry.pass else { return false }
+                if let kind, pass.noticeKind != kind { return false }
                 if all { return true }
                 if let key { return entry.key == key }
                 return entry.pass?.bookingId == booking
@@ -181,7 +194,7 @@ private func grouped(_ entries: [FailedPassEntry], by key: (FailedPassEntry) -> 
 
 private func line(_ e: FailedPassEntry) -> String {
     guard let p = e.pass else { return "\(e.key)  (unreadable body)" }
-    return "\(e.key)  \(p.name) <\(p.email)>  \(p.room) \(p.date) \(p.start)  attempts=\(p.attempts)  "
+    return "\(e.key)  \(p.noticeKind.rawValue)  \(p.name) <\(p.email)>  \(p.room) \(p.date) \(p.start)  attempts=\(p.attempts)  "
         + "error=\(p.lastErrorCode.map(String.init) ?? "none") \(p.lastErrorText)  last=\(p.lastFailureAt)"
 }
 
@@ -197,12 +210,13 @@ private func entryJSON(_ e: FailedPassEntry) -> [String: Any] {
 }
 
 private func listJSON(_ entries: [FailedPassEntry]) -> [String: Any] {
-    var byCode: [String: Int] = [:], byRoom: [String: Int] = [:]
+    var byCode: [String: Int] = [:], byRoom: [String: Int] = [:], byKind: [String: Int] = [:]
     for e in entries {
         byCode[e.pass.map { $0.lastErrorCode.map(String.init) ?? "none" } ?? "unreadable", default: 0] += 1
         byRoom[e.pass?.room ?? "unreadable", default: 0] += 1
+        byKind[e.pass?.noticeKind.rawValue ?? "unreadable", default: 0] += 1
     }
-    var object: [String: Any] = ["count": entries.count, "byErrorCode": byCode, "byRoom": byRoom,
+    var object: [String: Any] = ["count": entries.count, "byErrorCode": byCode, "byRoom": byRoom, "byKind": byKind,
                                  "passes": entries.map(entryJSON)]
     if let oldest = entries.first { object["oldest"] = entryJSON(oldest) }
     return object

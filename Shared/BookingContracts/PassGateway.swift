@@ -152,12 +152,18 @@ public struct FailedPass: Codable, Sendable, Equatable {
     public var end: String
     /// Booking title.
     public var title: String
+    /// What was not delivered (v1.1); omitted for a pass, so a v1 reader
+    /// sees passes exactly as before. For ``NoticeKind/rescheduled`` and
+    /// ``NoticeKind/removed`` ``attendeeIndex`` indexes the attendees as
+    /// they were before the change (the event's `previous`).
+    public var kind: NoticeKind?
 
     /// Creates the message.
     public init(bookingId: String, version: Int, attendeeIndex: Int, name: String, email: String,
                 phone: String, attempts: Int, firstFailureAt: String, lastFailureAt: String,
                 lastErrorCode: ErrorCode?, lastErrorText: String, room: String, date: String,
-                start: String, end: String, title: String) {
+                start: String, end: String, title: String, kind: NoticeKind? = nil) {
+        self.kind = kind == .pass ? nil : kind
         self.bookingId = bookingId
         self.version = version
         self.attendeeIndex = attendeeIndex
@@ -176,7 +182,64 @@ public struct FailedPass: Codable, Sendable, Equatable {
         self.title = title
     }
 
-    /// `<bookingId>:<version>:<attendeeIndex>`: identifies one pass; also
-    /// the message's `message_id`.
-    public var passKey: String { "\(bookingId):\(version):\(attendeeIndex)" }
+    /// The kind, ``NoticeKind/pass`` when omitted.
+    public var noticeKind: NoticeKind { kind ?? .pass }
+
+    /// Identifies one failed delivery; also the message's `message_id`:
+    /// `<bookingId>:<version>:<attendeeIndex>` for a pass (as in contract
+    /// v1), `<bookingId>:<version>:<kind>:<attendeeIndex>` for a notice.
+    public var passKey: String {
+        kind.map { "\(bookingId):\(version):\($0.rawValue):\(attendeeIndex)" } ?? "\(bookingId):\(version):\(attendeeIndex)"
+    }
+}
+
+/// What an attendee is told (contract v1.1, "Notifications to attendees").
+public enum NoticeKind: String, Codable, Sendable, CaseIterable {
+    /// An access pass: booking confirmed, rescheduled (the new pass), or
+    /// the attendee added by `booking.update`. Sent through `/sendpass`.
+    case pass
+    /// The booking moved; the pass for the previous time is void.
+    case rescheduled
+    /// The booking was cancelled, released, rejected or expired after a pass went out.
+    case cancelled
+    /// The attendee was removed by `booking.update` after a pass went out.
+    case removed
+}
+
+/// `POST <PASS_NOTIFY_URL>/notify` body (contract v1.1): one notice for
+/// several recipients of one booking version. Answered like `sendpass`
+/// (``SendPassResponse``; `index` names a recipient).
+public struct NotifyRequest: Codable, Sendable, Equatable {
+    /// ``NoticeKind/rescheduled``, ``NoticeKind/cancelled`` or ``NoticeKind/removed``
+    /// (passes go through `/sendpass`).
+    public var kind: NoticeKind
+    /// The booking after the change, as in `sendpass`.
+    public var booking: SendPassRequest.BookingInfo
+    /// The booking before the change, same shape; `null` when the notice
+    /// has none (a cancellation).
+    public var previous: SendPassRequest.BookingInfo?
+    /// Who is told, in order; the gateway halts at the first failure.
+    public var recipients: [SendPassRequest.Pass]
+
+    /// Creates the request.
+    public init(kind: NoticeKind, booking: SendPassRequest.BookingInfo, previous: SendPassRequest.BookingInfo?,
+                recipients: [SendPassRequest.Pass]) {
+        self.kind = kind
+        self.booking = booking
+        self.previous = previous
+        self.recipients = recipients
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case kind, booking, previous, recipients
+    }
+
+    /// Encodes `previous` as `null` when absent (the contract names the key).
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(kind, forKey: .kind)
+        try c.encode(booking, forKey: .booking)
+        if let previous { try c.encode(previous, forKey: .previous) } else { try c.encodeNil(forKey: .previous) }
+        try c.encode(recipients, forKey: .recipients)
+    }
 }

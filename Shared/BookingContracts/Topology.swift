@@ -56,7 +56,8 @@ public enum Topology {
 
     /// `booking-handler.commands`: bound to ``commandsExchange`` with every command type.
     public static let handlerCommandsQueue = "booking-handler.commands"
-    /// `pass-sender.events`: `booking.confirmed`, `booking.rescheduled`, `booking.cancelled`.
+    /// `pass-sender.events`: `booking.confirmed`, `booking.rescheduled`, `booking.cancelled`
+    /// (v1.1 adds `booking.rejected` and `booking.updated`).
     public static let passSenderEventsQueue = "pass-sender.events"
     /// `availability-projector.events`: `room.#`, `booking.#`.
     public static let projectorEventsQueue = "availability-projector.events"
@@ -97,6 +98,8 @@ public enum Topology {
         EventType.bookingRescheduled.rawValue,
         EventType.bookingCancelled.rawValue,
         EventType.bookingRejected.rawValue,
+        // v1.1: attendees added (a pass) or removed (a notice) by booking.update.
+        EventType.bookingUpdated.rawValue,
     ]
     /// Binding keys of ``projectorEventsQueue`` on ``eventsExchange``.
     public static let projectorEventsBindingKeys: [String] = ["room.#", "booking.#"]

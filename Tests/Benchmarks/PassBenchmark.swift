@@ -12,11 +12,13 @@ import TestSupport
 /// Passes/s through the pass sender (in this process, as `main` builds it)
 /// with the spool gateway and a local HTTP gateway, for bookings of 1, 10
 /// and 100 attendees, beside the raw broker rate (publish + confirm +
-/// consume of messages of the same size) from the same run.
+/// consume of messages of the same size) from the same run; and notices/s
+/// (`cancelled` to every attendee who got a pass) through the spool and a
+/// local `/notify` gateway on the ledger those passes left.
 struct PassBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "passes",
-        abstract: "Passes/s through the spool and a local HTTP gateway beside the raw broker rate.")
+        abstract: "Passes/s and notices/s through the spool and local HTTP gateways beside the raw broker rate.")
 
     @Option(help: "Passes per measurement.")
     var passes = 2000
@@ -30,10 +32,12 @@ struct PassBenchmark: AsyncParsableCommand {
 
         // A local HTTP gateway that always succeeds.
         let router = Router()
-        router.post("sendpass") { request, _ -> Response in
-            _ = try await request.body.collect(upTo: 1 << 24)
-            return Response(status: .ok, headers: [.contentType: "application/json"],
-                            body: .init(byteBuffer: ByteBuffer(string: #"{"success":true}"#)))
+        for path in ["sendpass", "notify"] {
+            router.post(RouterPath(stringLiteral: path)) { request, _ -> Response in
+                _ = try await request.body.collect(upTo: 1 << 24)
+                return Response(status: .ok, headers: [.contentType: "application/json"],
+                                body: .init(byteBuffer: ByteBuffer(string: #"{"success":true}"#)))
+            }
         }
         let port = try freeTCPPort()
         let httpApp = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)),
@@ -43,7 +47,7 @@ struct PassBenchmark: AsyncParsableCommand {
         try await Task.sleep(for: .milliseconds(300))  // let the listener bind (benchmark only)
 
         print("")
-        print("attendees  gateway  bookings  passes   passes/s   broker msg/s (same body size)   RSS MiB")
+        print("attendees  gateway  bookings  passes   passes/s  notices/s   broker msg/s (same body size)   RSS MiB")
         for attendees in [1, 10, 100] {
             let bookings = max(1, passes / attendees)
             let sample = makeBenchBooking(attendees: attendees)
@@ -51,12 +55,12 @@ struct PassBenchmark: AsyncParsableCommand {
                                                                          booking: sample)))
             let raw = try await rawRate(url: broker.url, body: eventBody, count: bookings, logger: logger)
             for (label, gatewayURL) in [("spool", nil as String?), ("http", "http://127.0.0.1:\(port)")] {
-                let rate = try await measure(url: broker.url, gatewayURL: gatewayURL, attendees: attendees,
-                                             bookings: bookings, logger: logger)
+                let (rate, noticeRate) = try await measure(url: broker.url, gatewayURL: gatewayURL, attendees: attendees,
+                                                           bookings: bookings, logger: logger)
                 let name = label.padding(toLength: 7, withPad: " ", startingAt: 0)
                 print(String(format: "%9d  ", attendees) + name
-                      + String(format: "  %8d  %6d  %9.0f   %9.0f                        %7.1f",
-                               bookings, bookings * attendees, rate, raw, currentRSSMiB() ?? 0))
+                      + String(format: "  %8d  %6d  %9.0f  %9.0f   %9.0f                        %7.1f",
+                               bookings, bookings * attendees, rate, noticeRate, raw, currentRSSMiB() ?? 0))
             }
         }
         print(String(format: "peak RSS of the benchmark process (pass sender + HTTP gateway + clients): %.1f MiB", peakRSSMiB()))
@@ -103,34 +107,58 @@ struct PassBenchmark: AsyncParsableCommand {
     }
 
     /// Publishes `bookings` confirmed events, starts a pass sender and times
-    /// until every pass is delivered.
-    func measure(url: AMQPURL, gatewayURL: String?, attendees: Int, bookings: Int, logger: Logger) async throws -> Double {
+    /// until every pass is delivered; then publishes their cancellations,
+    /// starts a pass sender again on the same ledger and times until every
+    /// `cancelled` notice is delivered. Returns (passes/s, notices/s).
+    func measure(url: AMQPURL, gatewayURL: String?, attendees: Int, bookings: Int,
+                 logger: Logger) async throws -> (passes: Double, notices: Double) {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("bench-pass-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let client = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: "bench-client"),
                                                       logger: logger)
         let settings = PassSenderSettings(gatewayURL: gatewayURL, maxAttempts: 5, retryDelays: [RetryDelay(milliseconds: 1000)],
-                                          gatewayTimeout: .seconds(10), concurrency: 8)
+                                          gatewayTimeout: .seconds(10), concurrency: 8, notifyURL: gatewayURL)
         try await client.declare(PassQueues.declarations(delays: settings.retryDelays))
         try await client.purgeQueue(Topology.passSenderEventsQueue)
-        for _ in 0..<bookings {
-            let b = makeBenchBooking(attendees: attendees)
-            let e = BookingEvent(eventId: UUID().uuidString, occurredAt: ContractFormat.timestamp(Date()), booking: b)
-            try await client.publish([UInt8](try ContractJSON.encode(e)), exchange: Topology.eventsExchange,
-                                     routingKey: EventType.bookingConfirmed.rawValue,
-                                     properties: .persistentJSON(type: EventType.bookingConfirmed.rawValue, messageID: e.eventId,
-                                                                 userID: client.user))
+        let booked = (0..<bookings).map { _ in makeBenchBooking(attendees: attendees) }
+        func publish(_ type: EventType, _ bookings: [Booking]) async throws {
+            for b in bookings {
+                let e = BookingEvent(eventId: UUID().uuidString, occurredAt: ContractFormat.timestamp(Date()), booking: b)
+                try await client.publish([UInt8](try ContractJSON.encode(e)), exchange: Topology.eventsExchange,
+                                         routingKey: type.rawValue,
+                                         properties: .persistentJSON(type: type.rawValue, messageID: e.eventId, userID: client.user))
+            }
         }
         let total = bookings * attendees
-        let delivered = Atomic<Int>(0)
-        let (done, signal) = AsyncStream<Void>.makeStream()
+        try await publish(.bookingConfirmed, booked)
+        let passes = try await run(url: url, settings: settings, dir: dir, total: total, logger: logger) { $0.delivered.count }
+        try await publish(.bookingCancelled, booked.map { b in
+            var c = b
+            c.version = 2
+            c.status = .cancelled
+            return c
+        })
+        let notices = try await run(url: url, settings: settings, dir: dir, total: total, logger: logger) {
+            $0.notices[.cancelled]?.count ?? 0
+        }
+        // pass.* events pile up nowhere (no queue bound in the benchmark broker unless the projector's is).
+        await client.close()
+        return (passes, notices)
+    }
+
+    /// Starts a pass sender on `dir`, times until `count` of the settled
+    /// summaries adds up to `total`, stops it; returns per second.
+    func run(url: AMQPURL, settings: PassSenderSettings, dir: String, total: Int, logger: Logger,
+             count: @escaping @Sendable (PassDispatcher.Summary) -> Int) async throws -> Double {
+        let done = Atomic<Int>(0)
+        let (finished, signal) = AsyncStream<Void>.makeStream()
         let connection = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: "bench-pass"),
                                                           logger: logger)
         let start = monotonicNow()
         let app = try await PassSenderApp.build(connection: connection, settings: settings, dataDirectory: dir, logger: logger,
                                                 observer: { s in
-            let n = delivered.add(s.summary?.delivered.count ?? 0, ordering: .relaxed).newValue
+            let n = done.add(s.summary.map(count) ?? 0, ordering: .relaxed).newValue
             if n >= total { signal.yield() }
         })
         var configuration = ServiceGroupConfiguration(
@@ -138,12 +166,10 @@ struct PassBenchmark: AsyncParsableCommand {
         configuration.gracefulShutdownSignals = []
         let group = ServiceGroup(configuration: configuration)
         let running = Task { try await group.run() }
-        _ = try await withTimeout(600, "all passes delivered") { await done.first { _ in true } }
+        _ = try await withTimeout(600, "all delivered") { await finished.first { _ in true } }
         let seconds = Double(monotonicNow() - start) / 1e9
         await group.triggerGracefulShutdown()
         _ = await running.result
-        // pass.* events pile up nowhere (no queue bound in the benchmark broker unless the projector's is).
-        await client.close()
         return Double(total) / seconds
     }
 }

@@ -54,6 +54,8 @@ struct ExampleTests {
             case "sendpass.request": reencoded = try Self.reencode(SendPassRequest.self, data)
             case "sendpass.response": reencoded = try Self.reencode(SendPassResponse.self, data)
             case "passes.failed": reencoded = try Self.reencode(FailedPass.self, data)
+            case "notify.request": reencoded = try Self.reencode(NotifyRequest.self, data)
+            case "notify.response": reencoded = try Self.reencode(SendPassResponse.self, data)
             default:
                 Issue.record("no Swift type for example \(file.lastPathComponent)")
                 continue

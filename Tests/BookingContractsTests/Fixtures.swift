@@ -165,6 +165,8 @@ enum Fixtures {
             (name, try ContractJSON.encode(value))
         }
         var noCode = failedPass
+        var notice = failedPass
+        notice.kind = .removed
         noCode.lastErrorCode = nil
         var passFailedNoCode = passFailed
         passFailedNoCode.errorCode = nil
@@ -287,6 +289,13 @@ enum Fixtures {
                   SendPassResponse.failure(SendPassError(text: "invalid api key", code: 1200))),
             try e("passes.failed", failedPass),
             try e("passes.failed--no-code", noCode),
+            try e("passes.failed--notice", notice),
+            try e("notify.request", NotifyRequest(kind: .rescheduled, booking: sendPassRequest.booking,
+                                                  previous: sendPassRequest.booking, recipients: sendPassRequest.passes)),
+            try e("notify.request--cancelled", NotifyRequest(kind: .cancelled, booking: sendPassRequest.booking, previous: nil,
+                                                             recipients: sendPassRequest.passes)),
+            try e("notify.response--success", SendPassResponse.success),
+            try e("notify.response--error", SendPassResponse.failure(SendPassError(text: "mailbox full", code: 4001, index: 0))),
         ]
     }
 }

@@ -68,7 +68,7 @@ struct SchemaValidationTests {
         for type in CommandType.allCases { #expect(names.contains(type.rawValue)) }
         for type in EventType.allCases { #expect(names.contains(type.rawValue)) }
         for name in ["reply", "availability.query", "availability.reply", "sendpass.request", "sendpass.response",
-                     "passes.failed"] {
+                     "passes.failed", "notify.request", "notify.response"] {
             #expect(names.contains(name))
         }
     }

@@ -21,13 +21,14 @@ struct CrashTests {
         return repositoryRoot.appendingPathComponent(".build/debug/pass-sender")
     }
 
-    static func launch(url: AMQPURL, dataDirectory: String, gateway: String, log: URL) throws -> Process {
+    static func launch(url: AMQPURL, dataDirectory: String, gateway: String, log: URL, notify: Bool = false) throws -> Process {
         let process = Process()
         process.executableURL = binary
         var environment = ProcessInfo.processInfo.environment
         environment["AMQP_URL"] = url.urlStringWithCredentials
         environment["DATA_DIR"] = dataDirectory
         environment["PASS_GATEWAY_URL"] = gateway
+        if notify { environment["PASS_NOTIFY_URL"] = gateway }
         environment["PASS_CONCURRENCY"] = "4"
         environment["PASS_RETRY_DELAYS"] = "100ms"
         environment["HTTP_PORT"] = "0"
@@ -98,6 +99,67 @@ struct CrashTests {
         #expect(try await ledger.statusCounts() == [.delivered: expected.count])
         #expect(try await ledger.unpublished().isEmpty)
         print("pass crash test: killed after \(sentAtKill) of \(expected.count) passes; \(gateway.state.current.calls) gateway calls in all")
+
+        await client.close()
+        await gateway.stop()
+        TestBroker.deleteVhost(url.vhost)
+        try? FileManager.default.removeItem(atPath: dataDirectory)
+    }
+
+    /// The same for notices: `kill -9` while `/notify` calls are held, a
+    /// restart, and every `cancelled` notice reaches its recipient exactly
+    /// once (the held calls sent nothing, so nothing is sent twice).
+    @Test func killDashNineMidNoticesSendsNoNoticeTwiceAndForgetsNone() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.binary.path), "build pass-sender first")
+        let url = try TestBroker.isolatedURL("notice-crash")
+        let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("notice-crash")).path
+        try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+        let log = URL(fileURLWithPath: dataDirectory).appendingPathComponent("pass-sender.log")
+        let blocking = LockedBox(true)
+        let holder = LockedBox<FaultGateway?>(nil)
+        let gateway = try await FaultGateway.start(notices: true, noticeRequestRule: {
+            let told = holder.withLock { $0 }?.state.current.noticesSent.count ?? 0
+            return blocking.withLock { $0 } && told >= 30 ? .block : .proceed
+        })
+        holder.withLock { $0 = gateway }
+        let client = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: "crash-client"),
+                                                      logger: testLogger("notice-crash"))
+        try await client.declare(PassQueues.declarations(delays: [RetryDelay(milliseconds: 100)]))
+        let bookings = (0..<40).map { _ in makeBooking(attendees: 3) }
+        for b in bookings { try await publishEvent(.bookingConfirmed, b, on: client) }
+        var process = try Self.launch(url: url, dataDirectory: dataDirectory, gateway: gateway.url, log: log, notify: true)
+        defer { if process.isRunning { process.terminate() } }
+        try await gateway.state.wait("every pass sent", timeout: 120) { $0.sent.count >= 120 }
+        var expected = Set<NoticeKey>()
+        for b in bookings {
+            var cancelled = b
+            cancelled.version = 2
+            cancelled.status = .cancelled
+            try await publishEvent(.bookingCancelled, cancelled, previous: BookingSnapshot(b), on: client)
+            for a in b.attendees { expected.insert(NoticeKey(bookingId: b.id, version: 2, kind: .cancelled, email: a.email)) }
+        }
+        try await gateway.state.wait("four notify calls held") { $0.blocked >= 4 }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        let toldAtKill = gateway.state.current.noticesSent.count
+        #expect(toldAtKill >= 30 && toldAtKill < expected.count, "the kill must land mid-stream")
+        blocking.withLock { $0 = false }
+        gateway.release()
+
+        process = try Self.launch(url: url, dataDirectory: dataDirectory, gateway: gateway.url, log: log, notify: true)
+        let wanted = expected
+        try await gateway.state.wait("every notice sent", timeout: 120) { Set($0.noticesSent).isSuperset(of: wanted) }
+        process.terminate()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        let counts = Dictionary(grouping: gateway.state.current.noticesSent, by: { $0 }).mapValues(\.count)
+        let twice = counts.filter { $0.value > 1 }.map(\.key.description).sorted()
+        #expect(twice.isEmpty, "told twice: \(twice)")
+        #expect(Set(counts.keys) == expected, "none forgotten, nothing extra")
+        #expect(gateway.sentCounts.values.allSatisfy { $0 == 1 }, "no pass twice either")
+        let ledger = try PassLedger(path: dataDirectory + "/pass-sender.sqlite")
+        #expect(try await ledger.statusCounts() == [.delivered: 240])
+        print("notice crash test: killed after \(toldAtKill) of \(expected.count) notices")
 
         await client.close()
         await gateway.stop()

@@ -65,6 +65,15 @@ struct PassKey: Hashable, Sendable, CustomStringConvertible {
     var description: String { "\(bookingId):\(version):\(index)" }
 }
 
+/// One notice as the test gateway identifies it.
+struct NoticeKey: Hashable, Sendable, CustomStringConvertible {
+    var bookingId: String
+    var version: Int
+    var kind: NoticeKind
+    var email: String
+    var description: String { "\(bookingId):\(version):\(kind.rawValue):\(email)" }
+}
+
 /// A real HTTP sendpass gateway (Hummingbird) that fails on script.
 ///
 /// Per request, `requestRule(call, keys)` picks an action; with `.proceed`
@@ -88,6 +97,10 @@ final class FaultGateway: Sendable {
         var sent: [PassKey] = []
         var failures: [PassKey: Int] = [:]
         var blocked = 0
+        /// `/notify` requests as received, and the notices it sent.
+        var noticeRequests: [NotifyRequest] = []
+        var noticesSent: [NoticeKey] = []
+        var noticeFailures: [NoticeKey: Int] = [:]
     }
 
     let state = Observed(State())
@@ -108,12 +121,51 @@ final class FaultGateway: Sendable {
 
     func release() { gate.update { $0 = true } }
 
+    /// - Parameters:
+    ///   - notices: serve `/notify` (else it is a legacy gateway: 404).
+    ///   - noticeRule: whether a recipient's notice fails now (code 4001 at its index).
     static func start(
         requestRule: @escaping @Sendable (_ call: Int, _ keys: [PassKey]) -> Action = { _, _ in .proceed },
-        passRule: @escaping @Sendable (_ key: PassKey, _ failuresSoFar: Int) -> Bool = { _, _ in false }
+        passRule: @escaping @Sendable (_ key: PassKey, _ failuresSoFar: Int) -> Bool = { _, _ in false },
+        notices: Bool = false,
+        noticeRule: @escaping @Sendable (_ key: NoticeKey, _ failuresSoFar: Int) -> Bool = { _, _ in false },
+        noticeRequestRule: @escaping @Sendable () -> Action = { .proceed }
     ) async throws -> FaultGateway {
         let holder = LockedBox<FaultGateway?>(nil)
         let router = Router()
+        if notices {
+            router.post("notify") { request, _ -> Response in
+                guard let gateway = holder.withLock({ $0 }) else { return Response(status: .serviceUnavailable) }
+                let body = try await request.body.collect(upTo: 1 << 20)
+                let decoded = try ContractJSON.decode(NotifyRequest.self, from: Data(buffer: body))
+                let batch = request.headers.first { $0.name.canonicalName == "x-pass-batch" }?.value ?? ""
+                let passKeys = FaultGateway.keys(batch)
+                precondition(passKeys.count == decoded.recipients.count, "X-Pass-Batch does not match the recipients")
+                if case .block = noticeRequestRule() {
+                    gateway.state.update { $0.blocked += 1 }
+                    try? await gateway.gate.wait("gateway released", timeout: 600) { $0 }
+                    return json(503, "released")
+                }
+                var failedAt: Int?
+                gateway.state.update { s in
+                    s.noticeRequests.append(decoded)
+                    for (i, person) in decoded.recipients.enumerated() {
+                        let key = NoticeKey(bookingId: passKeys[i].bookingId, version: passKeys[i].version, kind: decoded.kind,
+                                            email: person.email)
+                        if noticeRule(key, s.noticeFailures[key, default: 0]) {
+                            s.noticeFailures[key, default: 0] += 1
+                            failedAt = i
+                            break
+                        }
+                        s.noticesSent.append(key)
+                    }
+                }
+                if let failedAt {
+                    return json(200, #"{"error":{"text":"mailbox unavailable","code":4001,"index":\#(failedAt)}}"#)
+                }
+                return json(200, #"{"success":true}"#)
+            }
+        }
         router.post("sendpass") { request, _ -> Response in
             guard let gateway = holder.withLock({ $0 }) else { return Response(status: .serviceUnavailable) }
             let body = try await request.body.collect(upTo: 1 << 20)
@@ -207,8 +259,10 @@ func makeBooking(id: String = uniqueName("bk"), version: Int = 1, attendees: Int
 }
 
 /// Publishes a booking event as the booking handler would.
-func publishEvent(_ type: EventType, _ booking: Booking, on connection: AMQPConnection) async throws {
-    let event = BookingEvent(eventId: UUID().uuidString, occurredAt: ContractFormat.timestamp(Date()), booking: booking)
+func publishEvent(_ type: EventType, _ booking: Booking, previous: BookingSnapshot? = nil,
+                  on connection: AMQPConnection) async throws {
+    let event = BookingEvent(eventId: UUID().uuidString, occurredAt: ContractFormat.timestamp(Date()), booking: booking,
+                             previous: previous)
     try await connection.publish([UInt8](try ContractJSON.encode(event)), exchange: Topology.eventsExchange,
                                  routingKey: type.rawValue,
                                  properties: .persistentJSON(type: type.rawValue, messageID: event.eventId,
@@ -240,7 +294,7 @@ final class PassHarness: Sendable {
 
     static func start(gateway: FaultGateway, maxAttempts: Int = 3, delays: String = "100ms,200ms",
                       timeout: Duration = .milliseconds(500), name: String = "pass",
-                      environment: [String: String] = [:]) async throws -> PassHarness {
+                      environment: [String: String] = [:], notify: Bool = false) async throws -> PassHarness {
         let url = try TestBroker.isolatedURL(name)
         let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("pass-data")).path
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
@@ -253,6 +307,7 @@ final class PassHarness: Sendable {
         let fromEnvironment = try PassSenderSettings(environment: environment)
         settings.bookingHandlerUser = fromEnvironment.bookingHandlerUser
         settings.administrators = fromEnvironment.administrators
+        if notify { settings.notifyURL = gateway.url }
         let connection = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: name),
                                                           logger: logger)
         let settled = Observed([PassConsumer.Settled]())
@@ -304,8 +359,15 @@ final class PassHarness: Sendable {
         self.eventConsumer = eventConsumer
     }
 
-    func publish(_ type: EventType, _ booking: Booking) async throws {
-        try await publishEvent(type, booking, on: client)
+    func publish(_ type: EventType, _ booking: Booking, previous: BookingSnapshot? = nil) async throws {
+        try await publishEvent(type, booking, previous: previous, on: client)
+    }
+
+    /// Waits until settled messages of `booking` delivered `count` notices of `kind` in all.
+    func waitNotices(_ booking: Booking, _ kind: NoticeKind, count: Int, timeout: Double = 60) async throws {
+        try await settled.wait("\(count) \(kind.rawValue) notices of \(booking.id)", timeout: timeout) { all in
+            all.filter { $0.bookingId == booking.id }.reduce(0) { $0 + ($1.summary?.notices[kind]?.count ?? 0) } >= count
+        }
     }
 
     /// Waits for `pass.delivered` of these passes (each at least once).

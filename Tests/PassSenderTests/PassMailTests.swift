@@ -123,6 +123,15 @@ struct PassMailTests {
         var description: String?
         var rrule: String?
         var status: String?
+        var header_names: [String]?
+        var to_name: String?
+        var to_addr: String?
+        var to_count: Int?
+        var defects: [String]?
+        var mime_parts: Int?
+        var text: String?
+        var recurrence_id_utc: String?
+        var instances_utc: [String]?
     }
 
     static func summarise(_ paths: [String]) throws -> [Summary] {

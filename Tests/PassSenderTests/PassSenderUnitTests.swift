@@ -109,10 +109,18 @@ final class ScriptedGateway: PassGateway, @unchecked Sendable {  // state behind
     private let lock = NSLock()
     private var answers: [GatewayOutcome]
     private(set) var requests: [[Int]] = []
+    /// Notice calls: kind and recipient e-mails, in order.
+    private(set) var notices: [(kind: NoticeKind, emails: [String])] = []
     init(_ answers: [GatewayOutcome]) { self.answers = answers }
     func send(_ request: SendPassRequest, batch: PassBatch) async -> GatewayOutcome {
         lock.withLock {
             requests.append(batch.attendeeIndexes)
+            return answers.isEmpty ? .success : answers.removeFirst()
+        }
+    }
+    func notify(_ request: NotifyRequest, batch: PassBatch) async -> GatewayOutcome {
+        lock.withLock {
+            notices.append((request.kind, request.recipients.map(\.email)))
             return answers.isEmpty ? .success : answers.removeFirst()
         }
     }
@@ -200,7 +208,8 @@ struct DispatcherTests {
         #expect(try await d.handle(event: older).dropped == .stale)
         b.version = 4
         b.status = .cancelled
-        #expect(try await d.handle(cancelled: b) == 2)
+        let cancel = try await d.handle(event: .bookingCancelled, booking: b, previous: nil)
+        #expect(cancel.gatewayCalls == 0, "nobody got a pass, so nobody is told")
         let retry = PassRetryMessage(kind: .backoff, bookingId: b.id, version: 3, booking: nil,
                                      passes: [.init(attendeeIndex: 0, attempts: 1)])
         #expect(try await d.handle(retry: retry).dropped == .cancelled)

@@ -1,0 +1,227 @@
+import BookingContracts
+import Foundation
+import GRDB
+
+/// Admission: what a booking event or retry message claims (see docs/pass-sender.md, "Kinds" and "Delivery and the ledger").
+extension PassLedger {
+    // MARK: Admission
+
+    /// Admits a booking event (`booking.confirmed`, `.rescheduled`,
+    /// `.updated`, `.cancelled`, `.rejected`) and claims what it makes the
+    /// pass sender send, in one transaction (docs/pass-sender.md, "Kinds"):
+    ///
+    /// - dropped when a newer version is known, or when the booking was
+    ///   cancelled (a redelivered cancellation of the same version resumes
+    ///   its notices);
+    /// - records the version (and, for confirmed/rescheduled, that the
+    ///   times hold from it), the snapshot with `previous`, and marks
+    ///   older versions' unsent work `dropped`: this version decides;
+    /// - claims per kind the recipients the contract names, each by
+    ///   (booking, version, kind, normalised e-mail); a row that exists is
+    ///   left alone unless it is `attempting` (a previous process died
+    ///   sending it). Passes only for a confirmed booking.
+    public func admit(event type: EventType, booking: Booking, previous: BookingSnapshot?) async throws -> Admission {
+        try await pool.write { db in
+            let now = Date().timeIntervalSince1970
+            let isEnd = type == .bookingCancelled || type == .bookingRejected
+            let row = try Row.fetchOne(db, sql: "SELECT latestVersion, cancelled, timesVersion FROM booking WHERE id = ?",
+                                       arguments: [booking.id])
+            let latest: Int = row?["latestVersion"] ?? 0
+            if let row, row["cancelled"] as Bool, !(isEnd && latest == booking.version) { return .dropped(.cancelled) }
+            if latest > booking.version { return .dropped(.stale) }
+            var timesVersion: Int = row?["timesVersion"] ?? 0
+            if type == .bookingConfirmed || type == .bookingRescheduled || timesVersion == 0 { timesVersion = booking.version }
+            try db.execute(sql: """
+                INSERT INTO booking (id, latestVersion, cancelled, timesVersion, updatedAt) VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT(id) DO UPDATE SET latestVersion = excluded.latestVersion, cancelled = max(cancelled, excluded.cancelled),
+                                              timesVersion = excluded.timesVersion, updatedAt = excluded.updatedAt
+                """, arguments: [booking.id, booking.version, isEnd, timesVersion, now])
+            try Self.storeSnapshot(db, booking, previous)
+            try Self.storeOccurrence(db, booking)
+            try Self.supersede(db, bookingId: booking.id, below: booking.version)
+
+            let confirmed = booking.status == .confirmed
+            var jobs: [NoticeJob] = []
+            func claim(_ kind: NoticeKind, where wanted: (Attendee) throws -> Bool) throws {
+                let list = NoticeJob.recipients(kind, booking, previous)
+                let indexes = try list.indices.filter { try wanted(list[$0]) }
+                let work = try Self.claim(db, booking: booking, kind: kind, recipients: list, indexes: indexes, now: now)
+                jobs.append(NoticeJob(kind: kind, booking: booking, previous: previous, work: work))
+            }
+            let everHeld = try Self.passHolders(db, bookingId: booking.id, from: 0, below: .max)
+            switch type {
+            case .bookingCancelled, .bookingRejected:
+                try claim(.cancelled) { everHeld.contains(Self.normalised($0.email)) }
+            case .bookingRescheduled:
+                // Passes for the previous time are void; who held one is told.
+                let held = try Self.passHolders(db, bookingId: booking.id, from: 0, below: booking.version)
+                try claim(.rescheduled) { held.contains(Self.normalised($0.email)) }
+                if confirmed { try claim(.pass) { _ in true } }
+            case .bookingConfirmed:
+                if confirmed { try claim(.pass) { _ in true } }
+            case .bookingUpdated:
+                let current = Set(booking.attendees.map { Self.normalised($0.email) })
+                try claim(.removed) { !current.contains(Self.normalised($0.email)) && everHeld.contains(Self.normalised($0.email)) }
+                if confirmed {
+                    // Added attendees, and anyone whose pass for these times
+                    // has not gone out (its older version's retry is void now)
+                    // or was voided by a `removed` notice since (removed, then
+                    // added again).
+                    let valid = try Self.passHolders(db, bookingId: booking.id, from: timesVersion, below: .max,
+                                                     unlessRemovedSince: true)
+                    try claim(.pass) { !valid.contains(Self.normalised($0.email)) }
+                }
+            default:
+                throw UnusableMessage(description: "event type \(type.rawValue) is not handled by the pass sender")
+            }
+            if !confirmed && !isEnd && jobs.allSatisfy(\.work.isEmpty) { return .dropped(.notConfirmed) }
+            return .proceed(jobs.filter { !$0.work.isEmpty })
+        }
+    }
+
+    /// Thrown when a retry message cannot be used (poison).
+    public struct UnusableMessage: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Admits a retry message. A back-off retry claims a row only when the
+    /// ledger agrees on its attempt count (so a second delivery of the same
+    /// message sends nothing); an operator retry claims a row only when it
+    /// is `failed` (resetting its attempts) or was being attempted for that
+    /// same request when a previous process died. Delivered rows are never
+    /// claimed. Dropped when a newer version of the booking is known, or,
+    /// except for `cancelled` notices, when it was cancelled.
+    public func admit(retry message: PassRetryMessage) async throws -> Admission {
+        try await pool.write { db in
+            let now = Date().timeIntervalSince1970
+            let kind = message.noticeKind
+            let bookingRow = try Row.fetchOne(db, sql: "SELECT latestVersion, cancelled FROM booking WHERE id = ?",
+                                              arguments: [message.bookingId])
+            if let bookingRow {
+                if bookingRow["cancelled"] as Bool && kind != .cancelled { return .dropped(.cancelled) }
+                if (bookingRow["latestVersion"] as Int) > message.version { return .dropped(.stale) }
+            }
+            var booking = message.booking
+            var previous = message.previous
+            if booking == nil, let row = try Row.fetchOne(
+                db, sql: "SELECT json, previous FROM snapshot WHERE bookingId = ? AND version = ?",
+                arguments: [message.bookingId, message.version]) {
+                booking = try? ContractJSON.decode(Booking.self, from: row["json"] as Data)
+                if previous == nil, let data = row["previous"] as Data? {
+                    previous = try? ContractJSON.decode(BookingSnapshot.self, from: data)
+                }
+            }
+            guard let booking, booking.id == message.bookingId, booking.version == message.version else {
+                throw UnusableMessage(description: "no snapshot of booking \(message.bookingId) v\(message.version) (neither in the message nor in the ledger)")
+            }
+            if (kind == .rescheduled || kind == .removed) && previous == nil {
+                throw UnusableMessage(description: "a \(kind.rawValue) retry of booking \(booking.id) v\(booking.version) without the booking's previous state")
+            }
+            if bookingRow == nil {
+                try db.execute(sql: """
+                    INSERT INTO booking (id, latestVersion, cancelled, timesVersion, updatedAt) VALUES (?, ?, ?, ?, ?)
+                    """, arguments: [booking.id, booking.version, kind == .cancelled, booking.version, now])
+            }
+            // Untrusted counts: an attempt count past any PASS_MAX_ATTEMPTS
+            // (1...100) would overflow or dodge the limit, a repeated index
+            // would send one attendee twice in a call.
+            if let bad = message.passes.first(where: { !(0...100).contains($0.attempts) }) {
+                throw UnusableMessage(description: "attempts \(bad.attempts) of attendee \(bad.attendeeIndex) is outside 0...100")
+            }
+            if Set(message.passes.map(\.attendeeIndex)).count != message.passes.count {
+                throw UnusableMessage(description: "an attendee index is listed twice")
+            }
+            try Self.storeSnapshot(db, booking, previous)
+            try Self.storeOccurrence(db, booking)
+            let list = NoticeJob.recipients(kind, booking, previous)
+            var work: [PassWork] = []
+            for p in message.passes.sorted(by: { $0.attendeeIndex < $1.attendeeIndex }) {
+                guard list.indices.contains(p.attendeeIndex) else {
+                    throw UnusableMessage(description: "attendee index \(p.attendeeIndex) is not in booking \(booking.id) v\(booking.version) (\(kind.rawValue))")
+                }
+                let email = Self.normalised(list[p.attendeeIndex].email)
+                let key = RowKey(bookingId: booking.id, version: booking.version, kind: kind, email: email)
+                let existing = try Self.row(db, key)
+                switch message.kind {
+                case .backoff:
+                    if let existing {
+                        guard existing.status == .scheduled || existing.status == .attempting,
+                              existing.attempts == p.attempts else { continue }
+                        try Self.setStatus(db, key, .attempting, now: now)
+                        work.append(Self.work(existing, index: p.attendeeIndex))
+                    } else {
+                        try db.execute(sql: """
+                            INSERT INTO notice (bookingId, version, kind, email, attendeeIndex, status, attempts, firstFailureAt,
+                                                lastFailureAt, lastErrorCode, lastErrorText, updatedAt)
+                            VALUES (?, ?, ?, ?, ?, 'attempting', ?, ?, ?, ?, ?, ?)
+                            """, arguments: [booking.id, booking.version, kind.rawValue, email, p.attendeeIndex, p.attempts,
+                                             p.firstFailureAt, p.lastFailureAt, p.lastErrorCode, p.lastErrorText, now])
+                        work.append(p)
+                    }
+                case .operator:
+                    let token = message.retryToken ?? ""
+                    if let existing {
+                        let storedToken = try String.fetchOne(
+                            db, sql: "SELECT retryToken FROM notice WHERE bookingId = ? AND version = ? AND kind = ? AND email = ?",
+                            arguments: key.arguments)
+                        if existing.status == .failed && (token.isEmpty || storedToken != token) {
+                            try db.execute(sql: """
+                                UPDATE notice SET status = 'attempting', attempts = 0, firstFailureAt = NULL, lastFailureAt = NULL,
+                                       lastErrorCode = NULL, lastErrorText = NULL, retryToken = ?, updatedAt = ?
+                                WHERE bookingId = ? AND version = ? AND kind = ? AND email = ?
+                                """, arguments: [token, now] + key.arguments)
+                            work.append(PassWork(attendeeIndex: p.attendeeIndex, attempts: 0))
+                        } else if existing.status == .attempting && !token.isEmpty && storedToken == token {
+                            work.append(Self.work(existing, index: p.attendeeIndex))
+                        }
+                    } else {
+                        try db.execute(sql: """
+                            INSERT INTO notice (bookingId, version, kind, email, attendeeIndex, status, attempts, retryToken, updatedAt)
+                            VALUES (?, ?, ?, ?, ?, 'attempting', 0, ?, ?)
+                            """, arguments: [booking.id, booking.version, kind.rawValue, email, p.attendeeIndex, token, now])
+                        work.append(PassWork(attendeeIndex: p.attendeeIndex, attempts: 0))
+                    }
+                }
+            }
+            return .proceed([NoticeJob(kind: kind, booking: booking, previous: previous, work: work)])
+        }
+    }
+
+    /// Claims `indexes` of `recipients` for `kind` at the booking's version:
+    /// a new row as `attempting`, or an `attempting` row of a process that
+    /// died; anything else is someone else's (or done).
+    static func claim(_ db: Database, booking: Booking, kind: NoticeKind, recipients: [Attendee], indexes: [Int],
+                              now: Double) throws -> [PassWork] {
+        var work: [PassWork] = []
+        var seen = Set<String>()
+        for index in indexes {
+            let email = normalised(recipients[index].email)
+            // Two entries differing only in case are one person: told once.
+            guard seen.insert(email).inserted else { continue }
+            let key = RowKey(bookingId: booking.id, version: booking.version, kind: kind, email: email)
+            if let existing = try row(db, key) {
+                if existing.status == .attempting { work.append(self.work(existing, index: index)) }
+            } else {
+                try db.execute(sql: """
+                    INSERT INTO notice (bookingId, version, kind, email, attendeeIndex, status, attempts, updatedAt)
+                    VALUES (?, ?, ?, ?, ?, 'attempting', 0, ?)
+                    """, arguments: [booking.id, booking.version, kind.rawValue, email, index, now])
+                work.append(PassWork(attendeeIndex: index, attempts: 0))
+            }
+        }
+        return work
+    }
+
+    /// Normalised e-mails with a delivered pass of a version in `from..<below`;
+    /// with `unlessRemovedSince`, not counting a pass that a later `removed`
+    /// notice (sent or still to be sent) declared void.
+    static func passHolders(_ db: Database, bookingId: String, from: Int, below: Int,
+                                    unlessRemovedSince: Bool = false) throws -> Set<String> {
+        Set(try String.fetchAll(db, sql: """
+            SELECT p.email FROM notice p
+            WHERE p.bookingId = ? AND p.kind = 'pass' AND p.status = 'delivered' AND p.version >= ? AND p.version < ?
+              AND NOT (? AND EXISTS (SELECT 1 FROM notice r WHERE r.bookingId = p.bookingId AND r.email = p.email
+                                     AND r.kind = 'removed' AND r.version > p.version AND r.status != 'dropped'))
+            """, arguments: [bookingId, from, below, unlessRemovedSince]))
+    }
+}

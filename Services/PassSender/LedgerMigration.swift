@@ -1,0 +1,78 @@
+import BookingContracts
+import Foundation
+import GRDB
+
+/// The ledger's second schema (issue 15): rows keyed by (booking, version,
+/// kind, normalised e-mail) instead of the attendee's position, which a
+/// `booking.update` can change.
+enum LedgerMigrationV2 {
+    /// Moves every v1 `pass` row into `notice` as kind `pass`, with the
+    /// e-mail of the attendee at that index in the stored snapshot of its
+    /// version (the v1 ledger stored one for every version it claimed
+    /// passes of). A row whose snapshot cannot be read keeps the key
+    /// `#<index>`: it still blocks a second send of that exact row, and
+    /// matches no real address, so it is never mistaken for someone's pass.
+    /// Existing bookings' times hold from their latest version (v1 only
+    /// recorded versions that re-issued every pass).
+    static func migrate(_ db: Database) throws {
+        try db.alter(table: "booking") { t in
+            t.add(column: "timesVersion", .integer).notNull().defaults(to: 0)
+        }
+        try db.execute(sql: "UPDATE booking SET timesVersion = latestVersion")
+        try db.alter(table: "snapshot") { t in t.add(column: "previous", .blob) }
+        try db.create(table: "notice") { t in
+            t.column("bookingId", .text).notNull()
+            t.column("version", .integer).notNull()
+            t.column("kind", .text).notNull()
+            t.column("email", .text).notNull()
+            t.column("attendeeIndex", .integer).notNull()
+            t.column("status", .text).notNull()
+            t.column("attempts", .integer).notNull()
+            t.column("firstFailureAt", .text)
+            t.column("lastFailureAt", .text)
+            t.column("lastErrorCode", .integer)
+            t.column("lastErrorText", .text)
+            t.column("retryToken", .text)
+            t.column("deliveredAt", .text)
+            t.column("updatedAt", .double).notNull()
+            t.primaryKey(["bookingId", "version", "kind", "email"])
+        }
+        try db.create(index: "notice_by_kind", on: "notice", columns: ["bookingId", "kind", "status", "version"])
+        var snapshots: [String: Booking] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT * FROM pass") {
+            let bookingId: String = row["bookingId"], version: Int = row["version"], index: Int = row["attendeeIndex"]
+            let key = "\(version):\(bookingId)"
+            if snapshots[key] == nil, let data = try Data.fetchOne(
+                db, sql: "SELECT json FROM snapshot WHERE bookingId = ? AND version = ?", arguments: [bookingId, version]) {
+                snapshots[key] = try? ContractJSON.decode(Booking.self, from: data)
+            }
+            let attendees = snapshots[key]?.attendees ?? []
+            let email = attendees.indices.contains(index) ? PassLedger.normalised(attendees[index].email) : "#\(index)"
+            try db.execute(sql: """
+                INSERT OR IGNORE INTO notice (bookingId, version, kind, email, attendeeIndex, status, attempts, firstFailureAt,
+                                              lastFailureAt, lastErrorCode, lastErrorText, retryToken, deliveredAt, updatedAt)
+                VALUES (?, ?, 'pass', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [bookingId, version, email, index, row["status"], row["attempts"], row["firstFailureAt"],
+                                 row["lastFailureAt"], row["lastErrorCode"], row["lastErrorText"], row["retryToken"],
+                                 row["deliveredAt"], row["updatedAt"]])
+        }
+        try db.drop(table: "pass")
+    }
+}
+
+/// The ledger's third schema: the occurrences of each series, so the spool
+/// can write one e-mail per attendee for a whole series once all its
+/// occurrences are known (contract v1.1, `series.count`).
+enum LedgerMigrationV3 {
+    static func migrate(_ db: Database) throws {
+        try db.create(table: "series_occurrence") { t in
+            t.column("seriesId", .text).notNull()
+            t.column("bookingId", .text).notNull()
+            /// The first snapshot seen (the instance the series generated).
+            t.column("original", .blob).notNull()
+            t.column("latest", .blob).notNull()
+            t.column("latestVersion", .integer).notNull()
+            t.primaryKey(["seriesId", "bookingId"])
+        }
+    }
+}

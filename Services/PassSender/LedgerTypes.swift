@@ -1,0 +1,159 @@
+import AMQPClient
+import BookingContracts
+import Foundation
+
+/// Where a pass stands in the ledger.
+public enum PassStatus: String, Sendable, Codable, CaseIterable {
+    /// Handed to the gateway (or about to be); if the process dies now the
+    /// pass is sent again on recovery (see docs/pass-sender.md, "crash window").
+    case attempting
+    /// The gateway took it. Never sent again for this booking version.
+    case delivered
+    /// Failed; a retry message for it is on its way through a delay queue.
+    case scheduled
+    /// Given up; it is in `passes.failed` (an operator may retry it).
+    case failed
+    /// The booking was cancelled or a newer version superseded it.
+    case dropped
+}
+
+/// One row of the ledger: a pass or notice for one person, booking version
+/// and kind.
+public struct PassRecord: Sendable, Equatable {
+    public var bookingId: String
+    public var version: Int
+    /// What the row is for (``NoticeKind/pass`` for passes).
+    public var kind: NoticeKind
+    /// The recipient's normalised e-mail (``PassLedger/normalised(_:)``):
+    /// with booking id, version and kind, the row's key.
+    public var email: String
+    /// The recipient's position in that version's list (attendees, or for
+    /// `rescheduled`/`removed` the attendees before the change): what retry
+    /// messages and `passes.failed` carry.
+    public var attendeeIndex: Int
+    public var status: PassStatus
+    public var attempts: Int
+    public var firstFailureAt: String?
+    public var lastFailureAt: String?
+    public var lastErrorCode: Int?
+    public var lastErrorText: String?
+}
+
+/// A pass claimed for a gateway call, with its history so far: the same
+/// facts a retry message carries for each of its passes.
+public typealias PassWork = PassRetryMessage.Pass
+
+/// Why a message sends nothing.
+public enum DropReason: String, Sendable {
+    /// The booking was cancelled.
+    case cancelled
+    /// A newer version of the booking is known.
+    case stale
+    /// The booking is not confirmed (a reschedule in an approval room made
+    /// it pending again): no pass until it is confirmed (contract v1.1).
+    case notConfirmed
+}
+
+/// One kind of notice for some recipients of one booking version: what a
+/// gateway call (or several, after failures) sends.
+public struct NoticeJob: Sendable, Equatable {
+    public var kind: NoticeKind
+    /// The booking at this version.
+    public var booking: Booking
+    /// The booking before this version's change (the event's `previous`).
+    public var previous: BookingSnapshot?
+    /// The claimed recipients, by index into ``recipients``.
+    public var work: [PassWork]
+
+    public init(kind: NoticeKind, booking: Booking, previous: BookingSnapshot?, work: [PassWork]) {
+        self.kind = kind
+        self.booking = booking
+        self.previous = previous
+        self.work = work
+    }
+
+    /// The list ``PassWork/attendeeIndex`` points into: the attendees before
+    /// the change for `rescheduled` and `removed` (a removed attendee is
+    /// only there), the current attendees otherwise.
+    public var recipients: [Attendee] { Self.recipients(kind, booking, previous) }
+
+    static func recipients(_ kind: NoticeKind, _ booking: Booking, _ previous: BookingSnapshot?) -> [Attendee] {
+        switch kind {
+        case .pass, .cancelled: booking.attendees
+        case .rescheduled, .removed: previous?.attendees ?? []
+        }
+    }
+}
+
+/// The result of admitting a message to the ledger.
+public enum Admission: Sendable, Equatable {
+    /// Nothing to send: the whole message is moot.
+    case dropped(DropReason)
+    /// Send these jobs in order (notices about the change before the new
+    /// passes); a job's work may be empty when everything was sent already
+    /// or is owned by another message.
+    case proceed([NoticeJob])
+}
+
+/// A message to publish once the ledger transaction that decided it has
+/// committed (the ledger's outbox).
+public struct OutboxMessage: Sendable, Equatable {
+    public enum HeaderValue: Codable, Sendable, Equatable {
+        case string(String)
+        case int(Int64)
+    }
+    public var exchange: String
+    public var routingKey: String
+    public var messageID: String
+    public var type: String
+    public var body: [UInt8]
+    public var headers: [String: HeaderValue]
+
+    public init(exchange: String, routingKey: String, messageID: String, type: String, body: [UInt8],
+                headers: AMQPTable = [:]) {
+        self.exchange = exchange
+        self.routingKey = routingKey
+        self.messageID = messageID
+        self.type = type
+        self.body = body
+        var h: [String: HeaderValue] = [:]
+        for (k, v) in headers {
+            if let s = v.stringValue { h[k] = .string(s) } else if let i = v.intValue { h[k] = .int(i) }
+        }
+        self.headers = h
+    }
+
+    /// The AMQP properties: persistent JSON with type, message id, headers.
+    public var properties: AMQPProperties {
+        var table: AMQPTable = [:]
+        for (k, v) in headers {
+            switch v {
+            case .string(let s): table[k] = .string(s)
+            case .int(let i): table[k] = .int64(i)
+            }
+        }
+        var p = AMQPProperties.persistentJSON(type: type, messageID: messageID, headers: table)
+        p.appID = "pass-sender"
+        return p
+    }
+}
+
+/// A row of the outbox.
+public struct OutboxRow: Sendable {
+    public var id: Int64
+    public var message: OutboxMessage
+}
+
+/// How one pass ends a gateway call that did not deliver it.
+public struct FailureUpdate: Sendable, Equatable {
+    /// Normalised e-mail of the recipient (the ledger key).
+    public var email: String
+    public var attendeeIndex: Int
+    /// ``PassStatus/scheduled`` or ``PassStatus/failed``.
+    public var status: PassStatus
+    public var attempts: Int
+    public var firstFailureAt: String
+    public var lastFailureAt: String
+    public var lastErrorCode: Int?
+    public var lastErrorText: String
+}

@@ -1,0 +1,105 @@
+import AMQPClient
+import BookingContracts
+import Foundation
+import PassSender
+import ServiceSupport
+import Testing
+import TestSupport
+
+/// The real `booking-handler` binary in front of the pass sender: the
+/// events it publishes for create, update, reschedule and cancel (with
+/// `previous`, `booking.updated` now bound) become exactly the notices and
+/// passes of the contract's table.
+@Suite("Notices from the booking handler's own events", .serialized)
+struct HandlerNoticeTests {
+    static var handlerBinary: URL {
+        if let dir = ProcessInfo.processInfo.environment["SERVICE_BIN_DIR"] {
+            return URL(fileURLWithPath: dir).appendingPathComponent("booking-handler")
+        }
+        return CrashTests.repositoryRoot.appendingPathComponent(".build/debug/booking-handler")
+    }
+
+    static func command(_ h: PassHarness, _ type: CommandType, _ json: String) async throws -> CommandReply {
+        let reply = try await h.client.call(Array(json.utf8), exchange: Topology.commandsExchange, routingKey: type.rawValue,
+                                            properties: .persistentJSON(type: type.rawValue, messageID: UUID().uuidString,
+                                                                        userID: h.client.user),
+                                            timeout: .seconds(30))
+        return try ContractJSON.decode(CommandReply.self, from: reply.body)
+    }
+
+    static func booking(_ reply: CommandReply) throws -> Booking {
+        guard case .booking(let b) = reply else { throw CocoaError(.coderInvalidValue, userInfo: [NSDebugDescriptionErrorKey: "\(reply)"]) }
+        return b
+    }
+
+    static func person(_ n: Int) -> String {
+        #"{"name": "Person \#(n)", "email": "p\#(n)@example.com", "phone": "0170 123456\#(n)"}"#
+    }
+
+    @Test func createUpdateRescheduleCancelTellEveryoneConcernedOnce() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.handlerBinary.path), "build booking-handler first")
+        let gateway = try await FaultGateway.start(notices: true)
+        let h = try await PassHarness.start(gateway: gateway, name: "handler-notices", notify: true)
+        // The handler's queues exist before it runs, so commands wait for it.
+        try await h.client.declare(ContractTopology.declarations(queues: [Topology.handlerCommandsQueue,
+                                                                          Topology.bookingQueriesQueue]))
+        let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("handler")).path
+        try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
+        let process = Process()
+        process.executableURL = Self.handlerBinary
+        var environment = ProcessInfo.processInfo.environment
+        environment["AMQP_URL"] = h.url.urlStringWithCredentials
+        environment["DATA_DIR"] = dataDirectory
+        environment["HTTP_PORT"] = "0"
+        environment["LOG_LEVEL"] = "warning"
+        process.environment = environment
+        let log = URL(fileURLWithPath: dataDirectory).appendingPathComponent("handler.log")
+        FileManager.default.createFile(atPath: log.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: log)
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        defer {
+            if process.isRunning { process.terminate(); process.waitUntilExit() }
+            try? handle.close()
+        }
+
+        let date = localDate(daysFromNow: 3)
+        _ = try await Self.command(h, .registerRoom, #"{"name": "Berlin", "capacity": 8, "timeZone": "Europe/Berlin", "opens": "07:00", "closes": "19:00"}"#)
+        let v1 = try Self.booking(try await Self.command(h, .createBooking, #"""
+            {"room": "Berlin", "date": "\#(date)", "start": "09:00", "end": "10:30", "title": "Review",
+             "attendees": [\#(Self.person(0)), \#(Self.person(1)), \#(Self.person(2))]}
+            """#))
+        #expect(v1.status == .confirmed)
+        try await h.waitDelivered(v1, indexes: [0, 1, 2])
+
+        // P1 removed, P3 added, order changed.
+        let v2 = try Self.booking(try await Self.command(h, .updateBooking, #"""
+            {"bookingId": "\#(v1.id)", "attendees": [\#(Self.person(2)), \#(Self.person(3)), \#(Self.person(0))]}
+            """#))
+        try await h.waitNotices(v2, .removed, count: 1)
+        try await h.waitDelivered(v2, indexes: [1])
+
+        let v3 = try Self.booking(try await Self.command(h, .rescheduleBooking, #"""
+            {"bookingId": "\#(v1.id)", "date": "\#(date)", "start": "13:00", "end": "14:30"}
+            """#))
+        try await h.waitNotices(v3, .rescheduled, count: 3)
+        try await h.waitDelivered(v3, indexes: [0, 1, 2])
+
+        let v4 = try Self.booking(try await Self.command(h, .cancelBooking, #"{"bookingId": "\#(v1.id)", "reason": "moved"}"#))
+        try await h.waitNotices(v4, .cancelled, count: 3)
+
+        let s = gateway.state.current
+        let told = Set(s.noticesSent.map { "\($0.version):\($0.kind.rawValue):\($0.email)" })
+        #expect(s.noticesSent.count == told.count, "nobody told twice: \(s.noticesSent)")
+        #expect(told == ["2:removed:p1@example.com",
+                         "3:rescheduled:p2@example.com", "3:rescheduled:p3@example.com", "3:rescheduled:p0@example.com",
+                         "4:cancelled:p2@example.com", "4:cancelled:p3@example.com", "4:cancelled:p0@example.com"])
+        let passes = s.sent.map { "\($0.version):\($0.index)" }
+        #expect(passes.sorted() == ["1:0", "1:1", "1:2", "2:1", "3:0", "3:1", "3:2"], "\(passes)")
+        let moved = try #require(s.noticeRequests.first { $0.kind == .rescheduled })
+        #expect(moved.previous?.timeStart == SendPassRequestBuilder.request(for: v1, attendeeIndexes: []).booking.timeStart)
+        await h.stop()
+    }
+}

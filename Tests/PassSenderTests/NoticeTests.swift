@@ -1,0 +1,241 @@
+import BookingContracts
+import Foundation
+import Logging
+import Testing
+@testable import PassSender
+
+/// Who hears what (contract v1.1, "Notifications to attendees"): the
+/// dispatcher and the ledger with a scripted gateway, no broker.
+@Suite("Notices: kinds, recipients, staleness")
+struct NoticeTests {
+    static func person(_ n: Int) -> Attendee {
+        Attendee(name: "P\(n)", email: "p\(n)@example.com", phone: "+4917012345\(n)")
+    }
+
+    static func booking(_ people: [Int], version: Int = 1, status: BookingStatus = .confirmed, start: String = "09:00") -> Booking {
+        var b = DispatcherTests.booking(version: version, attendees: 0)
+        b.id = "bk-notice"
+        b.attendees = people.map(person)
+        b.status = status
+        b.start = start
+        return b
+    }
+
+    /// The next version of `b` with `change` applied, and `b` as its `previous`.
+    static func next(_ b: Booking, _ change: (inout Booking) -> Void) -> (Booking, BookingSnapshot) {
+        var n = b
+        n.version += 1
+        change(&n)
+        return (n, BookingSnapshot(b))
+    }
+
+    @Test func everyKindReachesExactlyTheContractsRecipients() async throws {
+        let (d, g, ledger, dir) = try DispatcherTests().make([])
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let v1 = Self.booking([0, 1, 2])
+        #expect(try await d.handle(event: .bookingConfirmed, booking: v1, previous: nil).delivered == [0, 1, 2])
+
+        // Rescheduled: the old pass holders are told, and everyone gets the new pass.
+        let (v2, p2) = Self.next(v1) { $0.start = "11:00" }
+        let s2 = try await d.handle(event: .bookingRescheduled, booking: v2, previous: p2)
+        #expect(s2.notices[.rescheduled] == [0, 1, 2] && s2.delivered == [0, 1, 2])
+
+        // Update: P1 removed, P3 added, the rest re-ordered: P1 hears
+        // "removed", P3 gets a pass, P0 and P2 nothing (same person, same times).
+        let (v3, p3) = Self.next(v2) { $0.attendees = [Self.person(2), Self.person(3), Self.person(0)] }
+        let s3 = try await d.handle(event: .bookingUpdated, booking: v3, previous: p3)
+        #expect(s3.notices[.removed] == [1], "index into previous.attendees")
+        #expect(s3.delivered == [1], "P3 at index 1 of v3")
+
+        // Cancelled: everyone still attending who was sent a pass.
+        let (v4, p4) = Self.next(v3) { $0.status = .cancelled }
+        let s4 = try await d.handle(event: .bookingCancelled, booking: v4, previous: p4)
+        #expect(s4.notices[.cancelled] == [0, 1, 2])
+
+        #expect(g.notices.map(\.kind) == [.rescheduled, .removed, .cancelled])
+        #expect(g.notices.map(\.emails) == [["p0@example.com", "p1@example.com", "p2@example.com"], ["p1@example.com"],
+                                            ["p2@example.com", "p3@example.com", "p0@example.com"]])
+        #expect(g.requests == [[0, 1, 2], [0, 1, 2], [1]])
+        // The ledger names people by e-mail, one row per version and kind.
+        let rows = try await ledger.notices(bookingId: v1.id)
+        #expect(rows.filter { $0.kind == .pass }.map(\.email).sorted()
+                == ["p0@example.com", "p0@example.com", "p1@example.com", "p1@example.com", "p2@example.com", "p2@example.com", "p3@example.com"])
+        #expect(rows.allSatisfy { $0.status == .delivered })
+
+        // Every event again (redelivery, restart): nothing more is sent.
+        _ = try await d.handle(event: .bookingCancelled, booking: v4, previous: p4)
+        for (type, b, p) in [(EventType.bookingConfirmed, v1, nil), (.bookingRescheduled, v2, p2), (.bookingUpdated, v3, p3)] {
+            #expect(try await d.handle(event: type, booking: b, previous: p).gatewayCalls == 0)
+        }
+        #expect(g.notices.count == 3 && g.requests.count == 3)
+    }
+
+    /// Removed (told that the pass is void), then added again: a new pass.
+    @Test func someoneRemovedAndAddedAgainGetsANewPass() async throws {
+        let (d, g, _, dir) = try DispatcherTests().make([])
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let v1 = Self.booking([0, 1])
+        _ = try await d.handle(event: .bookingConfirmed, booking: v1, previous: nil)
+        let (v2, p2) = Self.next(v1) { $0.attendees = [Self.person(0)] }
+        #expect(try await d.handle(event: .bookingUpdated, booking: v2, previous: p2).notices[.removed] == [1])
+        let (v3, p3) = Self.next(v2) { $0.attendees = [Self.person(0), Self.person(1)] }
+        #expect(try await d.handle(event: .bookingUpdated, booking: v3, previous: p3).delivered == [1])
+        #expect(g.requests == [[0, 1], [1]])
+    }
+
+    @Test func reorderingAndCaseDoNotSendTwice() async throws {
+        let (d, g, _, dir) = try DispatcherTests().make([])
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let v1 = Self.booking([0, 1, 2])
+        _ = try await d.handle(event: .bookingConfirmed, booking: v1, previous: nil)
+        let (v2, p2) = Self.next(v1) {
+            $0.attendees = [Self.person(2), Self.person(0), Self.person(1)]
+            $0.attendees[1].email = "P0@Example.COM"
+            $0.title = "New title"
+        }
+        let s = try await d.handle(event: .bookingUpdated, booking: v2, previous: p2)
+        #expect(s.gatewayCalls == 0 && g.notices.isEmpty && g.requests == [[0, 1, 2]])
+    }
+
+    /// The retry of a `rescheduled` notice that comes back after a later
+    /// cancellation is dropped: the cancellation is what holds now.
+    @Test func aNoticeOvertakenByANewerVersionIsDropped() async throws {
+        let (d, g, ledger, dir) = try DispatcherTests().make([.success, .transient(code: nil, text: "down"), .success, .success])
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let v1 = Self.booking([0])
+        _ = try await d.handle(event: .bookingConfirmed, booking: v1, previous: nil)
+        let (v2, p2) = Self.next(v1) { $0.start = "11:00" }
+        let s2 = try await d.handle(event: .bookingRescheduled, booking: v2, previous: p2)
+        #expect(s2.scheduled == [0] && s2.delivered == [0], "the notice failed, the new pass went out")
+        let retryRow = try #require(try await ledger.unpublished().first { $0.message.type == PassQueues.retryMessageType })
+        let retry = try ContractJSON.decode(PassRetryMessage.self, from: retryRow.message.body)
+        #expect(retry.noticeKind == .rescheduled && retry.previous == p2)
+        #expect(retryRow.message.headers["notice-kind"] == .string("rescheduled"))
+
+        let (v3, p3) = Self.next(v2) { $0.status = .cancelled }
+        #expect(try await d.handle(event: .bookingCancelled, booking: v3, previous: p3).notices[.cancelled] == [0])
+        #expect(try await d.handle(retry: retry).dropped == .cancelled)
+        #expect(g.notices.map(\.kind) == [.rescheduled, .cancelled])
+        #expect(try await ledger.passes(bookingId: v1.id, kind: .rescheduled).map(\.status) == [.dropped])
+    }
+
+    /// A reschedule in an approval room: the old pass holders hear that it
+    /// moved, but the new pass waits for the approval; a rejection then
+    /// tells those who were sent a pass.
+    @Test func pendingRescheduleTellsButSendsNoPassAndRejectionCancels() async throws {
+        let (d, g, _, dir) = try DispatcherTests().make([])
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let v1 = Self.booking([0, 1])
+        _ = try await d.handle(event: .bookingConfirmed, booking: v1, previous: nil)
+        let (v2, p2) = Self.next(v1) { $0.start = "11:00"; $0.status = .pending }
+        let s2 = try await d.handle(event: .bookingRescheduled, booking: v2, previous: p2)
+        #expect(s2.notices[.rescheduled] == [0, 1] && s2.delivered.isEmpty)
+        let (v3, p3) = Self.next(v2) { $0.attendees = [Self.person(0), Self.person(1), Self.person(2)] }
+        let s3 = try await d.handle(event: .bookingUpdated, booking: v3, previous: p3)
+        #expect(s3.dropped == .notConfirmed && s3.gatewayCalls == 0, "no pass for a pending booking, even to someone added")
+        let (v4, p4) = Self.next(v3) { $0.status = .rejected }
+        let s4 = try await d.handle(event: .bookingRejected, booking: v4, previous: p4)
+        #expect(s4.notices[.cancelled] == [0, 1], "P2 was never sent a pass")
+        #expect(g.requests == [[0, 1]])
+    }
+
+    @Test func cancelledGoesOnlyToThoseSentAPass() async throws {
+        let (d, g, _, dir) = try DispatcherTests().make([.rejected(code: 3000, text: "bad phone", index: 1)])
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let v1 = Self.booking([0, 1, 2])
+        #expect(try await d.handle(event: .bookingConfirmed, booking: v1, previous: nil).failed == [1])
+        let (v2, p2) = Self.next(v1) { $0.status = .cancelled }
+        _ = try await d.handle(event: .bookingCancelled, booking: v2, previous: p2)
+        #expect(g.notices.map(\.emails) == [["p0@example.com", "p2@example.com"]])
+        // A cancellation of a booking nobody got a pass for tells nobody.
+        var other = Self.booking([0], status: .cancelled)
+        other.id = "bk-other"
+        #expect(try await d.handle(event: .bookingCancelled, booking: other, previous: nil).gatewayCalls == 0)
+    }
+
+    /// A notice given up on lands in `passes.failed` with its kind (key
+    /// included); an operator retry of it sends it once.
+    @Test func failedNoticesCarryTheirKindAndOperatorsCanRetryThem() async throws {
+        let (d, g, ledger, dir) = try DispatcherTests().make([.success, .passFailed(index: 0, code: 4001, text: "mailbox full")],
+                                                             maxAttempts: 1)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let v1 = Self.booking([0, 1])
+        _ = try await d.handle(event: .bookingConfirmed, booking: v1, previous: nil)
+        let (v2, p2) = Self.next(v1) { $0.attendees = [Self.person(1)] }
+        #expect(try await d.handle(event: .bookingUpdated, booking: v2, previous: p2).failed == [0])
+        let rows = try await ledger.unpublished()
+        let failedRow = try #require(rows.first { $0.message.routingKey == Topology.passesFailedQueue })
+        let failed = try ContractJSON.decode(FailedPass.self, from: failedRow.message.body)
+        #expect(failed.kind == .removed && failed.email == "p0@example.com" && failed.version == 2)
+        #expect(failedRow.message.messageID == "bk-notice:2:removed:0" && failed.passKey == failedRow.message.messageID)
+        #expect(failedRow.message.headers["notice-kind"] == .string("removed"))
+        #expect(!rows.contains { $0.message.routingKey == EventType.passFailed.rawValue }, "pass.failed is about passes")
+        let retry = PassRetryMessage.operatorRetry(of: failed, token: "t1")
+        #expect(retry.noticeKind == .removed)
+        #expect(try await d.handle(retry: retry).notices[.removed] == [0], "previous from the ledger's snapshot")
+        #expect(try await d.handle(retry: retry).gatewayCalls == 0)
+        #expect(g.notices.map(\.kind) == [.removed, .removed])
+        // The schema accepts it.
+        let samples = FileManager.default.temporaryDirectory.appendingPathComponent("samples-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: samples, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: samples) }
+        try Data(failedRow.message.body).write(to: samples.appendingPathComponent("passes.failed--notice.json"))
+        let request = NotifyRequestBuilder.request(for: NoticeJob(kind: .removed, booking: v2, previous: p2, work: []), indexes: [0])
+        #expect(request.recipients.map(\.email) == ["p0@example.com"] && request.previous?.title == v1.title)
+        try ContractJSON.encode(request).write(to: samples.appendingPathComponent("notify.request.json"))
+        let (status, output) = try runValidator(["--samples", samples.path])
+        #expect(status == 0, "\(output)")
+    }
+
+    /// A ledger written by the previous version (rows by attendee index)
+    /// is migrated: its passes are found by e-mail, so a redelivered event
+    /// sends nothing and a later update adds only the new person.
+    @Test func aV1LedgerIsMigrated() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-v1-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("pass-sender.sqlite").path
+        let v1 = Self.booking([0, 1])
+        let snapshot = String(decoding: try ContractJSON.encode(v1), as: UTF8.self)
+        // Written by Python's sqlite3: the v1 schema as GRDB migrated it.
+        let script = """
+            import sqlite3, sys
+            db = sqlite3.connect(sys.argv[1])
+            db.executescript('''
+            CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
+            INSERT INTO grdb_migrations VALUES ('v1');
+            CREATE TABLE booking (id TEXT PRIMARY KEY, latestVersion INTEGER NOT NULL, cancelled BOOLEAN NOT NULL DEFAULT 0, updatedAt DOUBLE NOT NULL);
+            CREATE TABLE snapshot (bookingId TEXT NOT NULL, version INTEGER NOT NULL, json BLOB NOT NULL, PRIMARY KEY (bookingId, version));
+            CREATE TABLE pass (bookingId TEXT NOT NULL, version INTEGER NOT NULL, attendeeIndex INTEGER NOT NULL, status TEXT NOT NULL,
+              attempts INTEGER NOT NULL, firstFailureAt TEXT, lastFailureAt TEXT, lastErrorCode INTEGER, lastErrorText TEXT,
+              retryToken TEXT, deliveredAt TEXT, updatedAt DOUBLE NOT NULL, PRIMARY KEY (bookingId, version, attendeeIndex));
+            CREATE TABLE outbox (id INTEGER PRIMARY KEY AUTOINCREMENT, bookingId TEXT NOT NULL, exchange TEXT NOT NULL,
+              routingKey TEXT NOT NULL, messageId TEXT NOT NULL, type TEXT NOT NULL, body BLOB NOT NULL, headers BLOB NOT NULL,
+              createdAt DOUBLE NOT NULL, publishedAt DOUBLE);
+            CREATE INDEX outbox_pending ON outbox(bookingId, publishedAt);
+            ''')
+            db.execute("INSERT INTO booking VALUES (?, 1, 0, 0)", (sys.argv[2],))
+            db.execute("INSERT INTO snapshot VALUES (?, 1, ?)", (sys.argv[2], sys.argv[3].encode()))
+            db.execute("INSERT INTO pass VALUES (?, 1, 0, 'delivered', 0, NULL, NULL, NULL, NULL, NULL, 'x', 0)", (sys.argv[2],))
+            db.execute("INSERT INTO pass VALUES (?, 1, 1, 'failed', 5, 'a', 'b', 4001, 'full', NULL, NULL, 0)", (sys.argv[2],))
+            db.commit()
+            """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", script, path, v1.id, snapshot]
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+
+        let ledger = try PassLedger(path: path)
+        let rows = try await ledger.passes(bookingId: v1.id)
+        #expect(rows.map(\.email) == ["p0@example.com", "p1@example.com"])
+        #expect(rows.map(\.status) == [.delivered, .failed] && rows[1].attempts == 5 && rows[1].lastErrorCode == 4001)
+        let gateway = ScriptedGateway([])
+        let d = PassDispatcher(ledger: ledger, gateway: gateway, settings: PassSenderSettings(), logger: Logger(label: "t"))
+        #expect(try await d.handle(event: .bookingConfirmed, booking: v1, previous: nil).gatewayCalls == 0)
+        let (v2, p2) = Self.next(v1) { $0.attendees = [Self.person(2), Self.person(0)] }
+        let s = try await d.handle(event: .bookingUpdated, booking: v2, previous: p2)
+        #expect(s.delivered == [0] && s.notices[.removed] == nil, "P2 added; P1 never got a pass, so hears nothing")
+    }
+}
