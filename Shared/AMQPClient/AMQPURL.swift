@@ -152,6 +152,12 @@ public struct AMQPURL: Sendable, Equatable, CustomStringConvertible {
                 urls.append(try AMQPURL(String(text[..<hostsStart]) + host + String(text[authorityEnd...])))
             }
         }
+        // One logical broker: a service stamps its user as `user_id` and
+        // declares its topology in one vhost, whichever node it is on.
+        if let first = urls.first,
+           urls.contains(where: { $0.user != first.user || $0.password != first.password || $0.vhost != first.vhost }) {
+            throw AMQPError(.invalidURL, "invalid AMQP URL list (the nodes of one cluster need the same user, password and vhost)")
+        }
         return urls
     }
 

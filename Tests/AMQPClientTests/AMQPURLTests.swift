@@ -243,9 +243,16 @@ struct AMQPURLListTests {
     }
 
     @Test func commaSeparatedWholeURLs() throws {
-        let urls = try AMQPURL.list("amqp://a:x@n1:5672/%2f, amqps://b:y@n2/v,amqp://c:z@n3:5674/w")
-        #expect(endpoints(urls) == ["a:x@n1:5672//", "b:y@n2:5671/v", "c:z@n3:5674/w"])
+        let urls = try AMQPURL.list("amqp://a:x@n1:5672/v, amqps://a:x@n2/v,amqp://a:x@n3:5674/v")
+        #expect(endpoints(urls) == ["a:x@n1:5672/v", "a:x@n2:5671/v", "a:x@n3:5674/v"])
         #expect(urls.map(\.tls) == [false, true, false])
+    }
+
+    /// A service stamps its user as `user_id` and keeps its topology in one
+    /// vhost: nodes that differ in either are refused.
+    @Test(arguments: ["amqp://a:x@n1/v,amqp://b:x@n2/v", "amqp://a:x@n1/v,amqp://a:y@n2/v", "amqp://a:x@n1/v,amqp://a:x@n2/w"])
+    func nodesOfOneClusterShareUserPasswordAndVhost(_ text: String) {
+        #expect(throws: AMQPError.self) { try AMQPURL.list(text) }
     }
 
     @Test func oneURLWithSeveralHostsSharesCredentialsAndVhost() throws {
@@ -255,8 +262,8 @@ struct AMQPURLListTests {
     }
 
     @Test func aCommaInThePasswordIsNotASeparator() throws {
-        let urls = try AMQPURL.list("amqp://svc:a,b@node1:5672/v,amqp://svc:c,amqp@node2:5673/v")
-        #expect(endpoints(urls) == ["svc:a,b@node1:5672/v", "svc:c,amqp@node2:5673/v"])
+        let urls = try AMQPURL.list("amqp://svc:a,amqp@node1:5672/v,amqp://svc:a,amqp@node2:5673/v")
+        #expect(endpoints(urls) == ["svc:a,amqp@node1:5672/v", "svc:a,amqp@node2:5673/v"])
     }
 
     @Test(arguments: ["amqp://u:p@n1,,n2/v", "amqp://u:p@n1/v,amqp://u:p@n2:0/v", "amqp://n1,http://n2"])

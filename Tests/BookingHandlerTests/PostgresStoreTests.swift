@@ -20,6 +20,8 @@ struct PostgresStoreTests {
         #expect(s.tls == .verifyFull)
         #expect(s.schema == "prod_1")
         #expect(!s.description.contains("p@ss"))
+        #expect(try PostgresSettings(url: "postgres://u:a%2541b@h/d%20b").password == "a%41b", "decoded once")
+        #expect(try PostgresSettings(url: "postgres://u:a%2541b@h/d%20b").database == "d b")
         #expect(try PostgresSettings(url: "postgresql://u@127.0.0.1/db").tls == .disable, "loopback: no TLS by default")
         #expect(try PostgresSettings(url: "postgres://u@db.internal/db").tls == .require, "elsewhere: TLS by default")
         for bad in ["mysql://u@h/db", "postgres://h/db", "postgres://u@h/", "postgres://u@h/db?sslmode=maybe",

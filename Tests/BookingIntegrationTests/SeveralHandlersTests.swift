@@ -152,6 +152,14 @@ enum HandlerStream {
         #expect(bookingsPerSlot.count == commands.count / 2, "every slot booked")
         #expect(duplicated == 0, "no slot booked twice")
 
+        // And in the database itself, not only in what the replies said.
+        let schema = try #require(URLComponents(string: databaseURL)?.queryItems?.first { $0.name == "schema" }?.value)
+        let stored = try TestPostgres.control("psql", ["-At", "-c", "SET search_path TO \(schema)", "-c", """
+            SELECT (SELECT count(*) FROM booking) || ' ' ||
+                   (SELECT count(*) FROM (SELECT room, startsAt FROM booking GROUP BY 1, 2 HAVING count(*) > 1) twice)
+            """]).split(separator: "\n").last.map(String.init) ?? ""
+        #expect(stored == "\(commands.count / 2) 0", "bookings stored, slots stored twice: \(stored)")
+
         let bookingIDs = Set(bookingsPerSlot.values.flatMap { $0 })
         let eventConsumer = try await client.consume(queue: events, prefetch: 1000)
         let (seen, eventCount) = try await withTimeout(90, "all events") { () async throws -> ([String: Set<String>], Int) in

@@ -65,8 +65,12 @@ public final class PostgresBookingStore: BookingStore {
                     try PostgresSchema.migrate(connection, settings: settings, logger: logger)
                 }
                 return store
-            } catch let error as PSQLError where error.code == .connectionError && ContinuousClock.now < deadline {
-                logger.warning("PostgreSQL not reachable yet; retrying", metadata: ["database": "\(settings)", "error": "\(error)"])
+            } catch let error as PSQLError
+                        where (error.code == .connectionError || error.serverInfo?[.sqlState] == "57P03") && ContinuousClock.now < deadline {
+                // Refused connections, and 57P03: the server is starting up
+                // or recovering.
+                logger.warning("PostgreSQL not reachable yet; retrying",
+                               metadata: ["database": "\(settings)", "error": .string(describe(error))])
                 try await Task.sleep(for: .seconds(1))
             }
         }
@@ -128,8 +132,13 @@ public final class PostgresBookingStore: BookingStore {
 
     /// Runs `body` in one write transaction under the write lock, on `writer`.
     private func inWriteTransaction<T>(_ connection: PostgresConnection, _ body: () throws -> T) throws -> T {
-        try connection.run("BEGIN", logger)
+        // READ COMMITTED whatever the server's default: each statement
+        // after the lock must see the previous holder's commit.
+        try connection.run("BEGIN ISOLATION LEVEL READ COMMITTED", logger)
         do {
+            // A holder that does not let go fails this transaction cleanly
+            // (55P03, requeued) instead of holding the connection for ever.
+            try connection.run("SET LOCAL lock_timeout = '20s'", logger)
             try connection.run("SELECT pg_advisory_xact_lock(hashtext(\(writeLockKey)))", logger)
             let result = try body()
             try connection.run("COMMIT", logger)
@@ -212,9 +221,38 @@ public final class PostgresBookingStore: BookingStore {
         } catch {
             // Nothing of the group committed (or the commit's outcome is
             // unknown: the redelivery finds the inbox row if it did).
-            logger.warning("PostgreSQL command transaction failed", metadata: ["error": "\(error)", "commands": "\(group.count)"])
+            logger.warning("PostgreSQL command transaction failed",
+                           metadata: ["error": .string(Self.describe(error)), "commands": "\(group.count)"])
+            dropWriteConnectionIfBroken(error)
             for job in group { job.promise.resume(throwing: error) }
         }
+    }
+
+    /// After a failure of the connection itself (not of a statement), the
+    /// next use connects afresh instead of writing to a closing channel.
+    private func dropWriteConnectionIfBroken(_ error: any Error) {
+        guard Self.isConnectionFailure(error), let connection = writeConnection else { return }
+        writeConnection = nil
+        PostgresConnection.closeInBackground(connection)
+    }
+
+    /// Whether `error` says the connection is unusable (as opposed to a
+    /// statement the server refused).
+    static func isConnectionFailure(_ error: any Error) -> Bool {
+        if error is PostgresConnectionGone { return true }
+        guard let error = error as? PSQLError else { return false }
+        return error.code != .server
+    }
+
+    /// An error for the log: the SQLSTATE and message of a server error
+    /// (postgres-nio's own description hides both), never the statement's
+    /// parameters (they can hold personal data).
+    static func describe(_ error: any Error) -> String {
+        guard let error = error as? PSQLError else { return "\(error)" }
+        if let state = error.serverInfo?[.sqlState] {
+            return "SQLSTATE \(state): \(error.serverInfo?[.message] ?? "")"
+        }
+        return "PSQLError \(error.code)"
     }
 
     private static func run(_ job: Job, _ tx: PostgresTransaction) throws -> Outcome {
@@ -414,11 +452,33 @@ actor ReadConnection {
         self.logger = logger
     }
 
+    /// A connect in progress, shared by every caller that needs the
+    /// connection meanwhile (an actor method may interleave at `await`:
+    /// without this, two callers connected twice and one connection leaked).
+    private var connecting: Task<PostgresConnection, any Error>?
+    private var closed = false
+
     private func get() async throws -> PostgresConnection {
+        if closed { throw PostgresConnectionGone(reason: "the store was closed") }
         if let connection, !connection.isClosed { return connection }
-        let fresh = try await PostgresConnection.connect(
-            on: PostgresConnection.defaultEventLoopGroup.any(), configuration: configuration,
-            id: PostgresBookingStore.nextConnectionID(), logger: logger)
+        if let connecting { return try await connecting.value }
+        if let stale = connection {
+            connection = nil
+            PostgresConnection.closeInBackground(stale)
+        }
+        let configuration = self.configuration, logger = self.logger
+        let task = Task {
+            try await PostgresConnection.connect(
+                on: PostgresConnection.defaultEventLoopGroup.any(), configuration: configuration,
+                id: PostgresBookingStore.nextConnectionID(), logger: logger)
+        }
+        connecting = task
+        defer { connecting = nil }
+        let fresh = try await task.value
+        if closed {
+            PostgresConnection.closeInBackground(fresh)
+            throw PostgresConnectionGone(reason: "the store was closed")
+        }
         connection = fresh
         return fresh
     }
@@ -429,6 +489,7 @@ actor ReadConnection {
     }
 
     func close() async {
+        closed = true
         try? await connection?.close()
         connection = nil
     }
@@ -471,8 +532,10 @@ extension PostgresConnection {
         let once = CompletionFlag()
         let timer = loop.scheduleTask(in: Self.statementTimeout) {
             if once.claim() {
-                promise.fail(PostgresConnectionGone(reason: "no answer within \(Self.statementTimeout.nanoseconds / 1_000_000_000) s"))
+                // Closed before the failure is seen: whoever handles it must
+                // find the connection closed, not send it a ROLLBACK.
                 PostgresConnection.closeInBackground(self)
+                promise.fail(PostgresConnectionGone(reason: "no answer within \(Self.statementTimeout.nanoseconds / 1_000_000_000) s"))
             }
         }
         let future: EventLoopFuture<PostgresQueryResult> = self.query(query, logger: logger)

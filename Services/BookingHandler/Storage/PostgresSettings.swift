@@ -45,10 +45,10 @@ public struct PostgresSettings: Sendable, Equatable, CustomStringConvertible {
         port = components.port ?? 5432
         guard (1...65535).contains(port) else { throw bad("port out of range") }
         guard let user = components.user, !user.isEmpty else { throw bad("no user name") }
-        self.user = user.removingPercentEncoding ?? user
-        password = components.password.map { $0.removingPercentEncoding ?? $0 }
-        let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
-        database = path.removingPercentEncoding ?? path
+        // URLComponents' `user`, `password` and `path` are decoded already.
+        self.user = user
+        password = components.password
+        database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
         guard !database.isEmpty, !database.contains("/") else { throw bad("no database name") }
         let items = components.queryItems ?? []
         var tls: TLSMode = ["127.0.0.1", "localhost", "::1"].contains(host) ? .disable : .require
@@ -89,7 +89,14 @@ public struct PostgresSettings: Sendable, Equatable, CustomStringConvertible {
             nioTLS = .disable
         case .prefer, .require:
             var configuration = TLSConfiguration.makeClientConfiguration()
-            configuration.certificateVerification = .none
+            if let rootCertificatePath {
+                // As libpq: a root certificate with `require` verifies the
+                // chain (verify-ca), not the host name.
+                configuration.trustRoots = .file(rootCertificatePath)
+                configuration.certificateVerification = .noHostnameVerification
+            } else {
+                configuration.certificateVerification = .none
+            }
             let context = try NIOSSLContext(configuration: configuration)
             nioTLS = tls == .prefer ? .prefer(context) : .require(context)
         case .verifyFull:
@@ -100,12 +107,18 @@ public struct PostgresSettings: Sendable, Equatable, CustomStringConvertible {
         var configuration = PostgresConnection.Configuration(
             host: host, port: port, username: user, password: password, database: database, tls: nioTLS)
         configuration.options.connectTimeout = .seconds(10)
-        if let schema {
-            // A startup parameter: every statement of the connection, and
-            // every reconnect, resolves the tables in the schema.
-            // `public` stays on the path for the extension it holds.
-            configuration.options.additionalStartupParameters = [("search_path", "\(schema), public")]
-        }
+        // Startup parameters hold for every statement of the connection and
+        // every reconnect:
+        // - a write transaction holds the lock every instance's writes wait
+        //   for; if its client vanishes (host lost, partitioned, frozen)
+        //   the server ends the session after 15 s idle in the transaction,
+        //   and keepalives notice a dead peer within about 25 s, instead of
+        //   the operating system's two hours;
+        // - the schema's tables first, `public` for the extension it holds.
+        var parameters = [("idle_in_transaction_session_timeout", "15000"), ("tcp_keepalives_idle", "10"),
+                          ("tcp_keepalives_interval", "5"), ("tcp_keepalives_count", "3")]
+        if let schema { parameters.append(("search_path", "\(schema), public")) }
+        configuration.options.additionalStartupParameters = parameters
         return configuration
     }
 }
