@@ -29,6 +29,7 @@ APT_PACKAGES=(
   openssl            # test CA and TLS certificates for the broker's amqps listener
   chromium           # headless browser for the projector page test (Tests/ProjectorIntegrationTests)
   curl               # scripts/run.sh asks the projector over HTTP
+  iptables           # the partition test cuts one handler off (Tests/BookingIntegrationTests/SeveralHandlersTests)
 )
 PIP_PACKAGES=(jsonschema pyyaml icalendar)   # pip names (icalendar: the independent parser of the pass e-mails' iCalendar parts)
 PIP_MODULES=(jsonschema yaml icalendar)       # matching import names

@@ -19,9 +19,17 @@ struct CrashRecoveryTests {
 
     /// `environment` adds to or overrides the handler's settings (two
     /// processes on one machine need their own `HTTP_PORT`).
-    static func launch(url: AMQPURL, dataDirectory: String, log: URL, environment extra: [String: String] = [:]) throws -> Process {
+    /// `asNobody` runs it as user `nobody` (setpriv), so that iptables can
+    /// tell its packets from everyone else's.
+    static func launch(url: AMQPURL, dataDirectory: String, log: URL, environment extra: [String: String] = [:],
+                       asNobody: Bool = false) throws -> Process {
         let process = Process()
-        process.executableURL = binary
+        if asNobody {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", binary.path]
+        } else {
+            process.executableURL = binary
+        }
         var environment = ProcessInfo.processInfo.environment
         environment["AMQP_URL"] = url.urlStringWithCredentials
         environment["DATA_DIR"] = dataDirectory

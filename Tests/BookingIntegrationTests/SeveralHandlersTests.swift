@@ -37,6 +37,29 @@ struct SeveralHandlersTests {
         }
     }
 
+    /// One of two handlers cut off from the broker and PostgreSQL for 30 s
+    /// (it runs as `nobody`; iptables drops that user's packets on
+    /// loopback) and let back: its deliveries go to the other when the
+    /// broker misses its heartbeats, its open transaction — holding the
+    /// write lock — is ended by the server after 15 s idle, and once back it
+    /// reconnects and answers what it still has, from the inbox if its
+    /// commit had happened.
+    @Test func aHandlerCutOffFromBrokerAndDatabaseLosesNothing() async throws {
+        try #require(getuid() == 0, "iptables and setpriv need root (CI runs as root)")
+        let url = try TestBroker.isolatedURL("partition")
+        defer { TestBroker.deleteVhost(url.vhost) }
+        let rule = ["OUTPUT", "-o", "lo", "-m", "owner", "--uid-owner", "65534", "-j", "DROP"]
+        defer { _ = try? HandlerStream.command("/usr/sbin/iptables", ["-D"] + rule) }
+        try await HandlerStream.run("network partition of one of two handlers for 30 s",
+                                    client: AMQPConfiguration(url: url, connectionName: "partition-client"),
+                                    handlerAMQPURL: url.urlStringWithCredentials, handlers: 2, asNobody: [1], days: 20) { _ in
+            try HandlerStream.command("/usr/sbin/iptables", ["-A"] + rule)
+            // The fault's length, not a wait for an event.
+            try await Task.sleep(for: .seconds(30))
+            try HandlerStream.command("/usr/sbin/iptables", ["-D"] + rule)
+        }
+    }
+
     /// `AMQP_URL` naming the three nodes; the handler and its queues start
     /// on node 1 (quorum queues: a member on every node), node 1 stops.
     @Test func theStopOfTheBrokerNodeTheHandlerIsOnLosesNothing() async throws {
@@ -58,8 +81,26 @@ struct SeveralHandlersTests {
 
 /// One run of the fault scenario (see ``SeveralHandlersTests``).
 enum HandlerStream {
+    /// Runs a system command, throwing with its output when it fails.
+    @discardableResult
+    static func command(_ path: String, _ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw HarnessFailure("\(path) \(arguments.joined(separator: " ")) failed: \(output)")
+        }
+        return output
+    }
+
     static func run(_ fault: String, client configuration: AMQPConfiguration, handlerAMQPURL: String, handlers count: Int,
-                    quorumQueues: Bool = false, days: Int = 10, _ inject: @Sendable ([Process]) async throws -> Void) async throws {
+                    quorumQueues: Bool = false, asNobody: Set<Int> = [], days: Int = 10, _ inject: @Sendable ([Process]) async throws -> Void) async throws {
         try #require(FileManager.default.isExecutableFile(atPath: CrashRecoveryTests.binary.path), "build booking-handler first")
         let databaseURL = try TestPostgres.url(schemaPrefix: "ha")
         let base = FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("ha-data"))
@@ -100,7 +141,12 @@ enum HandlerStream {
         let handlers = try (0..<count).map { i in
             let directory = base.appendingPathComponent("handler-\(i)").path
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            return try CrashRecoveryTests.launch(url: configuration.url, dataDirectory: directory, log: log, environment: environment)
+            if asNobody.contains(i) {
+                try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: base.path)
+                try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: directory)
+            }
+            return try CrashRecoveryTests.launch(url: configuration.url, dataDirectory: directory, log: log, environment: environment,
+                                                 asNobody: asNobody.contains(i))
         }
         defer { for handler in handlers where handler.isRunning { handler.terminate() } }
 
@@ -129,9 +175,10 @@ enum HandlerStream {
         let sixty = try await withTimeout(60, "first 60 replies") { await milestones.first { _ in true } }
         #expect(sixty == 60)
         let faultAt = ContinuousClock.now
+        let answeredAtFault = answered.withLock { $0.count }
         try await inject(handlers)
         let faultDone = ContinuousClock.now
-        let answeredAtFault = answered.withLock { $0.count }
+        let answeredDuringFault = answered.withLock { $0.count } - answeredAtFault
         #expect(answeredAtFault < expected.count, "the fault must land mid-stream")
 
         let done = try await withTimeout(180, "every command answered after the fault") { await milestones.first { _ in true } }
@@ -179,11 +226,16 @@ enum HandlerStream {
         // Time to recover: from the end of the fault (the kill, the restart,
         // the node's stop returned) to the first new answer after it; and
         // how long the rest of the stream took.
+        // The longest stretch without a new answer from the fault's start
+        // on: how long the set stood still (a partitioned lock holder, a
+        // redelivery that waits for a missed heartbeat).
+        let fromFault = [faultAt] + times.withLock { $0 }.filter { $0 > faultAt }
+        let stall = zip(fromFault, fromFault.dropFirst()).map { $0.duration(to: $1) }.max() ?? .zero
         let after = times.withLock { $0 }.filter { $0 > faultDone }
         let first = after.first.map { faultDone.duration(to: $0) } ?? .zero
         let last = after.last.map { faultDone.duration(to: $0) } ?? .zero
         let ms = { (d: Duration) in String(format: "%.0f ms", Double(d.components.seconds) * 1000 + Double(d.components.attoseconds) / 1e15) }
-        print("fault '\(fault)': injected at \(answeredAtFault) of \(commands.count) replies (took \(ms(faultAt.duration(to: faultDone)))); lost \(lost.count), slots booked twice \(duplicated); first new answer \(ms(first)) after it, the last \(ms(last)); \(eventCount) booking events for \(bookingIDs.count) bookings (\(eventCount - 2 * bookingIDs.count) repeats)")
+        print("fault '\(fault)': injected at \(answeredAtFault) of \(commands.count) replies, lasted \(ms(faultAt.duration(to: faultDone))) (\(answeredDuringFault) answered meanwhile); lost \(lost.count), slots booked twice \(duplicated); longest stall \(ms(stall)); first new answer \(ms(first)) after it, the last \(ms(last)); \(eventCount) booking events for \(bookingIDs.count) bookings (\(eventCount - 2 * bookingIDs.count) repeats)")
 
         for handler in handlers where handler.isRunning {
             handler.terminate()
@@ -201,4 +253,9 @@ enum HandlerStream {
         await client.close()
         try? FileManager.default.removeItem(at: base)
     }
+}
+
+struct HarnessFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
 }
