@@ -21,13 +21,6 @@ public struct ProjectorApp: Sendable {
     /// server last).
     public let services: [any Service]
 
-    /// The projector's own queues besides the contract's: the replay target
-    /// and the control queue (classic, durable).
-    public static var privateQueues: [TopologyItem] {
-        [.queue(QueueDeclaration(ProjectorControl.replayQueue, type: .classic)),
-         .queue(QueueDeclaration(ProjectorControl.queue, type: .classic))]
-    }
-
     public static func build(
         connection: AMQPConnection, dataDirectory: String, httpPort: Int? = nil, logger: Logger,
         now: @escaping @Sendable () -> Date = { Date() }, replayTimeout: Duration = .seconds(600),

@@ -40,7 +40,7 @@ public final class PostgresBookingStore: BookingStore {
     let rooms = RoomCache()
     let handOver: OutboxHandOver
     private let configuration: PostgresConnection.Configuration
-    private let batch = Mutex(BatchState())
+    private let batch = GroupCommitQueue()
     private let writer = DispatchQueue(label: "postgres-store.writer")
     /// The write connection. Only touched on `writer`.
     private nonisolated(unsafe) var writeConnection: PostgresConnection?
@@ -155,41 +155,17 @@ public final class PostgresBookingStore: BookingStore {
         key: InboxKey?, commandType: String, _ body: @Sendable @escaping (any StoreTransaction) throws -> ReplyBody
     ) async throws -> Outcome {
         try await withCheckedThrowingContinuation { (promise: CheckedContinuation<Outcome, any Error>) in
-            let lead = batch.withLock { state -> Bool in
-                state.jobs.append(Job(key: key, commandType: commandType, body: body, promise: promise))
-                if state.draining { return false }
-                state.draining = true
-                return true
-            }
+            let lead = batch.submit(StoreJob(key: key, commandType: commandType, body: body, promise: promise))
             if lead { writer.async { self.drain() } }
         }
     }
 
-    struct Job: Sendable {
-        let key: InboxKey?
-        let commandType: String
-        let body: @Sendable (any StoreTransaction) throws -> ReplyBody
-        let promise: CheckedContinuation<Outcome, any Error>
-    }
-
-    struct BatchState {
-        var jobs: [Job] = []
-        var draining = false
-    }
-
-    /// How many commands one transaction takes at most.
-    static let maxGroup = 64
 
     /// Runs one group of waiting commands in one transaction, each in its
     /// own savepoint (group commit, as the SQLite store), then queues itself
     /// again while commands wait.
     private func drain() {
-        let group = batch.withLock { state -> [Job] in
-            let group = Array(state.jobs.prefix(Self.maxGroup))
-            state.jobs.removeFirst(group.count)
-            if group.isEmpty { state.draining = false }
-            return group
-        }
+        let group = batch.takeGroup()
         if group.isEmpty { return }
         defer { writer.async { self.drain() } }
         do {
@@ -255,7 +231,7 @@ public final class PostgresBookingStore: BookingStore {
         return "PSQLError \(error.code)"
     }
 
-    private static func run(_ job: Job, _ tx: PostgresTransaction) throws -> Outcome {
+    private static func run(_ job: StoreJob, _ tx: PostgresTransaction) throws -> Outcome {
         let connection = tx.connection
         if let key = job.key {
             let rows = try connection.run("""
@@ -265,14 +241,8 @@ public final class PostgresBookingStore: BookingStore {
                 """, tx.logger)
             if let row = rows.first {
                 let (scope, storedType, fingerprint, reply) = try row.decode((String, String?, Int64?, String).self)
-                let stored = Data(reply.utf8)
-                if scope != InboxKey.legacyScope, let fingerprint, fingerprint != key.fingerprint || storedType != job.commandType {
-                    let refusal = CommandReply.failure(
-                        .idempotencyKeyReused,
-                        "idempotency key '\(key.key.prefix(100))' was already used by this sender for a different command")
-                    return Outcome(reply: refusal, json: try ContractJSON.encode(refusal), duplicate: false, keyReused: true)
-                }
-                return Outcome(reply: try ContractJSON.decode(CommandReply.self, from: stored), json: stored, duplicate: true)
+                return try key.answer(storedScope: scope, storedType: storedType, storedFingerprint: fingerprint,
+                                      storedReply: Data(reply.utf8), commandType: job.commandType)
             }
         }
         let result = try job.body(tx)

@@ -15,7 +15,7 @@ import Synchronization
 /// slot free.
 public final class SQLiteBookingStore: BookingStore {
     let pool: DatabasePool
-    private let batch = Mutex(BatchState())
+    private let batch = GroupCommitQueue()
     /// Rooms as last read, for validating commands before their transaction.
     let rooms = RoomCache()
     /// Events committed by this process, handed to its relay in memory.
@@ -239,32 +239,12 @@ public final class SQLiteBookingStore: BookingStore {
         key: InboxKey?, commandType: String, _ body: @Sendable @escaping (any StoreTransaction) throws -> ReplyBody
     ) async throws -> Outcome {
         try await withCheckedThrowingContinuation { (promise: CheckedContinuation<Outcome, any Error>) in
-            let lead = batch.withLock { state -> Bool in
-                state.jobs.append(Job(key: key, commandType: commandType, body: body, promise: promise))
-                if state.draining { return false }
-                state.draining = true
-                return true
-            }
+            let lead = batch.submit(StoreJob(key: key, commandType: commandType, body: body, promise: promise))
             // The first command to find no group running starts one; the
             // drain ends when no command is waiting.
             if lead { writer.async { self.drain() } }
         }
     }
-
-    struct Job: Sendable {
-        let key: InboxKey?
-        let commandType: String
-        let body: @Sendable (any StoreTransaction) throws -> ReplyBody
-        let promise: CheckedContinuation<Outcome, any Error>
-    }
-
-    struct BatchState {
-        var jobs: [Job] = []
-        var draining = false
-    }
-
-    /// How many commands one transaction takes at most.
-    static let maxGroup = 64
 
     /// Runs the groups. A plain serial queue calling GRDB's synchronous
     /// API: one thread hop in and one (the continuation) out per group,
@@ -275,12 +255,7 @@ public final class SQLiteBookingStore: BookingStore {
     /// other writer work (``onWriter(_:)``) is not starved under load.
     private func drain() {
         do {
-            let group = batch.withLock { state -> [Job] in
-                let group = Array(state.jobs.prefix(Self.maxGroup))
-                state.jobs.removeFirst(group.count)
-                if group.isEmpty { state.draining = false }
-                return group
-            }
+            let group = batch.takeGroup()
             if group.isEmpty { return }
             defer { writer.async { self.drain() } }
             do {
@@ -318,25 +293,15 @@ public final class SQLiteBookingStore: BookingStore {
         }
     }
 
-    private static func run(_ job: Job, _ tx: SQLiteTransaction) throws -> Outcome {
+    private static func run(_ job: StoreJob, _ tx: SQLiteTransaction) throws -> Outcome {
         let db = tx.db
         if let key = job.key,
            let row = try Row.fetchOne(db.cachedStatement(sql: """
                SELECT scope, commandType, fingerprint, reply FROM inbox
                WHERE key = ? AND scope IN (?, '\(InboxKey.legacyScope)') ORDER BY scope = '\(InboxKey.legacyScope)' LIMIT 1
                """), arguments: [key.key, key.scope]) {
-            let stored: Data = row["reply"]
-            let scope: String = row["scope"]
-            let fingerprint: Int64? = row["fingerprint"]
-            let storedType: String? = row["commandType"]
-            // Migrated rows have no fingerprint: their stored reply stands.
-            if scope != InboxKey.legacyScope, let fingerprint, fingerprint != key.fingerprint || storedType != job.commandType {
-                let reply = CommandReply.failure(
-                    .idempotencyKeyReused,
-                    "idempotency key '\(key.key.prefix(100))' was already used by this sender for a different command")
-                return Outcome(reply: reply, json: try ContractJSON.encode(reply), duplicate: false, keyReused: true)
-            }
-            return Outcome(reply: try ContractJSON.decode(CommandReply.self, from: stored), json: stored, duplicate: true)
+            return try key.answer(storedScope: row["scope"], storedType: row["commandType"], storedFingerprint: row["fingerprint"],
+                                  storedReply: row["reply"], commandType: job.commandType)
         }
         let result = try job.body(tx)
         let json = try result.json ?? ContractJSON.encode(result.reply)

@@ -1,0 +1,64 @@
+import BookingContracts
+import Foundation
+import Synchronization
+
+/// One command waiting for its store transaction.
+struct StoreJob: Sendable {
+    let key: InboxKey?
+    let commandType: String
+    let body: @Sendable (any StoreTransaction) throws -> ReplyBody
+    let promise: CheckedContinuation<StoreOutcome, any Error>
+}
+
+/// The queue behind group commit, shared by both stores: commands submitted
+/// while a group is running wait here and go into the next one, so one
+/// commit (and one hop to the writer) serves many.
+final class GroupCommitQueue: Sendable {
+    /// How many commands one transaction takes at most.
+    static let maxGroup = 64
+
+    private struct State {
+        var jobs: [StoreJob] = []
+        var draining = false
+    }
+
+    private let state = Mutex(State())
+
+    /// Queues `job`; true when the caller must start a drain (none running).
+    func submit(_ job: StoreJob) -> Bool {
+        state.withLock { state in
+            state.jobs.append(job)
+            if state.draining { return false }
+            state.draining = true
+            return true
+        }
+    }
+
+    /// The next group, oldest first; empty (and the drain over) when none waits.
+    func takeGroup() -> [StoreJob] {
+        state.withLock { state in
+            let group = Array(state.jobs.prefix(Self.maxGroup))
+            state.jobs.removeFirst(group.count)
+            if group.isEmpty { state.draining = false }
+            return group
+        }
+    }
+}
+
+extension InboxKey {
+    /// What a command whose key is already in the inbox gets, from the row
+    /// found there: its stored reply (a repeat), or 1009 when the sender
+    /// used the key for a different command. Migrated rows have no
+    /// fingerprint: their stored reply stands.
+    func answer(storedScope: String, storedType: String?, storedFingerprint: Int64?, storedReply: Data,
+                commandType: String) throws -> StoreOutcome {
+        if storedScope != InboxKey.legacyScope, let storedFingerprint,
+           storedFingerprint != fingerprint || storedType != commandType {
+            let reply = CommandReply.failure(
+                .idempotencyKeyReused,
+                "idempotency key '\(key.prefix(100))' was already used by this sender for a different command")
+            return StoreOutcome(reply: reply, json: try ContractJSON.encode(reply), duplicate: false, keyReused: true)
+        }
+        return StoreOutcome(reply: try ContractJSON.decode(CommandReply.self, from: storedReply), json: storedReply, duplicate: true)
+    }
+}
