@@ -116,7 +116,10 @@ struct BookingBenchmark: AsyncParsableCommand {
                      total, fillRate, rss, peak, handler.terminationStatus))
     }
 
-    func launchHandler(url: AMQPURL, dataDirectory: String, roomsFile: String) throws -> Process {
+    /// A release booking-handler beside this executable; `extra` adds to or
+    /// overrides its environment.
+    func launchHandler(url: AMQPURL, dataDirectory: String, roomsFile: String,
+                       environment extra: [String: String] = [:]) throws -> Process {
         let binDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         let process = Process()
         process.executableURL = binDirectory.appendingPathComponent("booking-handler")
@@ -128,6 +131,7 @@ struct BookingBenchmark: AsyncParsableCommand {
         environment["DATA_DIR"] = dataDirectory
         environment["ROOMS_FILE"] = roomsFile
         environment["LOG_LEVEL"] = "warning"
+        environment.merge(extra) { _, new in new }
         process.environment = environment
         try process.run()
         return process

@@ -57,12 +57,13 @@ struct ScaleBenchmark: AsyncParsableCommand {
             // Each configuration books into an empty store, from an empty queue.
             _ = try? await client.purgeQueue(Topology.handlerCommandsQueue)
             let schema = "bench_\(getpid())_\(index)"
-            var environment = ["HTTP_PORT": "0", "ROOMS_FILE": roomsFile.path]
+            var environment = ["HTTP_PORT": "0"]
             if configuration.postgres { environment["DATABASE_URL"] = databaseURL + "?schema=\(schema)" }
             let handlers = try (0..<configuration.handlers).map { i in
                 let directory = work.appendingPathComponent("\(index)-\(i)")
                 try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-                return try launch(url: broker.url, dataDirectory: directory.path, environment: environment)
+                return try BookingBenchmark().launchHandler(url: broker.url, dataDirectory: directory.path,
+                                                            roomsFile: roomsFile.path, environment: environment)
             }
             defer { for h in handlers where h.isRunning { h.terminate(); h.waitUntilExit() } }
             while (try? await client.queueInfo(Topology.handlerCommandsQueue).consumerCount) != configuration.handlers {
@@ -90,23 +91,6 @@ struct ScaleBenchmark: AsyncParsableCommand {
         await client.close()
         print("\n\(inFlight) in flight, \(pipelined) creates per row (\(single) one at a time); fresh store and queue per row, same broker and PostgreSQL:")
         for line in lines { print(line) }
-    }
-
-    func launch(url: AMQPURL, dataDirectory: String, environment extra: [String: String]) throws -> Process {
-        let binDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        let process = Process()
-        process.executableURL = binDirectory.appendingPathComponent("booking-handler")
-        guard FileManager.default.isExecutableFile(atPath: process.executableURL!.path) else {
-            throw ValidationError("build the handler first: swift build -c release --product booking-handler")
-        }
-        var environment = ProcessInfo.processInfo.environment
-        environment["AMQP_URL"] = url.urlStringWithCredentials
-        environment["DATA_DIR"] = dataDirectory
-        environment["LOG_LEVEL"] = "warning"
-        environment.merge(extra) { _, new in new }
-        process.environment = environment
-        try process.run()
-        return process
     }
 
     /// CPU time of every process named `postgres` (the server and its
