@@ -80,14 +80,7 @@ struct ProjectorEndToEndTests {
         let date = localDate(daysFromNow: 5)
         try await h.waitForRooms("date=\(date)", "rooms registered") { $0.count == 6 }
         func event(_ id: String, _ start: String, _ end: String, _ status: BookingStatus, _ version: Int, date: String = date) -> BookingEvent {
-            let zone = "Europe/Berlin"
-            let booking = Booking(
-                id: id, room: "Hamburg", date: date, start: start, end: end, timeZone: zone,
-                startsAt: ContractFormat.timestamp(ContractFormat.instant(date: date, time: start, timeZone: zone)!),
-                endsAt: ContractFormat.timestamp(ContractFormat.instant(date: date, time: end, timeZone: zone)!),
-                title: "t", status: status, attendees: [Attendee(name: "A", email: "a@example.com", phone: "+491701234567")],
-                version: version)
-            return BookingEvent(eventId: UUID().uuidString, occurredAt: ContractFormat.timestamp(Date()), booking: booking)
+            Self.hamburgEvent(id, date: date, start, end, status, version)
         }
         // The cancel arrives before its create; then the create, twice.
         try await h.publishEvent(.bookingCancelled, event("x1", "09:00", "10:00", .cancelled, 2))
@@ -121,6 +114,52 @@ struct ProjectorEndToEndTests {
             }
         }
         #expect(dead == 1)
+        await h.stop()
+    }
+
+    /// A booking event for Hamburg (Europe/Berlin) as the handler would publish it.
+    static func hamburgEvent(_ id: String, date: String, _ start: String, _ end: String, _ status: BookingStatus,
+                             _ version: Int) -> BookingEvent {
+        let zone = "Europe/Berlin"
+        let booking = Booking(
+            id: id, room: "Hamburg", date: date, start: start, end: end, timeZone: zone,
+            startsAt: ContractFormat.timestamp(ContractFormat.instant(date: date, time: start, timeZone: zone)!),
+            endsAt: ContractFormat.timestamp(ContractFormat.instant(date: date, time: end, timeZone: zone)!),
+            title: "t", status: status, attendees: [Attendee(name: "A", email: "a@example.com", phone: "+491701234567")],
+            version: version)
+        return BookingEvent(eventId: UUID().uuidString, occurredAt: ContractFormat.timestamp(Date()), booking: booking)
+    }
+
+    /// A change committed to the read model whose `availability.changed`
+    /// the broker did not confirm is published again when the event comes
+    /// back — under the same `message_id`, derived from the event's id, so
+    /// consumers (and replicas' copies) drop the repeats. Here every publish
+    /// fails while `booking.public` is gone: the `booking.events` copy of
+    /// each attempt is routed before the `booking.public` one closes the
+    /// channel.
+    @Test func aChangeWhoseConfirmFailedIsPublishedAgainUnderTheSameID() async throws {
+        let h = try await ProjectorHarness.start(eventConcurrency: 1)
+        let date = localDate(daysFromNow: 5)
+        try await h.waitForRooms("date=\(date)", "rooms registered") { $0.count == 6 }
+        try await h.client.deleteExchange(Topology.publicExchange)
+        try await h.publishEvent(.bookingConfirmed, Self.hamburgEvent("c1", date: date, "09:00", "10:00", .confirmed, 1),
+                                 messageID: "cause-c1")
+        // The first attempt and at least one retry of the redelivered event.
+        var copies = try await withTimeout(60, "two attempts") { try await h.changes.take(2) }
+        try await h.client.declare([.exchange(ExchangeDeclaration(Topology.publicExchange, kind: .topic))])
+        copies += try await withTimeout(60, "the attempt after the exchange is back") { try await h.changes.take(1) }
+        let ids = Set(copies.map { $0.properties.messageID ?? "" })
+        #expect(ids.count == 1, "every attempt under one message_id: \(ids)")
+        let bodies = try copies.map { try ContractJSON.decode(AvailabilityChanged.self, from: $0.body) }
+        #expect(Set(bodies.map(\.eventId)) == ids)
+        #expect(bodies.allSatisfy { $0.date == date && $0.avail == ["07:00 - 09:00", "10:00 - 19:00"] })
+
+        // Unstuck: a later event is applied and its change published.
+        let later = localDate(daysFromNow: 6)
+        try await h.publishEvent(.bookingConfirmed, Self.hamburgEvent("c2", date: later, "07:00", "08:00", .confirmed, 1))
+        try await h.waitForRooms("date=\(later)&name=Hamburg", "later event") { room($0, "Hamburg")?.avail == ["08:00 - 19:00"] }
+        let reply = try await h.rooms("date=\(date)&name=Hamburg")
+        #expect(room(reply, "Hamburg")?.avail == ["07:00 - 09:00", "10:00 - 19:00"])
         await h.stop()
     }
 

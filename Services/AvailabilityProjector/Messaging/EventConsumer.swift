@@ -48,9 +48,11 @@ enum EventReader {
 /// changed and wait for the broker's confirm, then ack. A redelivered
 /// event that turns out to be a no-op publishes the current `avail` of its
 /// room-days again, because its first delivery may have committed without
-/// its `availability.changed` being confirmed. Unreadable events are
+/// its `availability.changed` being confirmed; the ids are derived from the
+/// event's `message_id` as on the first delivery, so a copy that did reach
+/// consumers is dropped by them as a repeat. Unreadable events are
 /// dead-lettered (`availability-projector.events.dead`); database errors
-/// requeue after a pause.
+/// and unconfirmed changes requeue after a pause.
 public struct EventConsumer: Sendable {
     let connection: AMQPConnection
     let store: ProjectorStore
@@ -108,14 +110,14 @@ public struct EventConsumer: Sendable {
                 let outcome = try await store.apply(change) { changes in box.ticket = publisher.enqueue(changes, cause: cause) }
                 try await box.ticket.wait()
                 if !outcome.applied, delivery.redelivered, !outcome.touched.isEmpty {
-                    try await republish(outcome.touched)
+                    try await republish(outcome.touched, cause: cause)
                 }
                 try await delivery.ack()
                 Counter(label: "projector_events_total",
                         dimensions: [("outcome", outcome.applied ? "applied" : "stale")]).increment()
             } catch let error as AMQPError {
                 logger.warning("could not confirm availability.changed; requeueing", metadata: ["error": "\(error)"])
-                try? await delivery.nack(requeue: true)
+                await delivery.requeueAfterPause()
             } catch {
                 logger.error("read model update failed; requeueing", metadata: ["error": "\(error)"])
                 await delivery.requeueAfterPause()
@@ -124,13 +126,16 @@ public struct EventConsumer: Sendable {
         lag.recordInterval(since: started)
     }
 
-    private func republish(_ days: [RoomDay]) async throws {
+    /// Publishes the current `avail` of `days` again under ids derived from
+    /// `cause`, so a copy a consumer (or another replica) already has
+    /// carries the same `message_id` and is dropped as a duplicate.
+    private func republish(_ days: [RoomDay], cause: String?) async throws {
         let state = store.index.snapshot
         let changes = days.compactMap { day -> DayChange? in
             guard let info = state.rooms[day.room], let free = store.index.free(day, in: state) else { return nil }
             return DayChange(day: day, timeZone: info.room.timeZone, avail: free.availStrings)
         }
-        try await publisher.enqueue(changes).wait()
+        try await publisher.enqueue(changes, cause: cause).wait()
     }
 }
 
