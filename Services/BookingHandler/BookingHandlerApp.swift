@@ -2,6 +2,7 @@ import AMQPClient
 import BookingContracts
 import Foundation
 import Logging
+import PostgresSupport
 import ServiceLifecycle
 import ServiceSupport
 

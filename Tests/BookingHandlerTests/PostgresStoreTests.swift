@@ -1,9 +1,10 @@
 import BookingContracts
 import Foundation
 import Logging
+import PostgresSupport
 import ServiceSupport
-import Testing
 import TestSupport
+import Testing
 @testable import BookingHandler
 
 /// What only the PostgreSQL store has to show: its settings, the database's

@@ -1,8 +1,9 @@
 import BookingContracts
 import Foundation
 import Logging
-import Testing
+import PostgresSupport
 import TestSupport
+import Testing
 @testable import BookingHandler
 
 /// The two stores the handler runs on: SQLite (one machine) and PostgreSQL

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import PostgresSupport
 
 /// The PostgreSQL schema of the booking handler and its migrations: the
 /// whole schema the SQLite store reached through its migrations v1–v5,
