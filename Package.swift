@@ -230,7 +230,7 @@ let package = Package(
         .testTarget(
             name: "PassSenderIntegrationTests",
             dependencies: [
-                "PassSender", "BookingContracts", "AMQPClient", "TestSupport", "ServiceSupport",
+                "PassSender", "BookingContracts", "AMQPClient", "PostgresSupport", "TestSupport", "ServiceSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],
             path: "Tests/PassSenderIntegrationTests"
