@@ -60,7 +60,7 @@ public struct PassSenderApp: Sendable {
                                          concurrency: settings.concurrency, logger: logger) { await consumer.handleEvent($0) }
         let retries = AMQPConsumerService(connection: connection, queue: PassQueues.retry, prefetch: prefetch,
                                           concurrency: settings.concurrency, logger: logger) { await consumer.handleRetry($0) }
-        var services: [any Service] = [connection, LedgerService(ledger: ledger), GatewayService(gateway: chosen), events, retries]
+        var services: [any Service] = [connection, OnShutdown { await ledger.close() }, GatewayService(gateway: chosen), events, retries]
         if let httpPort {
             services.insert(OpsServer(port: httpPort, checks: [
                 ReadinessCheck("amqp") { connection.isConnected },
@@ -77,16 +77,6 @@ public struct PassSenderApp: Sendable {
             "max.attempts": "\(settings.maxAttempts)",
         ])
         return PassSenderApp(ledger: ledger, dispatcher: dispatcher, consumer: consumer, gateway: chosen, services: services)
-    }
-}
-
-/// Closes the ledger's connections once everything that uses it stopped.
-struct LedgerService: Service {
-    let ledger: PassLedger
-
-    func run() async throws {
-        try? await gracefulShutdown()
-        await ledger.close()
     }
 }
 
