@@ -104,6 +104,18 @@ struct SharedLedgerTests {
         await b.close()
     }
 
+    /// A gateway's error text with U+0000 is recorded whole on both engines
+    /// (PostgreSQL's text cannot hold it, SQLite read it back cut off):
+    /// U+0000 becomes U+FFFD.
+    @Test(arguments: LedgerKind.allCases) func aNulInAnErrorTextIsRecorded(_ kind: LedgerKind) async throws {
+        let (d, _, ledger, dir) = try await DispatcherTests().make(on: kind, [.passFailed(index: 0, code: 4001, text: "bad\u{0}box")])
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let booking = DispatcherTests.booking(attendees: 1)
+        #expect(try await d.handle(event: booking).scheduled == [0])
+        let text = try await ledger.passes(bookingId: booking.id).first?.lastErrorText
+        #expect(text == "bad\u{FFFD}box")
+    }
+
     @Test func aSchemaHoldingOtherTablesIsRefused() async throws {
         let url = try TestPostgres.url(schemaPrefix: "taken")
         let schema = String(url.split(separator: "=").last!)

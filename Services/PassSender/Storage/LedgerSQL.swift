@@ -19,7 +19,15 @@ public protocol SQLBindable: Sendable {
 extension Int: SQLBindable { public var sqlValue: SQLValue { .int(Int64(self)) } }
 extension Int64: SQLBindable { public var sqlValue: SQLValue { .int(self) } }
 extension Double: SQLBindable { public var sqlValue: SQLValue { .double(self) } }
-extension String: SQLBindable { public var sqlValue: SQLValue { .text(self) } }
+extension String: SQLBindable {
+    /// U+0000 becomes U+FFFD: PostgreSQL's text cannot hold it and SQLite
+    /// (through GRDB) reads a string back only up to it. Keys never contain
+    /// it (booking ids are the handler's, e-mails validated); a gateway's
+    /// error text might, and must not fail the transaction that records it.
+    public var sqlValue: SQLValue {
+        .text(contains("\u{0}") ? replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : self)
+    }
+}
 extension Data: SQLBindable { public var sqlValue: SQLValue { .blob(self) } }
 extension Bool: SQLBindable { public var sqlValue: SQLValue { .bool(self) } }
 extension Optional: SQLBindable where Wrapped: SQLBindable {
