@@ -90,16 +90,30 @@ extension PostgresConnection {
     /// connection that died under a statement (see ``rows(_:_:)``).
     public static let statementTimeout: TimeAmount = .seconds(30)
 
-    /// `query`'s rows, failing instead of waiting forever on a connection
+    /// `query`'s rows (see ``result(_:_:)``).
+    public func rows(_ query: PostgresQuery, _ logger: Logger) -> EventLoopFuture<[PostgresRow]> {
+        result(query, logger).map(\.rows)
+    }
+
+    /// Commits the open transaction, and makes sure it did: PostgreSQL
+    /// answers `COMMIT` in a transaction that failed earlier with the tag
+    /// `ROLLBACK` and no error, so a failure swallowed on the way would
+    /// otherwise pass for a commit. Blocks, like ``run(_:_:)``.
+    public func commit(_ logger: Logger) throws {
+        let tag = try result("COMMIT", logger).wait().metadata.command
+        guard tag == "COMMIT" else { throw PostgresCommitRefused(tag: tag) }
+    }
+
+    /// `query`'s result, failing instead of waiting forever on a connection
     /// that is gone: postgres-nio drops a query written to a channel that
     /// has just closed without completing it (seen when PostgreSQL restarts
     /// under an open transaction: the `ROLLBACK TO SAVEPOINT` after the
     /// failure never answered), so a closed connection is refused up front
     /// and a statement that gets no answer times out.
-    public func rows(_ query: PostgresQuery, _ logger: Logger) -> EventLoopFuture<[PostgresRow]> {
+    public func result(_ query: PostgresQuery, _ logger: Logger) -> EventLoopFuture<PostgresQueryResult> {
         let loop = eventLoop
         guard !isClosed else { return loop.makeFailedFuture(PostgresConnectionGone(reason: "the connection is closed")) }
-        let promise = loop.makePromise(of: [PostgresRow].self)
+        let promise = loop.makePromise(of: PostgresQueryResult.self)
         let once = CompletionFlag()
         let timer = loop.scheduleTask(in: Self.statementTimeout) {
             if once.claim() {
@@ -112,10 +126,17 @@ extension PostgresConnection {
         let future: EventLoopFuture<PostgresQueryResult> = self.query(query, logger: logger)
         future.whenComplete { result in
             timer.cancel()
-            if once.claim() { promise.completeWith(result.map(\.rows)) }
+            if once.claim() { promise.completeWith(result) }
         }
         return promise.futureResult
     }
+}
+
+/// `COMMIT` answered with another tag (`ROLLBACK`): the transaction had
+/// failed, nothing of it was kept.
+public struct PostgresCommitRefused: Error, CustomStringConvertible {
+    public let tag: String
+    public var description: String { "PostgreSQL did not commit (answered \(tag)): the transaction had failed" }
 }
 
 /// A statement the store sent got no answer because its connection is

@@ -59,7 +59,7 @@ public final class PostgresWriter: @unchecked Sendable {  // `connection` is con
                     try connection.run("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger)
                 }
                 let result = try body(connection)
-                try connection.run("COMMIT", logger)
+                try connection.commit(logger)
                 return result
             } catch {
                 if !connection.isClosed { _ = try? connection.run("ROLLBACK", logger) }

@@ -39,6 +39,25 @@ struct PostgresStoreTests {
     /// The exclusion constraint refuses an overlapping active booking even
     /// when it is written around the handler (psql as the same role), and
     /// lets through what is not a conflict: a cancelled row, the next slot.
+    /// A failure swallowed inside a transaction must not pass for a commit:
+    /// PostgreSQL answers such a COMMIT with the tag ROLLBACK, no error.
+    @Test func aCommitOfAFailedTransactionThrows() async throws {
+        let writer = try PostgresWriter(settings: PostgresSettings(url: try TestPostgres.url(schemaPrefix: "commit")),
+                                        label: "commit-test", logger: Logger(label: "commit-test"))
+        let logger = Logger(label: "commit-test")
+        await #expect(throws: PostgresCommitRefused.self) {
+            try await writer.transaction(lockKey: "commit-test") { connection in
+                _ = try? connection.run("SELECT 1/0", logger)
+            }
+        }
+        // The connection is usable again afterwards.
+        let one = try await writer.transaction(lockKey: nil) { connection in
+            try connection.run("SELECT 1", logger).first?.decode(Int.self)
+        }
+        #expect(one == 1)
+        await writer.close()
+    }
+
     @Test func theDatabaseItselfRefusesOverlappingActiveBookings() async throws {
         let url = try TestPostgres.url(schemaPrefix: "excl")
         let settings = try PostgresSettings(url: url)

@@ -137,7 +137,7 @@ public final class PostgresBookingStore: BookingStore {
             try connection.run("SET LOCAL lock_timeout = '20s'", logger)
             try connection.run("SELECT pg_advisory_xact_lock(hashtext(\(writeLockKey)))", logger)
             let result = try body()
-            try connection.run("COMMIT", logger)
+            try connection.commit(logger)
             return result
         } catch {
             _ = try? connection.run("ROLLBACK", logger)

@@ -119,7 +119,7 @@ enum PostgresSchema {
                     """, logger)
                 logger.notice("PostgreSQL schema migrated", metadata: ["migration": "\(migration.name)", "database": "\(settings)"])
             }
-            try connection.run("COMMIT", logger)
+            try connection.commit(logger)
         } catch {
             _ = try? connection.run("ROLLBACK", logger)
             throw error

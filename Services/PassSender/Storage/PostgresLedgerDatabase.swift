@@ -166,7 +166,7 @@ enum PostgresLedgerSchema {
                     """, logger)
                 logger.notice("pass ledger schema migrated", metadata: ["migration": "\(migration.name)", "schema": "\(schema)"])
             }
-            try connection.run("COMMIT", logger)
+            try connection.commit(logger)
         } catch {
             _ = try? connection.run("ROLLBACK", logger)
             throw error
