@@ -58,6 +58,22 @@ struct PostgresStoreTests {
         await writer.close()
     }
 
+    /// A backlog larger than one prune statement's batch goes in one prune.
+    @Test func pruningWorksThroughABacklogInBatches() async throws {
+        let fixture = try StoreFixture(.postgres)
+        let store = try await fixture.open()
+        let schema = String(fixture.databaseURL!.split(separator: "=").last!)
+        let rows = PostgresBookingStore.pruneBatch * 2 + 17
+        _ = try TestPostgres.control("psql", ["-c", """
+            INSERT INTO \(schema).inbox (scope, key, reply, createdAt)
+            SELECT '', 'k' || n, '{}', 0 FROM generate_series(1, \(rows)) AS n
+            """])
+        #expect(try await store.counts().inbox == rows)
+        try await store.prune(olderThan: 60)
+        #expect(try await store.counts().inbox == 0)
+        await store.close()
+    }
+
     @Test func theDatabaseItselfRefusesOverlappingActiveBookings() async throws {
         let url = try TestPostgres.url(schemaPrefix: "excl")
         let settings = try PostgresSettings(url: url)

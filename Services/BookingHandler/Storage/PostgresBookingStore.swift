@@ -382,10 +382,25 @@ public final class PostgresBookingStore: BookingStore {
 
     public func prune(olderThan age: TimeInterval) async throws {
         let cutoff = Date().timeIntervalSince1970 - age
-        _ = try await reader.rows("DELETE FROM outbox WHERE publishedAt IS NOT NULL AND publishedAt < \(cutoff)")
-        _ = try await reader.rows("DELETE FROM inbox WHERE createdAt < \(cutoff)")
-        _ = try await reader.rows("""
-            DELETE FROM booking_version WHERE until IS NOT NULL AND supersededAt < \(Date().timeIntervalSince1970 - StoreRules.cursorLifetime)
-            """)
+        let cursorCutoff = Date().timeIntervalSince1970 - StoreRules.cursorLifetime
+        // In batches: one DELETE of a large backlog (a first prune after
+        // months, a long outage) would hold its locks for as long and could
+        // outlast the statement timeout, failing every prune after it.
+        let size = Self.pruneBatch
+        while try await reader.rows("""
+            DELETE FROM outbox WHERE ctid IN (SELECT ctid FROM outbox WHERE publishedAt IS NOT NULL AND publishedAt < \(cutoff)
+                                              LIMIT \(size)) RETURNING 1
+            """).count == size {}
+        while try await reader.rows("""
+            DELETE FROM inbox WHERE ctid IN (SELECT ctid FROM inbox WHERE createdAt < \(cutoff) LIMIT \(size)) RETURNING 1
+            """).count == size {}
+        while try await reader.rows("""
+            DELETE FROM booking_version WHERE ctid IN (SELECT ctid FROM booking_version
+                                                       WHERE until IS NOT NULL AND supersededAt < \(cursorCutoff) LIMIT \(size))
+            RETURNING 1
+            """).count == size {}
     }
+
+    /// Rows one prune statement deletes at most.
+    static let pruneBatch = 5_000
 }
