@@ -30,6 +30,7 @@ APT_PACKAGES=(
   chromium           # headless browser for the projector page test (Tests/ProjectorIntegrationTests)
   curl               # scripts/run.sh asks the projector over HTTP
   iptables           # the partition test cuts one handler off (Tests/BookingIntegrationTests/SeveralHandlersTests)
+  socat              # forwards a network namespace's traffic to the loopback broker and PostgreSQL (same tests)
 )
 PIP_PACKAGES=(jsonschema pyyaml icalendar)   # pip names (icalendar: the independent parser of the pass e-mails' iCalendar parts)
 PIP_MODULES=(jsonschema yaml icalendar)       # matching import names

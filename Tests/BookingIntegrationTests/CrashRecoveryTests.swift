@@ -21,10 +21,15 @@ struct CrashRecoveryTests {
     /// processes on one machine need their own `HTTP_PORT`).
     /// `asNobody` runs it as user `nobody` (setpriv), so that iptables can
     /// tell its packets from everyone else's.
+    /// `namespace` runs it inside that network namespace.
     static func launch(url: AMQPURL, dataDirectory: String, log: URL, environment extra: [String: String] = [:],
-                       asNobody: Bool = false) throws -> Process {
+                       asNobody: Bool = false, namespace: NetworkNamespace? = nil) throws -> Process {
         let process = Process()
-        if asNobody {
+        if let namespace {
+            let (executable, arguments) = namespace.wrap(binary.path)
+            process.executableURL = URL(fileURLWithPath: executable)
+            process.arguments = arguments
+        } else if asNobody {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
             process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", binary.path]
         } else {

@@ -60,6 +60,34 @@ struct SeveralHandlersTests {
         }
     }
 
+    /// The same partition with one of two handlers in a network namespace
+    /// of its own (its broker and PostgreSQL reached over a veth link and a
+    /// forwarder, as another host would): the link goes down for 30 s.
+    @Test func aHandlerInItsOwnNetworkNamespacePartitionedLosesNothing() async throws {
+        try #require(getuid() == 0, "network namespaces need root (CI runs as root)")
+        let url = try TestBroker.isolatedURL("netns")
+        defer { TestBroker.deleteVhost(url.vhost) }
+        let postgresPort = try #require(URLComponents(string: try TestPostgres.databaseURL())?.port)
+        let namespace = try NetworkNamespace(ports: [url.port, postgresPort])
+        defer { namespace.remove() }
+        try await HandlerStream.run("partition of a handler in its own network namespace for 30 s",
+                                    client: AMQPConfiguration(url: url, connectionName: "netns-client"),
+                                    handlerAMQPURL: url.urlStringWithCredentials, handlers: 2, namespaces: [1: namespace],
+                                    days: 20) { _ in
+            // Both consume (the one inside came through its link), or the
+            // partition would cut off nothing.
+            let observer = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: "netns-observer"),
+                                                            logger: testLogger("netns"))
+            let consumers = try await observer.queueInfo(Topology.handlerCommandsQueue).consumerCount
+            await observer.close()
+            #expect(consumers == 2, "both handlers consume before the partition")
+            try namespace.setLink(up: false)
+            // The fault's length, not a wait for an event.
+            try await Task.sleep(for: .seconds(30))
+            try namespace.setLink(up: true)
+        }
+    }
+
     /// `AMQP_URL` naming the three nodes; the handler and its queues start
     /// on node 1 (quorum queues: a member on every node), node 1 stops.
     @Test func theStopOfTheBrokerNodeTheHandlerIsOnLosesNothing() async throws {
@@ -100,7 +128,8 @@ enum HandlerStream {
     }
 
     static func run(_ fault: String, client configuration: AMQPConfiguration, handlerAMQPURL: String, handlers count: Int,
-                    quorumQueues: Bool = false, asNobody: Set<Int> = [], days: Int = 10, _ inject: @Sendable ([Process]) async throws -> Void) async throws {
+                    quorumQueues: Bool = false, asNobody: Set<Int> = [], namespaces: [Int: NetworkNamespace] = [:], days: Int = 10,
+                    _ inject: @Sendable ([Process]) async throws -> Void) async throws {
         try #require(FileManager.default.isExecutableFile(atPath: CrashRecoveryTests.binary.path), "build booking-handler first")
         let databaseURL = try TestPostgres.url(schemaPrefix: "ha")
         let base = FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("ha-data"))
@@ -145,8 +174,15 @@ enum HandlerStream {
                 try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: base.path)
                 try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: directory)
             }
-            return try CrashRecoveryTests.launch(url: configuration.url, dataDirectory: directory, log: log, environment: environment,
-                                                 asNobody: asNobody.contains(i))
+            var own = environment
+            if let namespace = namespaces[i] {
+                // The servers are another host to it: their URLs name the
+                // host's end of its link (no TLS on this test server).
+                own["AMQP_URL"] = namespace.rewrite(handlerAMQPURL)
+                own["DATABASE_URL"] = namespace.rewrite(databaseURL) + "&sslmode=disable"
+            }
+            return try CrashRecoveryTests.launch(url: configuration.url, dataDirectory: directory, log: log, environment: own,
+                                                 asNobody: asNobody.contains(i), namespace: namespaces[i])
         }
         defer { for handler in handlers where handler.isRunning { handler.terminate() } }
 

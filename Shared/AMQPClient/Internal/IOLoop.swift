@@ -293,7 +293,8 @@ final class IOLoop: @unchecked Sendable {
                 startup?.resume(throwing: error)
                 startup = nil
             case .retry(let at):
-                let delay = Double(at &- monotonicNanos()) / 1e9
+                // Signed: an immediate retry's time is already past.
+                let delay = (Double(at) - Double(monotonicNanos())) / 1e9
                 logger.warning("AMQP connect failed; retrying",
                                metadata: ["amqp.url": "\(url)", "error": "\(error)",
                                           "retry.in_seconds": "\(String(format: "%.2f", max(0, delay)))"])
