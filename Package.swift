@@ -84,6 +84,21 @@ let package = Package(
             path: "Shared/ServiceSupport"
         ),
 
+        /// PostgreSQL plumbing the services share: `DATABASE_URL` parsing,
+        /// TLS, blocking statements for a store's writer queue with a
+        /// statement timeout, and a reconnecting read connection.
+        .target(
+            name: "PostgresSupport",
+            dependencies: [
+                "ServiceSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            path: "Shared/PostgresSupport"
+        ),
+
         // MARK: Services
 
         /// The booking handler's logic: validation rules, SQLite storage
@@ -91,7 +106,7 @@ let package = Package(
         .target(
             name: "BookingHandler",
             dependencies: [
-                "AMQPClient", "BookingContracts", "PhoneNumbers", "ServiceSupport",
+                "AMQPClient", "BookingContracts", "PhoneNumbers", "PostgresSupport", "ServiceSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -113,11 +128,13 @@ let package = Package(
         .target(
             name: "PassSender",
             dependencies: [
-                "AMQPClient", "BookingContracts", "ServiceSupport",
+                "AMQPClient", "BookingContracts", "PostgresSupport", "ServiceSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Services/PassSender"
@@ -195,7 +212,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BookingHandlerTests",
-            dependencies: ["BookingHandler", "BookingContracts", "ServiceSupport", "TestSupport", .product(name: "GRDB", package: "GRDB.swift"),
+            dependencies: ["BookingHandler", "BookingContracts", "PostgresSupport", "ServiceSupport", "TestSupport", .product(name: "GRDB", package: "GRDB.swift"),
                            .product(name: "Logging", package: "swift-log")],
             path: "Tests/BookingHandlerTests"
         ),
@@ -207,13 +224,13 @@ let package = Package(
         ),
         .testTarget(
             name: "PassSenderTests",
-            dependencies: ["PassSender", "BookingContracts"],
+            dependencies: ["PassSender", "BookingContracts", "PostgresSupport", "TestSupport"],
             path: "Tests/PassSenderTests"
         ),
         .testTarget(
             name: "PassSenderIntegrationTests",
             dependencies: [
-                "PassSender", "BookingContracts", "AMQPClient", "TestSupport", "ServiceSupport",
+                "PassSender", "BookingContracts", "AMQPClient", "PostgresSupport", "TestSupport", "ServiceSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],
             path: "Tests/PassSenderIntegrationTests"

@@ -2,6 +2,7 @@ import AMQPClient
 import BookingContracts
 import Foundation
 import Logging
+import PostgresSupport
 import ServiceLifecycle
 import ServiceSupport
 
@@ -61,7 +62,8 @@ public struct BookingHandlerApp: Sendable {
         let timers = BookingTimers(processor: processor, relay: relay, logger: logger, interval: timerInterval)
         let queries = QueryResponder(connection: connection, reader: BookingReader(store: store, policy: policy, now: now),
                                      logger: logger).service()
-        var services: [any Service] = [connection, relay, timers, queries, consumerService]
+        // The store closes after the relay, timers and consumers stopped.
+        var services: [any Service] = [connection, OnShutdown { await store.close() }, relay, timers, queries, consumerService]
         if let httpPort {
             // First in the group, so it is shut down last: /healthz keeps
             // answering while the consumer drains.

@@ -1,4 +1,5 @@
 import Foundation
+import PostgresSupport
 import ServiceSupport
 
 /// The booking handler's own settings (README, "Settings"); the common ones

@@ -54,7 +54,7 @@ public struct PassDispatcher: Sendable {
     /// `.updated`, `.cancelled`, `.rejected`): the notices and passes it
     /// calls for, in order.
     public func handle(event type: EventType, booking: Booking, previous: BookingSnapshot?) async throws -> Summary {
-        try await run(admission: try await ledger.admit(event: type, booking: booking, previous: previous))
+        try await run(admission: try await admitted { try await ledger.admit(event: type, booking: booking, previous: previous) })
     }
 
     /// Handles `booking.confirmed` / `booking.rescheduled` without `previous`
@@ -65,7 +65,31 @@ public struct PassDispatcher: Sendable {
 
     /// Handles a retry message.
     public func handle(retry message: PassRetryMessage) async throws -> Summary {
-        try await run(admission: try await ledger.admit(retry: message))
+        try await run(admission: try await admitted { try await ledger.admit(retry: message) })
+    }
+
+    /// Runs an admission again while another instance sending to the same
+    /// recipients holds their claim (``PassLedger/ClaimHeld``): the delivery
+    /// stays with us meanwhile, so waiting costs no redelivery (quorum
+    /// queues dead-letter a message requeued too often). The claimer
+    /// finishes, or its lease runs out because it died; we look again every
+    /// second until then.
+    private func admitted(_ admit: () async throws -> Admission) async throws -> Admission {
+        var logged = false
+        while true {
+            do {
+                return try await admit()
+            } catch let held as PassLedger.ClaimHeld {
+                if !logged {
+                    logger.info("another pass sender instance is sending to these recipients; waiting for it",
+                                metadata: ["booking.id": .string(held.bookingId), "claim.until": "\(held.until)"])
+                    Counter(label: "pass_claims_waited_total").increment()
+                    logged = true
+                }
+                let left = held.until.timeIntervalSinceNow
+                try await Task.sleep(for: .milliseconds(Int(max(0.05, min(1, left)) * 1000)))
+            }
+        }
     }
 
     private func run(admission: Admission) async throws -> Summary {

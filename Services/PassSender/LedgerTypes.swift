@@ -37,6 +37,10 @@ public struct PassRecord: Sendable, Equatable {
     public var lastFailureAt: String?
     public var lastErrorCode: Int?
     public var lastErrorText: String?
+    /// The instance (``PassLedger/owner``) that claimed the row last.
+    public var claimedBy: String?
+    /// Until when that claim holds (seconds since 1970), unless renewed.
+    public var leaseUntil: Double?
 }
 
 /// A pass claimed for a gateway call, with its history so far: the same

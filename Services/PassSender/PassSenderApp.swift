@@ -17,14 +17,20 @@ public struct PassSenderApp: Sendable {
     /// connection closes (and the ops server last).
     public let services: [any Service]
 
-    /// Opens the ledger in `dataDirectory`, declares the topology, publishes
+    /// Opens the ledger (PostgreSQL when `settings.database` names it, else
+    /// SQLite in `dataDirectory`), declares the topology, publishes
     /// what the outbox still holds from a previous run, and wires the two
     /// consumers. `gateway` overrides the one chosen from `settings`.
     public static func build(connection: AMQPConnection, settings: PassSenderSettings, dataDirectory: String,
                              httpPort: Int? = nil, gateway: (any PassGateway)? = nil, logger: Logger,
                              observer: (@Sendable (PassConsumer.Settled) -> Void)? = nil,
                              now: @escaping @Sendable () -> Date = { Date() }) async throws -> PassSenderApp {
-        let ledger = try PassLedger(path: dataDirectory + "/pass-sender.sqlite")
+        let database: any LedgerDatabase = if let postgres = settings.database {
+            try await PostgresLedgerDatabase.open(settings: postgres, logger: logger)
+        } else {
+            try SQLiteLedgerDatabase(path: dataDirectory + "/pass-sender.sqlite")
+        }
+        let ledger = PassLedger(database: database, claimLease: settings.claimLease)
         let chosen: any PassGateway
         if let gateway {
             chosen = gateway
@@ -54,7 +60,7 @@ public struct PassSenderApp: Sendable {
                                          concurrency: settings.concurrency, logger: logger) { await consumer.handleEvent($0) }
         let retries = AMQPConsumerService(connection: connection, queue: PassQueues.retry, prefetch: prefetch,
                                           concurrency: settings.concurrency, logger: logger) { await consumer.handleRetry($0) }
-        var services: [any Service] = [connection, GatewayService(gateway: chosen), events, retries]
+        var services: [any Service] = [connection, OnShutdown { await ledger.close() }, GatewayService(gateway: chosen), events, retries]
         if let httpPort {
             services.insert(OpsServer(port: httpPort, checks: [
                 ReadinessCheck("amqp") { connection.isConnected },
@@ -64,6 +70,7 @@ public struct PassSenderApp: Sendable {
             ], logger: logger), at: 0)
         }
         logger.info("pass sender assembled", metadata: [
+            "ledger": .string(settings.database.map { "\($0)" } ?? "sqlite"),
             "gateway": .string(chosen.channel == .gateway ? (settings.gatewayURL ?? "custom") : "spool"),
             "notify": .string(settings.notifyURL ?? "spool"),
             "retry.delays": .string(settings.retryDelays.map(\.label).joined(separator: ",")),

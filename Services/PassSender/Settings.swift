@@ -1,4 +1,5 @@
 import Foundation
+import PostgresSupport
 import ServiceSupport
 
 /// The pass sender's own settings (docs/pass-sender.md), read from the
@@ -24,6 +25,18 @@ public struct PassSenderSettings: Sendable, Equatable {
     /// `ADMIN_USERS`: operators whose retry messages (`bookingctl passes
     /// failed retry`) are accepted besides the pass sender's own.
     public var administrators: Set<String> = []
+    /// `DATABASE_URL`: the ledger in PostgreSQL, shared by several pass
+    /// sender instances (schema `pass_sender` unless the URL names one);
+    /// unset = SQLite in `DATA_DIR`.
+    public var database: PostgresSettings?
+
+    /// How long a claimed pass stays another instance's without a recorded
+    /// gateway answer: twice the gateway timeout plus 30 s (a call and its
+    /// ledger commit fit many times over; a dead claimer's passes are taken
+    /// over after it).
+    public var claimLease: TimeInterval {
+        2 * (Double(gatewayTimeout.components.seconds) + Double(gatewayTimeout.components.attoseconds) / 1e18) + 30
+    }
 
     /// The defaults of the operations contract.
     public static let defaultRetryDelays = "1s,5s,30s,2m,10m"
@@ -49,6 +62,7 @@ public struct PassSenderSettings: Sendable, Equatable {
         }
         self.init()
         bookingHandlerUser = value("BOOKING_HANDLER_USER")
+        database = try value("DATABASE_URL").map { try PostgresSettings(url: $0) }
         administrators = CommonSettings.userList(value("ADMIN_USERS"))
         func httpURL(_ name: String) throws -> String? {
             guard let url = value(name) else { return nil }

@@ -326,9 +326,30 @@ struct ConnectionStateMachineEndpointTests {
         #expect(m.state == .closed)
     }
 
-    @Test func badCredentialsFailAtOnceWhateverTheNode() {
+    /// Bad credentials fail start-up once every node refused them, without
+    /// waiting out the timeout; one node refusing (booting, leaving the
+    /// cluster) only moves on to the next.
+    @Test func aRefusalMovesOnAndStartUpFailsWhenEveryNodeRefused() {
         var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 60, endpointCount: 3)
-        #expect(m.connectFailed(failed(.accessRefused), now: 0, random: 0) == .failStartup)
+        #expect(m.connectFailed(failed(.accessRefused), now: 0, random: 0) == .retry(at: 0))
+        #expect(m.endpoint == 1)
+        #expect(m.reconnectDue(now: 0) == true)
+        #expect(m.connectFailed(failed(.accessRefused), now: 0, random: 0) == .retry(at: 0))
+        #expect(m.reconnectDue(now: 0) == true)
+        #expect(m.connectFailed(failed(.vhostNotAllowed), now: 0, random: 0) == .failStartup)
+        #expect(m.state == .closed)
+    }
+
+    @Test func oneNodeRefusingWhileAnotherIsDownKeepsTrying() {
+        var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 60, endpointCount: 3)
+        #expect(m.connectFailed(failed(.accessRefused), now: 0, random: 0) == .retry(at: 0))
+        #expect(m.reconnectDue(now: 0) == true)
+        #expect(m.connectFailed(failed(.connectionFailed), now: 0, random: 0) == .retry(at: 0))
+        #expect(m.reconnectDue(now: 0) == true)
+        #expect(m.connectFailed(failed(.accessRefused), now: 0, random: 0) == .retry(at: second))
+        #expect(m.reconnectDue(now: second) == true)
+        m.connectSucceeded()
+        #expect(m.endpoint == 0 && m.state == .connected)
     }
 
     @Test func aSuccessStaysOnItsNodeAndALossMovesOn() {

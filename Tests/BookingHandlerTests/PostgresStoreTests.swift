@@ -1,9 +1,10 @@
 import BookingContracts
 import Foundation
 import Logging
+import PostgresSupport
 import ServiceSupport
-import Testing
 import TestSupport
+import Testing
 @testable import BookingHandler
 
 /// What only the PostgreSQL store has to show: its settings, the database's
@@ -38,6 +39,41 @@ struct PostgresStoreTests {
     /// The exclusion constraint refuses an overlapping active booking even
     /// when it is written around the handler (psql as the same role), and
     /// lets through what is not a conflict: a cancelled row, the next slot.
+    /// A failure swallowed inside a transaction must not pass for a commit:
+    /// PostgreSQL answers such a COMMIT with the tag ROLLBACK, no error.
+    @Test func aCommitOfAFailedTransactionThrows() async throws {
+        let writer = try PostgresWriter(settings: PostgresSettings(url: try TestPostgres.url(schemaPrefix: "commit")),
+                                        label: "commit-test", logger: Logger(label: "commit-test"))
+        let logger = Logger(label: "commit-test")
+        await #expect(throws: PostgresCommitRefused.self) {
+            try await writer.transaction(lockKey: "commit-test") { connection in
+                _ = try? connection.run("SELECT 1/0", logger)
+            }
+        }
+        // The connection is usable again afterwards.
+        let one = try await writer.transaction(lockKey: nil) { connection in
+            try connection.run("SELECT 1", logger).first?.decode(Int.self)
+        }
+        #expect(one == 1)
+        await writer.close()
+    }
+
+    /// A backlog larger than one prune statement's batch goes in one prune.
+    @Test func pruningWorksThroughABacklogInBatches() async throws {
+        let fixture = try StoreFixture(.postgres)
+        let store = try await fixture.open()
+        let schema = String(fixture.databaseURL!.split(separator: "=").last!)
+        let rows = PostgresBookingStore.pruneBatch * 2 + 17
+        _ = try TestPostgres.control("psql", ["-c", """
+            INSERT INTO \(schema).inbox (scope, key, reply, createdAt)
+            SELECT '', 'k' || n, '{}', 0 FROM generate_series(1, \(rows)) AS n
+            """])
+        #expect(try await store.counts().inbox == rows)
+        try await store.prune(olderThan: 60)
+        #expect(try await store.counts().inbox == 0)
+        await store.close()
+    }
+
     @Test func theDatabaseItselfRefusesOverlappingActiveBookings() async throws {
         let url = try TestPostgres.url(schemaPrefix: "excl")
         let settings = try PostgresSettings(url: url)

@@ -1,8 +1,9 @@
 import BookingContracts
 import Foundation
 import Logging
-import Testing
+import PostgresSupport
 import TestSupport
+import Testing
 @testable import BookingHandler
 
 /// The two stores the handler runs on: SQLite (one machine) and PostgreSQL
@@ -108,6 +109,34 @@ struct StoreTests {
         #expect(counts.bookings == 1)
         #expect(counts.inbox == 1)
         #expect(counts.outboxPending == 1 + 2)  // room.registered + created + confirmed
+    }
+
+    /// PostgreSQL's text cannot hold U+0000, SQLite's can: an idempotency
+    /// key with one is refused as a bad field on both engines (instead of a
+    /// database error that would be retried until the delivery limit).
+    /// Elsewhere NUL only reaches the stores inside JSON, escaped.
+    @Test(arguments: StoreKind.allCases)
+    func aKeyWithANulCharacterIsRefusedOnBothEngines(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (store, processor) = try await makeProcessor(fixture)
+        defer { fixture.remove() }
+        var header = create("09:00", "10:00", key: nil)
+        header.idempotencyKeyHeader = "k\u{0}2"
+        for command in [create("09:00", "10:00", key: "k\u{0}1"), header] {
+            guard case .handled(.error(let error), _, _, _) = try await processor.process(command) else {
+                Issue.record("not refused"); continue
+            }
+            #expect(error.code == .invalidField && error.field == "message_id")
+        }
+        // A title with NUL is stored (escaped in the booking's JSON) and read back.
+        let body = #"{"room":"Berlin","date":"2026-11-23","start":"11:00","end":"12:00","title":"a\u0000b","attendees":[{"name":"Ada","email":"ada@example.com","phone":"0170 1234567"}]}"#
+        guard case .handled(.booking(let booking), _, _, _) = try await processor.process(IncomingCommand(
+            body: Array(body.utf8), typeProperty: "booking.create", routingKey: "booking.create",
+            messageID: "nul-title", idempotencyKeyHeader: nil, userID: nil)) else {
+            Issue.record("a title with NUL was not booked"); return
+        }
+        #expect(try await store.booking(id: booking.id)?.title == "a\u{0}b")
+        #expect(try await store.counts().bookings == 1)
     }
 
     @Test(arguments: StoreKind.allCases)

@@ -21,7 +21,8 @@ struct CrashTests {
         return repositoryRoot.appendingPathComponent(".build/debug/pass-sender")
     }
 
-    static func launch(url: AMQPURL, dataDirectory: String, gateway: String, log: URL, notify: Bool = false) throws -> Process {
+    static func launch(url: AMQPURL, dataDirectory: String, gateway: String, log: URL, notify: Bool = false,
+                       extra: [String: String] = [:]) throws -> Process {
         let process = Process()
         process.executableURL = binary
         var environment = ProcessInfo.processInfo.environment
@@ -33,6 +34,7 @@ struct CrashTests {
         environment["PASS_RETRY_DELAYS"] = "100ms"
         environment["HTTP_PORT"] = "0"
         environment["LOG_LEVEL"] = "warning"
+        environment.merge(extra) { _, new in new }
         process.environment = environment
         if !FileManager.default.fileExists(atPath: log.path) { FileManager.default.createFile(atPath: log.path, contents: nil) }
         let handle = try FileHandle(forWritingTo: log)

@@ -29,8 +29,8 @@ struct NoticeTests {
         return (n, BookingSnapshot(b))
     }
 
-    @Test func everyKindReachesExactlyTheContractsRecipients() async throws {
-        let (d, g, ledger, dir) = try DispatcherTests().make([])
+    @Test(arguments: LedgerKind.allCases) func everyKindReachesExactlyTheContractsRecipients(_ kind: LedgerKind) async throws {
+        let (d, g, ledger, dir) = try await DispatcherTests().make(on: kind, [])
         defer { try? FileManager.default.removeItem(at: dir) }
         let v1 = Self.booking([0, 1, 2])
         #expect(try await d.handle(event: .bookingConfirmed, booking: v1, previous: nil).delivered == [0, 1, 2])
@@ -71,8 +71,8 @@ struct NoticeTests {
     }
 
     /// Removed (told that the pass is void), then added again: a new pass.
-    @Test func someoneRemovedAndAddedAgainGetsANewPass() async throws {
-        let (d, g, _, dir) = try DispatcherTests().make([])
+    @Test(arguments: LedgerKind.allCases) func someoneRemovedAndAddedAgainGetsANewPass(_ kind: LedgerKind) async throws {
+        let (d, g, _, dir) = try await DispatcherTests().make(on: kind, [])
         defer { try? FileManager.default.removeItem(at: dir) }
         let v1 = Self.booking([0, 1])
         _ = try await d.handle(event: .bookingConfirmed, booking: v1, previous: nil)
@@ -83,8 +83,8 @@ struct NoticeTests {
         #expect(g.requests == [[0, 1], [1]])
     }
 
-    @Test func reorderingAndCaseDoNotSendTwice() async throws {
-        let (d, g, _, dir) = try DispatcherTests().make([])
+    @Test(arguments: LedgerKind.allCases) func reorderingAndCaseDoNotSendTwice(_ kind: LedgerKind) async throws {
+        let (d, g, _, dir) = try await DispatcherTests().make(on: kind, [])
         defer { try? FileManager.default.removeItem(at: dir) }
         let v1 = Self.booking([0, 1, 2])
         _ = try await d.handle(event: .bookingConfirmed, booking: v1, previous: nil)
@@ -99,8 +99,8 @@ struct NoticeTests {
 
     /// The retry of a `rescheduled` notice that comes back after a later
     /// cancellation is dropped: the cancellation is what holds now.
-    @Test func aNoticeOvertakenByANewerVersionIsDropped() async throws {
-        let (d, g, ledger, dir) = try DispatcherTests().make([.success, .transient(code: nil, text: "down"), .success, .success])
+    @Test(arguments: LedgerKind.allCases) func aNoticeOvertakenByANewerVersionIsDropped(_ kind: LedgerKind) async throws {
+        let (d, g, ledger, dir) = try await DispatcherTests().make(on: kind, [.success, .transient(code: nil, text: "down"), .success, .success])
         defer { try? FileManager.default.removeItem(at: dir) }
         let v1 = Self.booking([0])
         _ = try await d.handle(event: .bookingConfirmed, booking: v1, previous: nil)
@@ -122,8 +122,8 @@ struct NoticeTests {
     /// A reschedule in an approval room: the old pass holders hear that it
     /// moved, but the new pass waits for the approval; a rejection then
     /// tells those who were sent a pass.
-    @Test func pendingRescheduleTellsButSendsNoPassAndRejectionCancels() async throws {
-        let (d, g, _, dir) = try DispatcherTests().make([])
+    @Test(arguments: LedgerKind.allCases) func pendingRescheduleTellsButSendsNoPassAndRejectionCancels(_ kind: LedgerKind) async throws {
+        let (d, g, _, dir) = try await DispatcherTests().make(on: kind, [])
         defer { try? FileManager.default.removeItem(at: dir) }
         let v1 = Self.booking([0, 1])
         _ = try await d.handle(event: .bookingConfirmed, booking: v1, previous: nil)
@@ -139,8 +139,8 @@ struct NoticeTests {
         #expect(g.requests == [[0, 1]])
     }
 
-    @Test func cancelledGoesOnlyToThoseSentAPass() async throws {
-        let (d, g, _, dir) = try DispatcherTests().make([.rejected(code: 3000, text: "bad phone", index: 1)])
+    @Test(arguments: LedgerKind.allCases) func cancelledGoesOnlyToThoseSentAPass(_ kind: LedgerKind) async throws {
+        let (d, g, _, dir) = try await DispatcherTests().make(on: kind, [.rejected(code: 3000, text: "bad phone", index: 1)])
         defer { try? FileManager.default.removeItem(at: dir) }
         let v1 = Self.booking([0, 1, 2])
         #expect(try await d.handle(event: .bookingConfirmed, booking: v1, previous: nil).failed == [1])
@@ -155,8 +155,8 @@ struct NoticeTests {
 
     /// A notice given up on lands in `passes.failed` with its kind (key
     /// included); an operator retry of it sends it once.
-    @Test func failedNoticesCarryTheirKindAndOperatorsCanRetryThem() async throws {
-        let (d, g, ledger, dir) = try DispatcherTests().make([.success, .passFailed(index: 0, code: 4001, text: "mailbox full")],
+    @Test(arguments: LedgerKind.allCases) func failedNoticesCarryTheirKindAndOperatorsCanRetryThem(_ kind: LedgerKind) async throws {
+        let (d, g, ledger, dir) = try await DispatcherTests().make(on: kind, [.success, .passFailed(index: 0, code: 4001, text: "mailbox full")],
                                                              maxAttempts: 1)
         defer { try? FileManager.default.removeItem(at: dir) }
         let v1 = Self.booking([0, 1])

@@ -136,17 +136,18 @@ struct DispatcherTests {
                 version: version)
     }
 
-    func make(_ answers: [GatewayOutcome], maxAttempts: Int = 3) throws -> (PassDispatcher, ScriptedGateway, PassLedger, URL) {
+    func make(on kind: LedgerKind, _ answers: [GatewayOutcome], maxAttempts: Int = 3) async throws
+        -> (PassDispatcher, ScriptedGateway, PassLedger, URL) {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let ledger = try PassLedger(path: dir.appendingPathComponent("l.sqlite").path)
+        let ledger = try await kind.open(directory: dir)
         let gateway = ScriptedGateway(answers)
         let settings = PassSenderSettings(maxAttempts: maxAttempts, retryDelays: try RetryDelay.parseList("1s,5s"))
         return (PassDispatcher(ledger: ledger, gateway: gateway, settings: settings, logger: Logger(label: "t")), gateway, ledger, dir)
     }
 
-    @Test func failureIndexSplitsTheBatch() async throws {
-        let (d, g, ledger, dir) = try make([.passFailed(index: 1, code: 4001, text: "x")])
+    @Test(arguments: LedgerKind.allCases) func failureIndexSplitsTheBatch(_ kind: LedgerKind) async throws {
+        let (d, g, ledger, dir) = try await make(on: kind, [.passFailed(index: 1, code: 4001, text: "x")])
         defer { try? FileManager.default.removeItem(at: dir) }
         let b = Self.booking(attendees: 4)
         let s = try await d.handle(event: b)
@@ -165,8 +166,8 @@ struct DispatcherTests {
         #expect(g.requests.count == 3)
     }
 
-    @Test func lastAttemptGoesToPassesFailedAndMatchesTheSchemas() async throws {
-        let (d, _, ledger, dir) = try make([.transient(code: nil, text: "timeout"), .passFailed(index: 0, code: 4100, text: "full")],
+    @Test(arguments: LedgerKind.allCases) func lastAttemptGoesToPassesFailedAndMatchesTheSchemas(_ kind: LedgerKind) async throws {
+        let (d, _, ledger, dir) = try await make(on: kind, [.transient(code: nil, text: "timeout"), .passFailed(index: 0, code: 4100, text: "full")],
                                            maxAttempts: 2)
         defer { try? FileManager.default.removeItem(at: dir) }
         let b = Self.booking(attendees: 1)
@@ -186,7 +187,7 @@ struct DispatcherTests {
         try Data(failed.message.body).write(to: samples.appendingPathComponent("passes.failed.json"))
         let event = try #require(rows.first { $0.message.routingKey == EventType.passFailed.rawValue })
         try Data(event.message.body).write(to: samples.appendingPathComponent("pass.failed.json"))
-        let (d2, _, ledger2, dir2) = try make([])
+        let (d2, _, ledger2, dir2) = try await make(on: kind, [])
         defer { try? FileManager.default.removeItem(at: dir2) }
         _ = try await d2.handle(event: Self.booking(attendees: 1))
         let delivered = try #require(try await ledger2.unpublished().first { $0.message.routingKey == EventType.passDelivered.rawValue })
@@ -198,8 +199,8 @@ struct DispatcherTests {
         #expect(status == 0, "\(output)")
     }
 
-    @Test func cancelAndStaleVersionsDrop() async throws {
-        let (d, g, _, dir) = try make([.transient(code: nil, text: "down")])
+    @Test(arguments: LedgerKind.allCases) func cancelAndStaleVersionsDrop(_ kind: LedgerKind) async throws {
+        let (d, g, _, dir) = try await make(on: kind, [.transient(code: nil, text: "down")])
         defer { try? FileManager.default.removeItem(at: dir) }
         var b = Self.booking(version: 3, attendees: 2)
         _ = try await d.handle(event: b)
@@ -219,8 +220,8 @@ struct DispatcherTests {
     /// A reschedule in an approval room makes the booking pending again:
     /// its version is recorded (the old pass's retries are void) but no pass
     /// goes out until the approval's booking.confirmed.
-    @Test func aPendingRescheduleSendsNothingUntilConfirmedAgain() async throws {
-        let (d, g, _, dir) = try make([.success, .success])
+    @Test(arguments: LedgerKind.allCases) func aPendingRescheduleSendsNothingUntilConfirmedAgain(_ kind: LedgerKind) async throws {
+        let (d, g, _, dir) = try await make(on: kind, [.success, .success])
         defer { try? FileManager.default.removeItem(at: dir) }
         var b = Self.booking(version: 1, attendees: 1)
         #expect(try await d.handle(event: b).delivered == [0])
@@ -241,8 +242,8 @@ struct DispatcherTests {
         #expect(g.requests.count == 2)
     }
 
-    @Test func aRetryWithImpossibleCountsIsUnusableNotACrash() async throws {
-        let (d, g, _, dir) = try make([])
+    @Test(arguments: LedgerKind.allCases) func aRetryWithImpossibleCountsIsUnusableNotACrash(_ kind: LedgerKind) async throws {
+        let (d, g, _, dir) = try await make(on: kind, [])
         defer { try? FileManager.default.removeItem(at: dir) }
         let b = Self.booking(attendees: 2)
         for passes: [PassWork] in [[.init(attendeeIndex: 0, attempts: .max)], [.init(attendeeIndex: 0, attempts: -1)],
@@ -253,8 +254,8 @@ struct DispatcherTests {
         #expect(g.requests.isEmpty)
     }
 
-    @Test func operatorRetryOfADeliveredPassSendsNothing() async throws {
-        let (d, g, _, dir) = try make([.rejected(code: 3000, text: "bad", index: 1)])
+    @Test(arguments: LedgerKind.allCases) func operatorRetryOfADeliveredPassSendsNothing(_ kind: LedgerKind) async throws {
+        let (d, g, _, dir) = try await make(on: kind, [.rejected(code: 3000, text: "bad", index: 1)])
         defer { try? FileManager.default.removeItem(at: dir) }
         let b = Self.booking(attendees: 2)
         let s = try await d.handle(event: b)

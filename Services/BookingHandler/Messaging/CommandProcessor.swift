@@ -101,6 +101,11 @@ public struct CommandProcessor: Sendable {
         if case .replayBookings(let request) = decoded {
             return authorizeReplay(request)
         }
+        if let key = command.idempotencyKey, key.unicodeScalars.contains("\u{0}") {
+            // PostgreSQL's text cannot hold it; refused on every engine alike.
+            return .handled(.failure(.invalidField, "message_id (or the idempotency-key header) must not contain U+0000",
+                                     field: "message_id"), type: type, duplicate: false)
+        }
         let now = self.now()
         let requester = caller.name
         let key = command.idempotencyKey.map {

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import NIOCore
 import PostgresNIO
+import PostgresSupport
 import Synchronization
 
 /// The booking handler's store on PostgreSQL (postgres-nio), for several
@@ -45,7 +46,6 @@ public final class PostgresBookingStore: BookingStore {
     /// The write connection. Only touched on `writer`.
     private nonisolated(unsafe) var writeConnection: PostgresConnection?
     private let reader: ReadConnection
-    private static let connectionIDs = Atomic<Int>(0)
     /// Key text of the advisory lock that serialises writers (per schema).
     private let writeLockKey: String
 
@@ -104,10 +104,6 @@ public final class PostgresBookingStore: BookingStore {
         try? await connection?.close()
     }
 
-    static func nextConnectionID() -> Int {
-        connectionIDs.wrappingAdd(1, ordering: .relaxed).newValue
-    }
-
     // MARK: Writer
 
     /// The write connection, (re)connected when needed. On `writer` only.
@@ -116,7 +112,7 @@ public final class PostgresBookingStore: BookingStore {
         writeConnection = nil
         let connection = try PostgresConnection.connect(
             on: PostgresConnection.defaultEventLoopGroup.any(), configuration: configuration,
-            id: Self.nextConnectionID(), logger: logger).wait()
+            id: PostgresConnection.nextID(), logger: logger).wait()
         writeConnection = connection
         return connection
     }
@@ -141,7 +137,7 @@ public final class PostgresBookingStore: BookingStore {
             try connection.run("SET LOCAL lock_timeout = '20s'", logger)
             try connection.run("SELECT pg_advisory_xact_lock(hashtext(\(writeLockKey)))", logger)
             let result = try body()
-            try connection.run("COMMIT", logger)
+            try connection.commit(logger)
             return result
         } catch {
             _ = try? connection.run("ROLLBACK", logger)
@@ -212,24 +208,8 @@ public final class PostgresBookingStore: BookingStore {
         PostgresConnection.closeInBackground(connection)
     }
 
-    /// Whether `error` says the connection is unusable (as opposed to a
-    /// statement the server refused).
-    static func isConnectionFailure(_ error: any Error) -> Bool {
-        if error is PostgresConnectionGone { return true }
-        guard let error = error as? PSQLError else { return false }
-        return error.code != .server
-    }
-
-    /// An error for the log: the SQLSTATE and message of a server error
-    /// (postgres-nio's own description hides both), never the statement's
-    /// parameters (they can hold personal data).
-    static func describe(_ error: any Error) -> String {
-        guard let error = error as? PSQLError else { return "\(error)" }
-        if let state = error.serverInfo?[.sqlState] {
-            return "SQLSTATE \(state): \(error.serverInfo?[.message] ?? "")"
-        }
-        return "PSQLError \(error.code)"
-    }
+    static func isConnectionFailure(_ error: any Error) -> Bool { PostgresFailure.isConnectionFailure(error) }
+    static func describe(_ error: any Error) -> String { PostgresFailure.describe(error) }
 
     private static func run(_ job: StoreJob, _ tx: PostgresTransaction) throws -> Outcome {
         let connection = tx.connection
@@ -402,137 +382,25 @@ public final class PostgresBookingStore: BookingStore {
 
     public func prune(olderThan age: TimeInterval) async throws {
         let cutoff = Date().timeIntervalSince1970 - age
-        _ = try await reader.rows("DELETE FROM outbox WHERE publishedAt IS NOT NULL AND publishedAt < \(cutoff)")
-        _ = try await reader.rows("DELETE FROM inbox WHERE createdAt < \(cutoff)")
-        _ = try await reader.rows("""
-            DELETE FROM booking_version WHERE until IS NOT NULL AND supersededAt < \(Date().timeIntervalSince1970 - StoreRules.cursorLifetime)
-            """)
-    }
-}
-
-/// The read connection: connected on first use and again after it closed.
-/// postgres-nio queues concurrent queries on one connection.
-actor ReadConnection {
-    private let configuration: PostgresConnection.Configuration
-    private let logger: Logger
-    private var connection: PostgresConnection?
-
-    init(configuration: PostgresConnection.Configuration, logger: Logger) {
-        self.configuration = configuration
-        self.logger = logger
-    }
-
-    /// A connect in progress, shared by every caller that needs the
-    /// connection meanwhile (an actor method may interleave at `await`:
-    /// without this, two callers connected twice and one connection leaked).
-    private var connecting: Task<PostgresConnection, any Error>?
-    private var closed = false
-
-    private func get() async throws -> PostgresConnection {
-        if closed { throw PostgresConnectionGone(reason: "the store was closed") }
-        if let connection, !connection.isClosed { return connection }
-        if let connecting { return try await connecting.value }
-        if let stale = connection {
-            connection = nil
-            PostgresConnection.closeInBackground(stale)
-        }
-        let configuration = self.configuration, logger = self.logger
-        let task = Task {
-            try await PostgresConnection.connect(
-                on: PostgresConnection.defaultEventLoopGroup.any(), configuration: configuration,
-                id: PostgresBookingStore.nextConnectionID(), logger: logger)
-        }
-        connecting = task
-        defer { connecting = nil }
-        let fresh = try await task.value
-        if closed {
-            PostgresConnection.closeInBackground(fresh)
-            throw PostgresConnectionGone(reason: "the store was closed")
-        }
-        connection = fresh
-        return fresh
+        let cursorCutoff = Date().timeIntervalSince1970 - StoreRules.cursorLifetime
+        // In batches: one DELETE of a large backlog (a first prune after
+        // months, a long outage) would hold its locks for as long and could
+        // outlast the statement timeout, failing every prune after it.
+        let size = Self.pruneBatch
+        while try await reader.rows("""
+            DELETE FROM outbox WHERE ctid IN (SELECT ctid FROM outbox WHERE publishedAt IS NOT NULL AND publishedAt < \(cutoff)
+                                              LIMIT \(size)) RETURNING 1
+            """).count == size {}
+        while try await reader.rows("""
+            DELETE FROM inbox WHERE ctid IN (SELECT ctid FROM inbox WHERE createdAt < \(cutoff) LIMIT \(size)) RETURNING 1
+            """).count == size {}
+        while try await reader.rows("""
+            DELETE FROM booking_version WHERE ctid IN (SELECT ctid FROM booking_version
+                                                       WHERE until IS NOT NULL AND supersededAt < \(cursorCutoff) LIMIT \(size))
+            RETURNING 1
+            """).count == size {}
     }
 
-    /// Runs `query` (autocommit) and collects its rows.
-    func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
-        try await get().rows(query, logger).get()
-    }
-
-    func close() async {
-        closed = true
-        try? await connection?.close()
-        connection = nil
-    }
-
-    deinit {
-        if let connection { PostgresConnection.closeInBackground(connection) }
-    }
-}
-
-extension PostgresConnection {
-    /// Closes `connection` without waiting, keeping it alive until closed
-    /// (postgres-nio asserts that no open connection is deallocated).
-    static func closeInBackground(_ connection: PostgresConnection) {
-        let closing: EventLoopFuture<Void> = connection.close()
-        closing.whenComplete { _ in withExtendedLifetime(connection) {} }
-    }
-
-    /// Runs `query` and waits for all its rows. Blocks the calling thread:
-    /// only for the store's writer queue, never an event loop or the pool.
-    @discardableResult
-    func run(_ query: PostgresQuery, _ logger: Logger) throws -> [PostgresRow] {
-        try rows(query, logger).wait()
-    }
-
-    /// How long one statement may take before the store gives up on its
-    /// connection. Statements here take milliseconds; the limit is for a
-    /// connection that died under a statement (see ``rows(_:_:)``).
-    static let statementTimeout: TimeAmount = .seconds(30)
-
-    /// `query`'s rows, failing instead of waiting forever on a connection
-    /// that is gone: postgres-nio drops a query written to a channel that
-    /// has just closed without completing it (seen when PostgreSQL restarts
-    /// under an open transaction: the `ROLLBACK TO SAVEPOINT` after the
-    /// failure never answered), so a closed connection is refused up front
-    /// and a statement that gets no answer times out.
-    func rows(_ query: PostgresQuery, _ logger: Logger) -> EventLoopFuture<[PostgresRow]> {
-        let loop = eventLoop
-        guard !isClosed else { return loop.makeFailedFuture(PostgresConnectionGone(reason: "the connection is closed")) }
-        let promise = loop.makePromise(of: [PostgresRow].self)
-        let once = CompletionFlag()
-        let timer = loop.scheduleTask(in: Self.statementTimeout) {
-            if once.claim() {
-                // Closed before the failure is seen: whoever handles it must
-                // find the connection closed, not send it a ROLLBACK.
-                PostgresConnection.closeInBackground(self)
-                promise.fail(PostgresConnectionGone(reason: "no answer within \(Self.statementTimeout.nanoseconds / 1_000_000_000) s"))
-            }
-        }
-        let future: EventLoopFuture<PostgresQueryResult> = self.query(query, logger: logger)
-        future.whenComplete { result in
-            timer.cancel()
-            if once.claim() { promise.completeWith(result.map(\.rows)) }
-        }
-        return promise.futureResult
-    }
-}
-
-/// A statement the store sent got no answer because its connection is
-/// gone; the next statement connects again.
-struct PostgresConnectionGone: Error, CustomStringConvertible {
-    let reason: String
-    var description: String { "PostgreSQL connection gone: \(reason)" }
-}
-
-/// Set once, by whichever of two callbacks comes first.
-private final class CompletionFlag: Sendable {
-    private let done = Mutex(false)
-
-    /// True for the first caller only.
-    func claim() -> Bool {
-        done.withLock { done in
-            defer { done = true }
-            return !done
-        }
-    }
+    /// Rows one prune statement deletes at most.
+    static let pruneBatch = 5_000
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import PostgresSupport
 
 /// The PostgreSQL schema of the booking handler and its migrations: the
 /// whole schema the SQLite store reached through its migrations v1–v5,
@@ -118,7 +119,7 @@ enum PostgresSchema {
                     """, logger)
                 logger.notice("PostgreSQL schema migrated", metadata: ["migration": "\(migration.name)", "database": "\(settings)"])
             }
-            try connection.run("COMMIT", logger)
+            try connection.commit(logger)
         } catch {
             _ = try? connection.run("ROLLBACK", logger)
             throw error

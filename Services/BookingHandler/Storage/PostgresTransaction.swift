@@ -2,6 +2,7 @@ import BookingContracts
 import Foundation
 import Logging
 import PostgresNIO
+import PostgresSupport
 
 /// ``StoreTransaction`` on a PostgreSQL write transaction: the same
 /// statements as ``SQLiteTransaction``, with JSON stored as text (the

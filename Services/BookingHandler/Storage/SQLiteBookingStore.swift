@@ -23,6 +23,9 @@ public final class SQLiteBookingStore: BookingStore {
 
     /// Opens (creating and migrating as needed) the database at `path`.
     /// `insertLease` and `committedCapacity` are for tests.
+    /// GRDB closes the pool when the store is released.
+    public func close() async {}
+
     public init(path: String, insertLease: TimeInterval = 5, committedCapacity: Int = 10_000) throws {
         handOver = OutboxHandOver(insertLease: insertLease, capacity: committedCapacity)
         var configuration = Configuration()

@@ -24,6 +24,9 @@ import Foundation
 /// - **Readers see commit order.** `booking_version.seq` grows in commit
 ///   order, which the snapshot rule of `booking.list` cursors needs.
 public protocol BookingStore: Sendable {
+    /// Closes the store's connections (PostgreSQL); nothing for SQLite.
+    func close() async
+
     /// Runs a command: when `key` is already in the inbox (in the sender's
     /// scope), returns its stored reply — or 1009 when the sender used it
     /// for a different command — and does nothing else; otherwise runs

@@ -7,7 +7,11 @@
 ///
 /// With several endpoints (the nodes of a cluster) each failed attempt moves
 /// to the next one at once; the back-off delay applies only after a whole
-/// round has failed, and start-up gives up only at the end of a round. A lost
+/// round has failed, and start-up gives up only at the end of a round. At
+/// start-up a refusal (bad credentials, no such vhost) fails at once with
+/// one endpoint; with several it does only when every node of a round
+/// refused — one node may be refusing while it boots or leaves the cluster,
+/// and the next may let us in. A lost
 /// connection moves to the next endpoint too: the node it was on is the one
 /// most likely to be down.
 struct ConnectionStateMachine {
@@ -38,6 +42,8 @@ struct ConnectionStateMachine {
     private(set) var endpoint = 0
     /// Failed attempts since the last success or the end of the last round.
     private var failedThisRound = 0
+    /// Of those, refusals (errors waiting will not fix on that node).
+    private var refusedThisRound = 0
 
     init(backoff: Backoff, now: UInt64, initialConnectTimeoutSeconds: Double, endpointCount: Int = 1) {
         self.backoff = backoff
@@ -52,23 +58,27 @@ struct ConnectionStateMachine {
         state = .connected
         hasConnected = true
         failedThisRound = 0
+        refusedThisRound = 0
     }
 
     /// A connect attempt failed with `error`.
     mutating func connectFailed(_ error: AMQPError, now: UInt64, random: Double = .random(in: 0..<1)) -> ConnectFailureAction {
         guard case .connecting(let attempt) = state else { return .failStartup }
+        // At start-up only broker unavailability is worth waiting for;
+        // wrong credentials or URL will not fix themselves.
+        let waitable = error.code == .connectionFailed || error.code == .connectionLost
         failedThisRound += 1
+        if !waitable { refusedThisRound += 1 }
         let roundOver = failedThisRound >= endpointCount
-        if roundOver { failedThisRound = 0 }
+        let everyNodeRefused = roundOver && refusedThisRound >= endpointCount
+        if roundOver {
+            failedThisRound = 0
+            refusedThisRound = 0
+        }
         endpoint = (endpoint + 1) % endpointCount
-        if !hasConnected {
-            // At start-up only broker unavailability is worth waiting for;
-            // wrong credentials or URL will not fix themselves.
-            let waitable = error.code == .connectionFailed || error.code == .connectionLost
-            if !waitable || (roundOver && now &- startedAt >= initialConnectTimeoutNanos) {
-                state = .closed
-                return .failStartup
-            }
+        if !hasConnected && (everyNodeRefused || (roundOver && now &- startedAt >= initialConnectTimeoutNanos)) {
+            state = .closed
+            return .failStartup
         }
         guard roundOver else {
             // Another node may be up: try it now.
@@ -85,6 +95,7 @@ struct ConnectionStateMachine {
         guard state == .connected else { return nil }
         endpoint = (endpoint + 1) % endpointCount
         failedThisRound = 0
+        refusedThisRound = 0
         let until = now + UInt64(backoff.delay(attempt: 0, random: random) * 1e9)
         state = .waitingToReconnect(attempt: 1, until: until)
         return until

@@ -82,7 +82,7 @@ public struct PostgresSettings: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// The connection configuration postgres-nio takes.
-    func connectionConfiguration() throws -> PostgresConnection.Configuration {
+    public func connectionConfiguration() throws -> PostgresConnection.Configuration {
         let nioTLS: PostgresConnection.Configuration.TLS
         switch tls {
         case .disable:

@@ -1,6 +1,5 @@
 import BookingContracts
 import Foundation
-import GRDB
 
 /// Admission: what a booking event or retry message claims (see docs/pass-sender.md, "Kinds" and "Delivery and the ledger").
 extension PassLedger {
@@ -21,21 +20,24 @@ extension PassLedger {
     ///   left alone unless it is `attempting` (a previous process died
     ///   sending it). Passes only for a confirmed booking.
     public func admit(event type: EventType, booking: Booking, previous: BookingSnapshot?) async throws -> Admission {
-        try await pool.write { db in
-            let now = Date().timeIntervalSince1970
+        let claimer = Claimer(owner: owner, lease: claimLease)
+        return try await database.write(lockKey: booking.id) { db in
+            let now = claimer.now
             let isEnd = type == .bookingCancelled || type == .bookingRejected
-            let row = try Row.fetchOne(db, sql: "SELECT latestVersion, cancelled, timesVersion FROM booking WHERE id = ?",
-                                       arguments: [booking.id])
-            let latest: Int = row?["latestVersion"] ?? 0
-            if let row, row["cancelled"] as Bool, !(isEnd && latest == booking.version) { return .dropped(.cancelled) }
+            let row = try db.row("SELECT latestVersion, cancelled, timesVersion FROM booking WHERE id = ?", booking.id)
+            let latest = row?.int("latestVersion") ?? 0
+            if let row, row.bool("cancelled") == true, !(isEnd && latest == booking.version) { return .dropped(.cancelled) }
             if latest > booking.version { return .dropped(.stale) }
-            var timesVersion: Int = row?["timesVersion"] ?? 0
+            var timesVersion = row?.int("timesVersion") ?? 0
             if type == .bookingConfirmed || type == .bookingRescheduled || timesVersion == 0 { timesVersion = booking.version }
-            try db.execute(sql: """
+            // `OR` of two booleans: SQLite's integers and PostgreSQL's
+            // booleans alike (a cancellation is for ever).
+            try db.execute("""
                 INSERT INTO booking (id, latestVersion, cancelled, timesVersion, updatedAt) VALUES (?, ?, ?, ?, ?)
-                ON CONFLICT(id) DO UPDATE SET latestVersion = excluded.latestVersion, cancelled = max(cancelled, excluded.cancelled),
+                ON CONFLICT(id) DO UPDATE SET latestVersion = excluded.latestVersion,
+                                              cancelled = (booking.cancelled OR excluded.cancelled),
                                               timesVersion = excluded.timesVersion, updatedAt = excluded.updatedAt
-                """, arguments: [booking.id, booking.version, isEnd, timesVersion, now])
+                """, booking.id, booking.version, isEnd, timesVersion, now)
             try Self.storeSnapshot(db, booking, previous)
             try Self.storeOccurrence(db, booking)
             try Self.supersede(db, bookingId: booking.id, below: booking.version)
@@ -45,7 +47,7 @@ extension PassLedger {
             func claim(_ kind: NoticeKind, where wanted: (Attendee) throws -> Bool) throws {
                 let list = NoticeJob.recipients(kind, booking, previous)
                 let indexes = try list.indices.filter { try wanted(list[$0]) }
-                let work = try Self.claim(db, booking: booking, kind: kind, recipients: list, indexes: indexes, now: now)
+                let work = try Self.claim(db, booking: booking, kind: kind, recipients: list, indexes: indexes, claimer: claimer)
                 jobs.append(NoticeJob(kind: kind, booking: booking, previous: previous, work: work))
             }
             let everHeld = try Self.passHolders(db, bookingId: booking.id, from: 0, below: .max)
@@ -92,22 +94,21 @@ extension PassLedger {
     /// claimed. Dropped when a newer version of the booking is known, or,
     /// except for `cancelled` notices, when it was cancelled.
     public func admit(retry message: PassRetryMessage) async throws -> Admission {
-        try await pool.write { db in
-            let now = Date().timeIntervalSince1970
+        let claimer = Claimer(owner: owner, lease: claimLease)
+        return try await database.write(lockKey: message.bookingId) { db in
+            let now = claimer.now
             let kind = message.noticeKind
-            let bookingRow = try Row.fetchOne(db, sql: "SELECT latestVersion, cancelled FROM booking WHERE id = ?",
-                                              arguments: [message.bookingId])
+            let bookingRow = try db.row("SELECT latestVersion, cancelled FROM booking WHERE id = ?", message.bookingId)
             if let bookingRow {
-                if bookingRow["cancelled"] as Bool && kind != .cancelled { return .dropped(.cancelled) }
-                if (bookingRow["latestVersion"] as Int) > message.version { return .dropped(.stale) }
+                if bookingRow.bool("cancelled") == true && kind != .cancelled { return .dropped(.cancelled) }
+                if (bookingRow.int("latestVersion") ?? 0) > message.version { return .dropped(.stale) }
             }
             var booking = message.booking
             var previous = message.previous
-            if booking == nil, let row = try Row.fetchOne(
-                db, sql: "SELECT json, previous FROM snapshot WHERE bookingId = ? AND version = ?",
-                arguments: [message.bookingId, message.version]) {
-                booking = try? ContractJSON.decode(Booking.self, from: row["json"] as Data)
-                if previous == nil, let data = row["previous"] as Data? {
+            if booking == nil, let row = try db.row("SELECT json, previous FROM snapshot WHERE bookingId = ? AND version = ?",
+                                                    message.bookingId, message.version) {
+                booking = try? ContractJSON.decode(Booking.self, from: row.data("json") ?? Data())
+                if previous == nil, let data = row.data("previous") {
                     previous = try? ContractJSON.decode(BookingSnapshot.self, from: data)
                 }
             }
@@ -118,9 +119,9 @@ extension PassLedger {
                 throw UnusableMessage(description: "a \(kind.rawValue) retry of booking \(booking.id) v\(booking.version) without the booking's previous state")
             }
             if bookingRow == nil {
-                try db.execute(sql: """
+                try db.execute("""
                     INSERT INTO booking (id, latestVersion, cancelled, timesVersion, updatedAt) VALUES (?, ?, ?, ?, ?)
-                    """, arguments: [booking.id, booking.version, kind == .cancelled, booking.version, now])
+                    """, booking.id, booking.version, kind == .cancelled, booking.version, now)
             }
             // Untrusted counts: an attempt count past any PASS_MAX_ATTEMPTS
             // (1...100) would overflow or dodge the limit, a repeated index
@@ -147,38 +148,45 @@ extension PassLedger {
                     if let existing {
                         guard existing.status == .scheduled || existing.status == .attempting,
                               existing.attempts == p.attempts else { continue }
+                        if existing.status == .attempting { try claimer.mayTakeOver(existing) }
                         try Self.setStatus(db, key, .attempting, now: now)
+                        try claimer.stamp(db, key)
                         work.append(Self.work(existing, index: p.attendeeIndex))
                     } else {
-                        try db.execute(sql: """
+                        try db.execute("""
                             INSERT INTO notice (bookingId, version, kind, email, attendeeIndex, status, attempts, firstFailureAt,
-                                                lastFailureAt, lastErrorCode, lastErrorText, updatedAt)
-                            VALUES (?, ?, ?, ?, ?, 'attempting', ?, ?, ?, ?, ?, ?)
-                            """, arguments: [booking.id, booking.version, kind.rawValue, email, p.attendeeIndex, p.attempts,
-                                             p.firstFailureAt, p.lastFailureAt, p.lastErrorCode, p.lastErrorText, now])
+                                                lastFailureAt, lastErrorCode, lastErrorText, updatedAt, claimedBy, leaseUntil)
+                            VALUES (?, ?, ?, ?, ?, 'attempting', ?, ?, ?, ?, ?, ?, ?, ?)
+                            """, booking.id, booking.version, kind.rawValue, email, p.attendeeIndex, p.attempts,
+                            p.firstFailureAt, p.lastFailureAt, p.lastErrorCode, p.lastErrorText, now, claimer.owner, claimer.until)
                         work.append(p)
                     }
                 case .operator:
                     let token = message.retryToken ?? ""
                     if let existing {
-                        let storedToken = try String.fetchOne(
-                            db, sql: "SELECT retryToken FROM notice WHERE bookingId = ? AND version = ? AND kind = ? AND email = ?",
-                            arguments: key.arguments)
+                        let storedToken = try db.rows(
+                            "SELECT retryToken FROM notice WHERE bookingId = ? AND version = ? AND kind = ? AND email = ?",
+                            key.arguments).first?.string("retryToken")
                         if existing.status == .failed && (token.isEmpty || storedToken != token) {
-                            try db.execute(sql: """
+                            try db.execute("""
                                 UPDATE notice SET status = 'attempting', attempts = 0, firstFailureAt = NULL, lastFailureAt = NULL,
                                        lastErrorCode = NULL, lastErrorText = NULL, retryToken = ?, updatedAt = ?
                                 WHERE bookingId = ? AND version = ? AND kind = ? AND email = ?
-                                """, arguments: [token, now] + key.arguments)
+                                """, [.text(token), .double(now)] + key.arguments)
+                            try claimer.stamp(db, key)
                             work.append(PassWork(attendeeIndex: p.attendeeIndex, attempts: 0))
                         } else if existing.status == .attempting && !token.isEmpty && storedToken == token {
+                            try claimer.mayTakeOver(existing)
+                            try claimer.stamp(db, key)
                             work.append(Self.work(existing, index: p.attendeeIndex))
                         }
                     } else {
-                        try db.execute(sql: """
-                            INSERT INTO notice (bookingId, version, kind, email, attendeeIndex, status, attempts, retryToken, updatedAt)
-                            VALUES (?, ?, ?, ?, ?, 'attempting', 0, ?, ?)
-                            """, arguments: [booking.id, booking.version, kind.rawValue, email, p.attendeeIndex, token, now])
+                        try db.execute("""
+                            INSERT INTO notice (bookingId, version, kind, email, attendeeIndex, status, attempts, retryToken, updatedAt,
+                                                claimedBy, leaseUntil)
+                            VALUES (?, ?, ?, ?, ?, 'attempting', 0, ?, ?, ?, ?)
+                            """, booking.id, booking.version, kind.rawValue, email, p.attendeeIndex, token, now,
+                            claimer.owner, claimer.until)
                         work.append(PassWork(attendeeIndex: p.attendeeIndex, attempts: 0))
                     }
                 }
@@ -190,8 +198,8 @@ extension PassLedger {
     /// Claims `indexes` of `recipients` for `kind` at the booking's version:
     /// a new row as `attempting`, or an `attempting` row of a process that
     /// died; anything else is someone else's (or done).
-    static func claim(_ db: Database, booking: Booking, kind: NoticeKind, recipients: [Attendee], indexes: [Int],
-                              now: Double) throws -> [PassWork] {
+    static func claim(_ db: any LedgerSQL, booking: Booking, kind: NoticeKind, recipients: [Attendee], indexes: [Int],
+                      claimer: Claimer) throws -> [PassWork] {
         var work: [PassWork] = []
         var seen = Set<String>()
         for index in indexes {
@@ -200,12 +208,16 @@ extension PassLedger {
             guard seen.insert(email).inserted else { continue }
             let key = RowKey(bookingId: booking.id, version: booking.version, kind: kind, email: email)
             if let existing = try row(db, key) {
-                if existing.status == .attempting { work.append(self.work(existing, index: index)) }
+                if existing.status == .attempting {
+                    try claimer.mayTakeOver(existing)
+                    try claimer.stamp(db, key)
+                    work.append(self.work(existing, index: index))
+                }
             } else {
-                try db.execute(sql: """
-                    INSERT INTO notice (bookingId, version, kind, email, attendeeIndex, status, attempts, updatedAt)
-                    VALUES (?, ?, ?, ?, ?, 'attempting', 0, ?)
-                    """, arguments: [booking.id, booking.version, kind.rawValue, email, index, now])
+                try db.execute("""
+                    INSERT INTO notice (bookingId, version, kind, email, attendeeIndex, status, attempts, updatedAt, claimedBy, leaseUntil)
+                    VALUES (?, ?, ?, ?, ?, 'attempting', 0, ?, ?, ?)
+                    """, booking.id, booking.version, kind.rawValue, email, index, claimer.now, claimer.owner, claimer.until)
                 work.append(PassWork(attendeeIndex: index, attempts: 0))
             }
         }
@@ -215,13 +227,42 @@ extension PassLedger {
     /// Normalised e-mails with a delivered pass of a version in `from..<below`;
     /// with `unlessRemovedSince`, not counting a pass that a later `removed`
     /// notice (sent or still to be sent) declared void.
-    static func passHolders(_ db: Database, bookingId: String, from: Int, below: Int,
-                                    unlessRemovedSince: Bool = false) throws -> Set<String> {
-        Set(try String.fetchAll(db, sql: """
+    static func passHolders(_ db: any LedgerSQL, bookingId: String, from: Int, below: Int,
+                            unlessRemovedSince: Bool = false) throws -> Set<String> {
+        Set(try db.rows("""
             SELECT p.email FROM notice p
             WHERE p.bookingId = ? AND p.kind = 'pass' AND p.status = 'delivered' AND p.version >= ? AND p.version < ?
               AND NOT (? AND EXISTS (SELECT 1 FROM notice r WHERE r.bookingId = p.bookingId AND r.email = p.email
                                      AND r.kind = 'removed' AND r.version > p.version AND r.status != 'dropped'))
-            """, arguments: [bookingId, from, below, unlessRemovedSince]))
+            """, bookingId, from, below, unlessRemovedSince).compactMap { $0.string("email") })
+    }
+}
+
+/// Who claims rows in one admission, and until when (see ``PassLedger``,
+/// "Several instances on one ledger").
+struct Claimer: Sendable {
+    let owner: String
+    let now: Double
+    let until: Double
+
+    init(owner: String, lease: TimeInterval) {
+        self.owner = owner
+        now = Date().timeIntervalSince1970
+        until = now + lease
+    }
+
+    /// Throws ``PassLedger/ClaimHeld`` when `existing` (an `attempting` row)
+    /// is another instance's claim whose lease still runs. Rows of this
+    /// process, rows claimed before claims were recorded, and rows whose
+    /// claimer let the lease run out (it died) may be taken over.
+    func mayTakeOver(_ existing: PassRecord) throws {
+        guard let by = existing.claimedBy, by != owner, let lease = existing.leaseUntil, lease > now else { return }
+        throw PassLedger.ClaimHeld(bookingId: existing.bookingId, until: Date(timeIntervalSince1970: lease))
+    }
+
+    /// Marks the row as this instance's claim.
+    func stamp(_ db: any LedgerSQL, _ key: PassLedger.RowKey) throws {
+        try db.execute("UPDATE notice SET claimedBy = ?, leaseUntil = ? WHERE bookingId = ? AND version = ? AND kind = ? AND email = ?",
+                       [.text(owner), .double(until)] + key.arguments)
     }
 }

@@ -76,3 +76,15 @@ enum LedgerMigrationV3 {
         }
     }
 }
+
+/// The ledger's fourth schema: who claimed an `attempting` row and until
+/// when, so instances sharing a ledger tell a live sender's claim (wait)
+/// from a dead one's (take over) — see ``PassLedger/claimLease``.
+enum LedgerMigrationV4 {
+    static func migrate(_ db: Database) throws {
+        try db.alter(table: "notice") { t in
+            t.add(column: "claimedBy", .text)
+            t.add(column: "leaseUntil", .double)
+        }
+    }
+}

@@ -1,0 +1,256 @@
+import AMQPClient
+import BookingContracts
+import Foundation
+import ServiceSupport
+
+/// The delivery ledger: SQLite in `$DATA_DIR/pass-sender.sqlite` (one
+/// host), or PostgreSQL (`DATABASE_URL`, instances on several hosts).
+///
+/// It records, per booking, the newest version seen, whether it was
+/// cancelled and since which version its times hold (column `timesVersion`);
+/// per (booking, version, kind, normalised e-mail) the status and attempts
+/// of one pass or notice — so nobody hears the same thing twice however
+/// the attendees are re-ordered; the booking snapshot (and its `previous`)
+/// of every version (operator retries need it); and an outbox of
+/// follow-up messages (retries, `passes.failed`, `pass.*` events) written
+/// in the same transaction as the statuses they follow from.
+///
+/// **Several instances on one ledger.** A claimed row (`attempting`) names
+/// its claimer (``owner``, one per process start) and a lease, renewed with
+/// every gateway answer recorded. Another instance finding such a row
+/// waits while the lease runs (``ClaimHeld``) — the claimer is alive and
+/// sending — and takes the row over once it has run out (the claimer died:
+/// the documented crash window, docs/pass-sender.md).
+public final class PassLedger: Sendable {
+    let database: any LedgerDatabase
+    /// Who claims rows: a fresh id per process start.
+    public let owner: String
+    /// How long a claim holds without a recorded gateway answer.
+    public let claimLease: TimeInterval
+
+    /// Opens (creating and migrating as needed) the SQLite ledger at `path`.
+    public convenience init(path: String, claimLease: TimeInterval = PassLedger.defaultClaimLease) throws {
+        self.init(database: try SQLiteLedgerDatabase(path: path), claimLease: claimLease)
+    }
+
+    /// A ledger in `database`.
+    public init(database: any LedgerDatabase, claimLease: TimeInterval = PassLedger.defaultClaimLease) {
+        self.database = database
+        self.claimLease = claimLease
+        owner = UUID().uuidString
+    }
+
+    /// Twice the default gateway timeout plus a margin.
+    public static let defaultClaimLease: TimeInterval = 50
+
+    /// Thrown inside an admission when a row it would claim is `attempting`
+    /// under another instance's unexpired lease: that instance is sending
+    /// it now. Nothing of the admission is kept; try again after `until`
+    /// (or sooner: the claimer may finish first).
+    public struct ClaimHeld: Error, CustomStringConvertible {
+        public let bookingId: String
+        public let until: Date
+        public var description: String { "booking \(bookingId): another instance is sending to these recipients until \(until)" }
+    }
+
+    /// Closes the database's connections.
+    public func close() async {
+        await database.close()
+    }
+
+    /// How the ledger compares e-mail addresses: the whole address,
+    /// trimmed, without regard to case (as the handler's booking queries).
+    public static func normalised(_ email: String) -> String {
+        email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+    }
+
+    // MARK: Results
+
+    /// Records the result of one gateway call in one transaction: delivered
+    /// rows, failed ones (scheduled again or given up), and the messages
+    /// that follow from it. Rows are named by normalised e-mail. Renews
+    /// this instance's lease on the version's rows it is still sending.
+    public func record(bookingId: String, version: Int, kind: NoticeKind = .pass, delivered: [String], deliveredAt: String,
+                       failures: [FailureUpdate], outbox: [OutboxMessage]) async throws {
+        let owner = self.owner, lease = claimLease
+        try await database.write(lockKey: bookingId) { db in
+            let now = Date().timeIntervalSince1970
+            for email in delivered {
+                try db.execute("""
+                    UPDATE notice SET status = 'delivered', deliveredAt = ?, updatedAt = ?
+                    WHERE bookingId = ? AND version = ? AND kind = ? AND email = ?
+                    """, deliveredAt, now, bookingId, version, kind.rawValue, email)
+            }
+            for f in failures {
+                try db.execute("""
+                    UPDATE notice SET status = ?, attempts = ?, firstFailureAt = ?, lastFailureAt = ?, lastErrorCode = ?,
+                           lastErrorText = ?, updatedAt = ?
+                    WHERE bookingId = ? AND version = ? AND kind = ? AND email = ?
+                    """, f.status.rawValue, f.attempts, f.firstFailureAt, f.lastFailureAt, f.lastErrorCode,
+                    f.lastErrorText, now, bookingId, version, kind.rawValue, f.email)
+            }
+            try db.execute("""
+                UPDATE notice SET leaseUntil = ? WHERE bookingId = ? AND version = ? AND status = 'attempting' AND claimedBy = ?
+                """, now + lease, bookingId, version, owner)
+            let encoder = JSONEncoder()
+            for m in outbox {
+                try db.execute("""
+                    INSERT INTO outbox (bookingId, exchange, routingKey, messageId, type, body, headers, createdAt)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    """, bookingId, m.exchange, m.routingKey, m.messageID, m.type, Data(m.body),
+                    try encoder.encode(m.headers), now)
+            }
+        }
+    }
+
+    /// Outbox messages not yet confirmed by the broker, oldest first: of one
+    /// booking, or of all (at start-up).
+    public func unpublished(bookingId: String? = nil, limit: Int = 1000) async throws -> [OutboxRow] {
+        try await database.read { db in
+            let rows: [SQLRow]
+            if let bookingId {
+                rows = try db.rows("SELECT * FROM outbox WHERE bookingId = ? AND publishedAt IS NULL ORDER BY id LIMIT ?",
+                                   bookingId, limit)
+            } else {
+                rows = try db.rows("SELECT * FROM outbox WHERE publishedAt IS NULL ORDER BY id LIMIT ?", limit)
+            }
+            let decoder = JSONDecoder()
+            return try rows.map { row in
+                var message = OutboxMessage(exchange: row.string("exchange") ?? "", routingKey: row.string("routingKey") ?? "",
+                                            messageID: row.string("messageId") ?? "", type: row.string("type") ?? "",
+                                            body: [UInt8](row.data("body") ?? Data()))
+                message.headers = try decoder.decode([String: OutboxMessage.HeaderValue].self, from: row.data("headers") ?? Data())
+                return OutboxRow(id: Int64(row.int("id") ?? 0), message: message)
+            }
+        }
+    }
+
+    /// Marks outbox rows as published (confirmed by the broker).
+    public func markPublished(_ ids: [Int64]) async throws {
+        guard !ids.isEmpty else { return }
+        try await database.write(lockKey: nil) { db in
+            let now = Date().timeIntervalSince1970
+            for id in ids {
+                try db.execute("UPDATE outbox SET publishedAt = ? WHERE id = ?", now, id)
+            }
+        }
+    }
+
+    /// Deletes outbox rows published more than `age` seconds ago; returns how many.
+    @discardableResult
+    public func prunePublished(olderThan age: TimeInterval) async throws -> Int {
+        try await database.write(lockKey: nil) { db in
+            try db.rows("DELETE FROM outbox WHERE publishedAt IS NOT NULL AND publishedAt < ? RETURNING id",
+                        Date().timeIntervalSince1970 - age).count
+        }
+    }
+
+    // MARK: Queries
+
+    /// Every row of one kind (default passes) of a booking, by version and index.
+    public func passes(bookingId: String, kind: NoticeKind = .pass) async throws -> [PassRecord] {
+        try await database.read { db in
+            try db.rows("SELECT * FROM notice WHERE bookingId = ? AND kind = ? ORDER BY version, attendeeIndex",
+                        bookingId, kind.rawValue).map(Self.record)
+        }
+    }
+
+    /// Every row of a booking, every kind, by version, kind and index.
+    public func notices(bookingId: String) async throws -> [PassRecord] {
+        try await database.read { db in
+            try db.rows("SELECT * FROM notice WHERE bookingId = ? ORDER BY version, kind, attendeeIndex", bookingId).map(Self.record)
+        }
+    }
+
+    /// Rows per status (all bookings, all kinds).
+    public func statusCounts() async throws -> [PassStatus: Int] {
+        try await database.read { db in
+            var counts: [PassStatus: Int] = [:]
+            for row in try db.rows("SELECT status, count(*) AS n FROM notice GROUP BY status") {
+                if let s = PassStatus(rawValue: row.string("status") ?? "") { counts[s] = row.int("n") ?? 0 }
+            }
+            return counts
+        }
+    }
+
+    // MARK: Helpers
+
+    /// The key of one ledger row.
+    struct RowKey {
+        var bookingId: String
+        var version: Int
+        var kind: NoticeKind
+        var email: String
+        var arguments: [SQLValue] { [.text(bookingId), .int(Int64(version)), .text(kind.rawValue), .text(email)] }
+    }
+
+    static func storeSnapshot(_ db: any LedgerSQL, _ booking: Booking, _ previous: BookingSnapshot?) throws {
+        try db.execute("INSERT INTO snapshot (bookingId, version, json, previous) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                       booking.id, booking.version, try ContractJSON.encode(booking),
+                       try previous.map { try ContractJSON.encode($0) })
+        if let previous {
+            // A snapshot stored by a retry message that had no `previous`.
+            try db.execute("UPDATE snapshot SET previous = ? WHERE bookingId = ? AND version = ? AND previous IS NULL",
+                           try ContractJSON.encode(previous), booking.id, booking.version)
+        }
+    }
+
+    /// Remembers an occurrence of a series: its first snapshot stays, the
+    /// newest replaces an older one.
+    static func storeOccurrence(_ db: any LedgerSQL, _ booking: Booking) throws {
+        guard let series = booking.series else { return }
+        let json = try ContractJSON.encode(booking)
+        try db.execute("""
+            INSERT INTO series_occurrence (seriesId, bookingId, original, latest, latestVersion) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT(seriesId, bookingId) DO UPDATE SET latest = excluded.latest, latestVersion = excluded.latestVersion
+            WHERE excluded.latestVersion > series_occurrence.latestVersion
+            """, series.id, booking.id, json, json, booking.version)
+    }
+
+    /// The occurrences of a series the ledger has seen, by original start.
+    public func seriesOccurrences(seriesId: String) async throws -> [SeriesOccurrence] {
+        try await database.read { db in
+            try db.rows("SELECT original, latest FROM series_occurrence WHERE seriesId = ?", seriesId).compactMap { row in
+                guard let original = try? ContractJSON.decode(Booking.self, from: row.data("original") ?? Data()),
+                      let latest = try? ContractJSON.decode(Booking.self, from: row.data("latest") ?? Data()) else { return nil }
+                return SeriesOccurrence(original: original, latest: latest)
+            }.sorted { $0.original.startsAt < $1.original.startsAt }
+        }
+    }
+
+    /// Older versions' unsent work is void once a newer version is known:
+    /// that version decides what each person is told (and re-claims passes
+    /// still owed, see ``admit(event:booking:previous:)``).
+    static func supersede(_ db: any LedgerSQL, bookingId: String, below version: Int) throws {
+        try db.execute("""
+            UPDATE notice SET status = 'dropped', updatedAt = ?
+            WHERE bookingId = ? AND version < ? AND status IN ('attempting', 'scheduled')
+            """, Date().timeIntervalSince1970, bookingId, version)
+    }
+
+    static func row(_ db: any LedgerSQL, _ key: RowKey) throws -> PassRecord? {
+        try db.rows("SELECT * FROM notice WHERE bookingId = ? AND version = ? AND kind = ? AND email = ?", key.arguments)
+            .first.map(record)
+    }
+
+    static func setStatus(_ db: any LedgerSQL, _ key: RowKey, _ status: PassStatus, now: Double) throws {
+        try db.execute("UPDATE notice SET status = ?, updatedAt = ? WHERE bookingId = ? AND version = ? AND kind = ? AND email = ?",
+                       [.text(status.rawValue), .double(now)] + key.arguments)
+    }
+
+    private static func record(_ row: SQLRow) -> PassRecord {
+        PassRecord(bookingId: row.string("bookingId") ?? "", version: row.int("version") ?? 0,
+                   kind: NoticeKind(rawValue: row.string("kind") ?? "") ?? .pass, email: row.string("email") ?? "",
+                   attendeeIndex: row.int("attendeeIndex") ?? 0,
+                   status: PassStatus(rawValue: row.string("status") ?? "") ?? .attempting, attempts: row.int("attempts") ?? 0,
+                   firstFailureAt: row.string("firstFailureAt"), lastFailureAt: row.string("lastFailureAt"),
+                   lastErrorCode: row.int("lastErrorCode"), lastErrorText: row.string("lastErrorText"),
+                   claimedBy: row.string("claimedBy"), leaseUntil: row.double("leaseUntil"))
+    }
+
+    /// The row's history as work for recipient `index` of this message's list.
+    static func work(_ p: PassRecord, index: Int) -> PassWork {
+        PassWork(attendeeIndex: index, attempts: p.attempts, firstFailureAt: p.firstFailureAt,
+                 lastFailureAt: p.lastFailureAt, lastErrorCode: p.lastErrorCode, lastErrorText: p.lastErrorText)
+    }
+}

@@ -1,0 +1,129 @@
+import Foundation
+
+/// A value bound to, or read from, a ledger statement: the few types the
+/// ledger's columns hold, the same on SQLite and PostgreSQL.
+public enum SQLValue: Sendable, Equatable {
+    case null
+    case int(Int64)
+    case double(Double)
+    case text(String)
+    case blob(Data)
+    case bool(Bool)
+}
+
+/// Something that can be bound to a `?` placeholder.
+public protocol SQLBindable: Sendable {
+    var sqlValue: SQLValue { get }
+}
+
+extension Int: SQLBindable { public var sqlValue: SQLValue { .int(Int64(self)) } }
+extension Int64: SQLBindable { public var sqlValue: SQLValue { .int(self) } }
+extension Double: SQLBindable { public var sqlValue: SQLValue { .double(self) } }
+extension String: SQLBindable {
+    /// U+0000 becomes U+FFFD: PostgreSQL's text cannot hold it and SQLite
+    /// (through GRDB) reads a string back only up to it. Keys never contain
+    /// it (booking ids are the handler's, e-mails validated); a gateway's
+    /// error text might, and must not fail the transaction that records it.
+    public var sqlValue: SQLValue {
+        .text(contains("\u{0}") ? replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : self)
+    }
+}
+extension Data: SQLBindable { public var sqlValue: SQLValue { .blob(self) } }
+extension Bool: SQLBindable { public var sqlValue: SQLValue { .bool(self) } }
+extension Optional: SQLBindable where Wrapped: SQLBindable {
+    public var sqlValue: SQLValue { self?.sqlValue ?? .null }
+}
+
+/// One result row, by column name without regard to case (PostgreSQL folds
+/// unquoted names to lower case, SQLite keeps them as declared).
+public struct SQLRow: Sendable {
+    let values: [String: SQLValue]
+
+    init(_ pairs: [(String, SQLValue)]) {
+        values = Dictionary(pairs.map { ($0.0.lowercased(), $0.1) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    func value(_ name: String) -> SQLValue { values[name.lowercased()] ?? .null }
+
+    func int(_ name: String) -> Int? {
+        switch value(name) {
+        case .int(let v): Int(v)
+        case .double(let v): Int(v)
+        case .bool(let v): v ? 1 : 0
+        default: nil
+        }
+    }
+
+    func double(_ name: String) -> Double? {
+        switch value(name) {
+        case .double(let v): v
+        case .int(let v): Double(v)
+        default: nil
+        }
+    }
+
+    func string(_ name: String) -> String? {
+        if case .text(let v) = value(name) { return v }
+        return nil
+    }
+
+    func data(_ name: String) -> Data? {
+        switch value(name) {
+        case .blob(let v): v
+        case .text(let v): Data(v.utf8)
+        default: nil
+        }
+    }
+
+    /// SQLite stores booleans as integers.
+    func bool(_ name: String) -> Bool? {
+        switch value(name) {
+        case .bool(let v): v
+        case .int(let v): v != 0
+        default: nil
+        }
+    }
+}
+
+/// The statements of one ledger transaction, on whichever engine holds the
+/// ledger. The ledger's SQL is written once, in the dialect both engines
+/// accept: `?` placeholders (PostgreSQL's are numbered by the adapter),
+/// `INSERT … ON CONFLICT`, unquoted column names.
+///
+/// Threads: a value is only valid inside the transaction closure that
+/// received it, on the thread that called it.
+public protocol LedgerSQL {
+    /// Runs a statement that returns no rows.
+    func execute(_ sql: String, _ arguments: [SQLValue]) throws
+    /// Runs a query and collects its rows.
+    func rows(_ sql: String, _ arguments: [SQLValue]) throws -> [SQLRow]
+}
+
+extension LedgerSQL {
+    func execute(_ sql: String, _ arguments: any SQLBindable...) throws {
+        try execute(sql, arguments.map(\.sqlValue))
+    }
+
+    func rows(_ sql: String, _ arguments: any SQLBindable...) throws -> [SQLRow] {
+        try rows(sql, arguments.map(\.sqlValue))
+    }
+
+    func row(_ sql: String, _ arguments: any SQLBindable...) throws -> SQLRow? {
+        try rows(sql, arguments.map(\.sqlValue)).first
+    }
+}
+
+/// Where the ledger lives: SQLite in `DATA_DIR` (one host) or PostgreSQL
+/// (`DATABASE_URL`, instances on several hosts).
+public protocol LedgerDatabase: Sendable {
+    /// Runs `body` in one write transaction. `lockKey` names what the
+    /// transaction must be alone with (a booking): on PostgreSQL a
+    /// transaction-level advisory lock on it, so two instances never read
+    /// and claim the same booking's rows at the same time; SQLite has one
+    /// writer anyway. Throwing rolls everything back.
+    func write<T: Sendable>(lockKey: String?, _ body: @Sendable @escaping (any LedgerSQL) throws -> T) async throws -> T
+    /// Runs `body` on a consistent read view.
+    func read<T: Sendable>(_ body: @Sendable @escaping (any LedgerSQL) throws -> T) async throws -> T
+    /// Closes connections (PostgreSQL); nothing for SQLite.
+    func close() async
+}

@@ -1,0 +1,185 @@
+import Foundation
+import Logging
+import PostgresNIO
+import PostgresSupport
+
+/// The ledger in PostgreSQL (`DATABASE_URL=postgres://…`), shared by
+/// pass-sender instances on several hosts. Its tables live in a schema of
+/// their own — `pass_sender` unless the URL names one — so the booking
+/// handler and the pass sender can be given the same URL.
+///
+/// Every write transaction runs on one connection (``PostgresWriter``):
+/// READ COMMITTED, after a transaction-level advisory lock on its booking,
+/// so the ledger's read-then-claim steps for one booking never interleave
+/// across instances (each statement after the lock sees the previous
+/// holder's commit). Reads use the same connection.
+public final class PostgresLedgerDatabase: LedgerDatabase {
+    /// The schema when `DATABASE_URL` names none.
+    public static let defaultSchema = "pass_sender"
+    let writer: PostgresWriter
+    let schema: String
+
+    /// Connects (waiting up to `waitSeconds` for a server that is not up
+    /// yet), creates the schema when missing and migrates it.
+    public static func open(settings: PostgresSettings, logger: Logger, waitSeconds: Double = 60) async throws -> PostgresLedgerDatabase {
+        var settings = settings
+        if settings.schema == nil { settings.schema = defaultSchema }
+        let database = try PostgresLedgerDatabase(settings: settings, logger: logger)
+        let schema = database.schema
+        try await database.writer.whenReachable(waitSeconds: waitSeconds) { connection in
+            try PostgresLedgerSchema.migrate(connection, schema: schema, logger: logger)
+        }
+        return database
+    }
+
+    private init(settings: PostgresSettings, logger: Logger) throws {
+        writer = try PostgresWriter(settings: settings, label: "pass-ledger.writer", logger: logger)
+        schema = settings.schema ?? Self.defaultSchema
+    }
+
+    public func write<T: Sendable>(lockKey: String?, _ body: @Sendable @escaping (any LedgerSQL) throws -> T) async throws -> T {
+        let logger = writer.logger
+        return try await writer.transaction(lockKey: lockKey.map { "pass-ledger:\(schema):\($0)" }) { connection in
+            try body(PostgresLedgerSQL(connection: connection, logger: logger))
+        }
+    }
+
+    public func read<T: Sendable>(_ body: @Sendable @escaping (any LedgerSQL) throws -> T) async throws -> T {
+        try await write(lockKey: nil, body)
+    }
+
+    public func close() async {
+        await writer.close()
+    }
+}
+
+/// A postgres-nio connection inside a transaction as ``LedgerSQL``.
+struct PostgresLedgerSQL: LedgerSQL {
+    let connection: PostgresConnection
+    let logger: Logger
+
+    func execute(_ sql: String, _ arguments: [SQLValue]) throws {
+        try connection.run(try Self.query(sql, arguments), logger)
+    }
+
+    func rows(_ sql: String, _ arguments: [SQLValue]) throws -> [SQLRow] {
+        try connection.run(try Self.query(sql, arguments), logger).map { row in
+            SQLRow(try row.map { cell in (cell.columnName, try Self.value(cell)) })
+        }
+    }
+
+    /// `?` placeholders numbered `$1`, `$2`, … (the ledger's SQL has no `?`
+    /// inside string literals).
+    static func query(_ sql: String, _ arguments: [SQLValue]) throws -> PostgresQuery {
+        var text = ""
+        var n = 0
+        for ch in sql {
+            if ch == "?" {
+                n += 1
+                text += "$\(n)"
+            } else {
+                text.append(ch)
+            }
+        }
+        precondition(n == arguments.count, "\(n) placeholders, \(arguments.count) arguments")
+        var binds = PostgresBindings(capacity: arguments.count)
+        for argument in arguments {
+            switch argument {
+            case .null: binds.appendNull()
+            case .int(let v): binds.append(v)
+            case .double(let v): binds.append(v)
+            case .text(let v): binds.append(v)
+            case .blob(let v): try binds.append(v)
+            case .bool(let v): binds.append(v)
+            }
+        }
+        return PostgresQuery(unsafeSQL: text, binds: binds)
+    }
+
+    static func value(_ cell: PostgresCell) throws -> SQLValue {
+        guard cell.bytes != nil else { return .null }
+        switch cell.dataType {
+        case .int2, .int4, .int8: return .int(try cell.decode(Int64.self))
+        case .float4, .float8: return .double(try cell.decode(Double.self))
+        case .bool: return .bool(try cell.decode(Bool.self))
+        case .bytea: return .blob(try cell.decode(Data.self))
+        default: return .text(try cell.decode(String.self))
+        }
+    }
+}
+
+/// The ledger's tables on PostgreSQL: the SQLite schema after all its
+/// migrations, in one step (there is no older PostgreSQL ledger to move).
+enum PostgresLedgerSchema {
+    static let migrations: [(name: String, sql: String)] = [
+        ("v1", """
+            CREATE TABLE booking (
+                id TEXT PRIMARY KEY, latestVersion BIGINT NOT NULL, cancelled BOOLEAN NOT NULL DEFAULT false,
+                timesVersion BIGINT NOT NULL DEFAULT 0, updatedAt DOUBLE PRECISION NOT NULL);
+            CREATE TABLE snapshot (
+                bookingId TEXT NOT NULL, version BIGINT NOT NULL, json BYTEA NOT NULL, previous BYTEA,
+                PRIMARY KEY (bookingId, version));
+            CREATE TABLE notice (
+                bookingId TEXT NOT NULL, version BIGINT NOT NULL, kind TEXT NOT NULL, email TEXT NOT NULL,
+                attendeeIndex BIGINT NOT NULL, status TEXT NOT NULL, attempts BIGINT NOT NULL,
+                firstFailureAt TEXT, lastFailureAt TEXT, lastErrorCode BIGINT, lastErrorText TEXT, retryToken TEXT,
+                deliveredAt TEXT, updatedAt DOUBLE PRECISION NOT NULL, claimedBy TEXT, leaseUntil DOUBLE PRECISION,
+                PRIMARY KEY (bookingId, version, kind, email));
+            CREATE INDEX notice_by_kind ON notice (bookingId, kind, status, version);
+            CREATE TABLE outbox (
+                id BIGSERIAL PRIMARY KEY, bookingId TEXT NOT NULL, exchange TEXT NOT NULL, routingKey TEXT NOT NULL,
+                messageId TEXT NOT NULL, type TEXT NOT NULL, body BYTEA NOT NULL, headers BYTEA NOT NULL,
+                createdAt DOUBLE PRECISION NOT NULL, publishedAt DOUBLE PRECISION);
+            CREATE INDEX outbox_pending ON outbox (bookingId, publishedAt);
+            CREATE TABLE series_occurrence (
+                seriesId TEXT NOT NULL, bookingId TEXT NOT NULL, original BYTEA NOT NULL, latest BYTEA NOT NULL,
+                latestVersion BIGINT NOT NULL, PRIMARY KEY (seriesId, bookingId))
+            """),
+    ]
+
+    /// Creates `schema` when missing and applies the migrations it lacks;
+    /// instances starting together wait for each other on an advisory lock.
+    static func migrate(_ connection: PostgresConnection, schema: String, logger: Logger) throws {
+        try connection.run("BEGIN", logger)
+        do {
+            try connection.run("SELECT pg_advisory_xact_lock(hashtext('pass-sender.migrate'))", logger)
+            // `schema` is a checked identifier (PostgresSettings); the
+            // connection's search_path starts with it.
+            try connection.run(PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \(schema)"), logger)
+            let tables = Set(try connection.run("""
+                SELECT table_name FROM information_schema.tables WHERE table_schema = \(schema)
+                """, logger).map { try $0.decode(String.self) })
+            if !tables.contains("ledger_migrations") && !tables.isEmpty {
+                throw LedgerSchemaTaken(schema: schema, tables: tables.sorted())
+            }
+            try connection.run("""
+                CREATE TABLE IF NOT EXISTS ledger_migrations (name TEXT PRIMARY KEY, appliedAt DOUBLE PRECISION NOT NULL)
+                """, logger)
+            let applied = Set(try connection.run("SELECT name FROM ledger_migrations", logger).map { try $0.decode(String.self) })
+            for migration in migrations where !applied.contains(migration.name) {
+                // One statement per query (the extended protocol takes no more).
+                for statement in migration.sql.split(separator: ";") where !statement.allSatisfy(\.isWhitespace) {
+                    try connection.run(PostgresQuery(unsafeSQL: String(statement)), logger)
+                }
+                try connection.run("""
+                    INSERT INTO ledger_migrations (name, appliedAt) VALUES (\(migration.name), \(Date().timeIntervalSince1970))
+                    """, logger)
+                logger.notice("pass ledger schema migrated", metadata: ["migration": "\(migration.name)", "schema": "\(schema)"])
+            }
+            try connection.commit(logger)
+        } catch {
+            _ = try? connection.run("ROLLBACK", logger)
+            throw error
+        }
+    }
+}
+
+/// The schema `DATABASE_URL` names holds another service's tables.
+struct LedgerSchemaTaken: Error, CustomStringConvertible {
+    let schema: String
+    let tables: [String]
+    var description: String {
+        "DATABASE_URL: schema '\(schema)' already holds tables that are not the pass sender's (\(tables.prefix(5).joined(separator: ", ")));"
+            + " give the pass sender a schema of its own (&schema=\(PostgresLedgerDatabase.defaultSchema), the default)"
+    }
+}

@@ -1,0 +1,129 @@
+import BookingContracts
+import Foundation
+import Logging
+import PostgresSupport
+import Testing
+import TestSupport
+@testable import PassSender
+
+/// The two engines the ledger runs on; every dispatcher and notice test
+/// runs on both (the PostgreSQL one in a schema of its own on the test
+/// run's shared server).
+enum LedgerKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite, postgres
+    var testDescription: String { rawValue }
+
+    /// A fresh ledger: a file in `directory`, or a new schema.
+    func open(directory: URL, claimLease: TimeInterval = PassLedger.defaultClaimLease) async throws -> PassLedger {
+        PassLedger(database: try await database(directory: directory, url: try TestPostgres.url(schemaPrefix: "ledger")),
+                   claimLease: claimLease)
+    }
+
+    /// The database in `directory` (SQLite) or at `url` (PostgreSQL): call
+    /// again with the same arguments for "another instance on the same ledger".
+    func database(directory: URL, url: String) async throws -> any LedgerDatabase {
+        switch self {
+        case .sqlite:
+            try SQLiteLedgerDatabase(path: directory.appendingPathComponent("l.sqlite").path)
+        case .postgres:
+            try await PostgresLedgerDatabase.open(settings: PostgresSettings(url: url), logger: Logger(label: "ledger-test"),
+                                                  waitSeconds: 0)
+        }
+    }
+}
+
+/// Several pass-sender instances on one ledger: a live instance's claim
+/// makes the others wait; a dead one's is taken over once its lease ran out.
+@Suite("Ledger shared by instances")
+struct SharedLedgerTests {
+    @Test(arguments: LedgerKind.allCases) func aLiveClaimMakesOthersWaitADeadOneIsTakenOver(_ kind: LedgerKind) async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("shared-ledger-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let url = try TestPostgres.url(schemaPrefix: "shared")
+        let a = PassLedger(database: try await kind.database(directory: dir, url: url), claimLease: 2)
+        let b = PassLedger(database: try await kind.database(directory: dir, url: url), claimLease: 2)
+        #expect(a.owner != b.owner)
+        let booking = DispatcherTests.booking(attendees: 2)
+
+        // A claims both passes (it is about to call the gateway).
+        guard case .proceed(let jobs) = try await a.admit(event: .bookingConfirmed, booking: booking, previous: nil) else {
+            Issue.record("A admitted nothing"); return
+        }
+        #expect(jobs.flatMap(\.work).map(\.attendeeIndex) == [0, 1])
+        // B, with the same event (a duplicate delivery), must not send them too.
+        await #expect(throws: PassLedger.ClaimHeld.self) {
+            _ = try await b.admit(event: .bookingConfirmed, booking: booking, previous: nil)
+        }
+        // A records pass 0 delivered: the answer renews its lease on pass 1.
+        try await a.record(bookingId: booking.id, version: 1, delivered: ["p0@example.com"], deliveredAt: "2026-11-24T00:00:00Z",
+                           failures: [], outbox: [])
+        let renewed = try #require(try await a.passes(bookingId: booking.id).first { $0.attendeeIndex == 1 })
+        #expect(renewed.claimedBy == a.owner && (renewed.leaseUntil ?? 0) > Date().timeIntervalSince1970 + 1)
+        await #expect(throws: PassLedger.ClaimHeld.self) {
+            _ = try await b.admit(event: .bookingConfirmed, booking: booking, previous: nil)
+        }
+
+        // A dies: once its lease has run out, B takes pass 1 over (the
+        // crash window), never pass 0.
+        let until = try #require(renewed.leaseUntil)
+        try await Task.sleep(for: .milliseconds(Int((until - Date().timeIntervalSince1970) * 1000) + 100))
+        guard case .proceed(let taken) = try await b.admit(event: .bookingConfirmed, booking: booking, previous: nil) else {
+            Issue.record("B took nothing over"); return
+        }
+        #expect(taken.flatMap(\.work).map(\.attendeeIndex) == [1])
+        #expect(try await b.passes(bookingId: booking.id).first { $0.attendeeIndex == 1 }?.claimedBy == b.owner)
+        await a.close()
+        await b.close()
+    }
+
+    /// The dispatcher waits for a live claimer instead of failing the
+    /// delivery, and sends nothing the claimer delivered.
+    @Test(arguments: LedgerKind.allCases) func theDispatcherWaitsForTheClaimer(_ kind: LedgerKind) async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("shared-ledger-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let url = try TestPostgres.url(schemaPrefix: "shared")
+        let a = PassLedger(database: try await kind.database(directory: dir, url: url), claimLease: 30)
+        let b = PassLedger(database: try await kind.database(directory: dir, url: url), claimLease: 30)
+        let booking = DispatcherTests.booking(attendees: 2)
+        guard case .proceed = try await a.admit(event: .bookingConfirmed, booking: booking, previous: nil) else {
+            Issue.record("A admitted nothing"); return
+        }
+        let gateway = ScriptedGateway([])
+        let d = PassDispatcher(ledger: b, gateway: gateway, settings: PassSenderSettings(), logger: Logger(label: "t"))
+        let waiting = Task { try await d.handle(event: booking) }
+        // B waits while A's claim holds (30 s); A delivers both.
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(gateway.requests.isEmpty)
+        try await a.record(bookingId: booking.id, version: 1, delivered: ["p0@example.com", "p1@example.com"],
+                           deliveredAt: "2026-11-24T00:00:00Z", failures: [], outbox: [])
+        let summary = try await waiting.value
+        #expect(summary.gatewayCalls == 0 && gateway.requests.isEmpty, "nothing sent twice")
+        await a.close()
+        await b.close()
+    }
+
+    /// A gateway's error text with U+0000 is recorded whole on both engines
+    /// (PostgreSQL's text cannot hold it, SQLite read it back cut off):
+    /// U+0000 becomes U+FFFD.
+    @Test(arguments: LedgerKind.allCases) func aNulInAnErrorTextIsRecorded(_ kind: LedgerKind) async throws {
+        let (d, _, ledger, dir) = try await DispatcherTests().make(on: kind, [.passFailed(index: 0, code: 4001, text: "bad\u{0}box")])
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let booking = DispatcherTests.booking(attendees: 1)
+        #expect(try await d.handle(event: booking).scheduled == [0])
+        let text = try await ledger.passes(bookingId: booking.id).first?.lastErrorText
+        #expect(text == "bad\u{FFFD}box")
+    }
+
+    @Test func aSchemaHoldingOtherTablesIsRefused() async throws {
+        let url = try TestPostgres.url(schemaPrefix: "taken")
+        let schema = String(url.split(separator: "=").last!)
+        _ = try TestPostgres.control("psql", ["-c", "CREATE SCHEMA \(schema); CREATE TABLE \(schema).booking (id TEXT)"])
+        await #expect {
+            _ = try await PostgresLedgerDatabase.open(settings: PostgresSettings(url: url), logger: Logger(label: "t"), waitSeconds: 0)
+        } throws: { error in
+            "\(error)".contains("already holds tables that are not the pass sender's")
+        }
+    }
+}
