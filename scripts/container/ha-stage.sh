@@ -189,6 +189,18 @@ ha_stage() {
   t_stop=$SECONDS
   check "HA: docker-compose stop $leader $handler" compose stop -t 60 "$leader" "$handler"
   stop_took=$((SECONDS - t_stop))
+
+  # At once: the booking's time is the set's recovery (the client itself
+  # goes straight to a running node).
+  section "HA: booking again with $leader and $handler down"
+  local booked=0
+  if ha_book "HA after stop" 08:30 09:00 120; then
+    booked=1
+    HA_RECOVERY="booking answered $HA_BOOK_SECONDS s after the stops returned ($((HA_BOOK_SECONDS + stop_took)) s after they began; the graceful stops took $stop_took s)"
+  else
+    HA_RECOVERY="no booking went through"
+  fi
+  echo "  $HA_RECOVERY"
   check "HA: two nodes still running in the cluster" ha_cluster_nodes 2
   check "HA: booking-handler.commands has a new leader on a running node" bash -c "
     for i in \$(seq 1 30); do
@@ -198,15 +210,7 @@ ha_stage() {
       sleep 1
     done
     echo \"leader still \${l:-unknown}\"; exit 1"
-
-  section "HA: booking again with $leader and $handler down"
-  if ha_book "HA after stop" 08:30 09:00 120; then
-    HA_RECOVERY="booking answered $HA_BOOK_SECONDS s after the stops returned ($((HA_BOOK_SECONDS + stop_took)) s after they began; the stops took $stop_took s)"
-    echo "  $HA_RECOVERY"
-    ha_delivered "HA after stop" "$BOOKING_ID" 08:30 09:00
-  else
-    HA_RECOVERY="no booking went through"
-  fi
+  if ((booked)); then ha_delivered "HA after stop" "$BOOKING_ID" 08:30 09:00; fi
   local other=booking-handler-1
   [[ $handler == booking-handler-1 ]] && other=booking-handler-2
   check "HA: the remaining handler $other is ready" bash -c "[[ \$('$DOCKER' inspect -f '{{.State.Health.Status}}' \$('$COMPOSE' ${HA_ARGS[*]@Q} ps -q $other)) == healthy ]]"
