@@ -94,7 +94,7 @@ ha_leader() { # the service (rabbitmq-N) whose node leads booking-handler.comman
 # inbox answers a repeat) until a reply or DEADLINE seconds. Sets BOOKING_ID
 # and HA_BOOK_SECONDS.
 ha_book() {
-  local label=$1 deadline=$((SECONDS + $4)) t=$SECONDS out rc attempts=0
+  local label=$1 deadline=$((SECONDS + $4)) t=$EPOCHREALTIME out rc attempts=0
   local mid
   mid=ct-ha-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')
   BOOKING_ID=""
@@ -107,7 +107,7 @@ ha_book() {
     ((SECONDS < deadline)) || break
     sleep 1
   done
-  HA_BOOK_SECONDS=$((SECONDS - t))
+  HA_BOOK_SECONDS=$(ha_since "$t")
   if [[ -n $BOOKING_ID ]]; then
     pass "$label: booking.create as external-publisher -> ok, booking $BOOKING_ID ($attempts attempt(s), $HA_BOOK_SECONDS s)"
   else
@@ -115,6 +115,10 @@ ha_book() {
     printf '%s\n' "$out" | tail -n 10 | sed 's/^/       /'
     return 1
   fi
+}
+
+ha_since() { # ha_since EPOCHREALTIME: seconds since then, one decimal
+  awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1f", b - a}'
 }
 
 ha_pass_files() { # ha_pass_files BOOKING_ID EXT: its pass files (v1, any attendee) in both pass senders' outboxes
@@ -186,9 +190,9 @@ ha_stage() {
   HA_OPS_URL=$(ha_urls bookingctl "$BOOKINGCTL_PASSWORD" "$leader")
 
   section "HA: stopping broker node $leader (leads booking-handler.commands) and $handler"
-  t_stop=$SECONDS
+  t_stop=$EPOCHREALTIME
   check "HA: docker-compose stop $leader $handler" compose stop -t 60 "$leader" "$handler"
-  stop_took=$((SECONDS - t_stop))
+  stop_took=$(ha_since "$t_stop")
 
   # At once: the booking's time is the set's recovery (the client itself
   # goes straight to a running node).
@@ -196,7 +200,7 @@ ha_stage() {
   local booked=0
   if ha_book "HA after stop" 08:30 09:00 120; then
     booked=1
-    HA_RECOVERY="booking answered $HA_BOOK_SECONDS s after the stops returned ($((HA_BOOK_SECONDS + stop_took)) s after they began; the graceful stops took $stop_took s)"
+    HA_RECOVERY="booking answered $HA_BOOK_SECONDS s after the stops returned ($(ha_since "$t_stop") s after they began; the graceful stops took $stop_took s)"
   else
     HA_RECOVERY="no booking went through"
   fi
