@@ -175,7 +175,7 @@ let package = Package(
         .executableTarget(
             name: "bookingctl",
             dependencies: [
-                "AMQPClient", "AvailabilityProjector", "BookingContracts", "FailedMessages", "PassSender", "ServiceSupport",
+                "AMQPClient", "BookingContracts", "FailedMessages", "PassSender", "ServiceSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -187,7 +187,8 @@ let package = Package(
         /// A private RabbitMQ for tests (start/stop a real broker node).
         .target(
             name: "TestSupport",
-            dependencies: ["AMQPClient", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["AMQPClient", .product(name: "Logging", package: "swift-log"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             path: "Tests/TestSupport"
         ),
         .testTarget(

@@ -1,8 +1,8 @@
 import AMQPClient
 import ArgumentParser
-import AvailabilityProjector
 import BookingContracts
 import Foundation
+import ServiceSupport
 
 /// `bookingctl projector …`: maintenance of the availability projector.
 struct ProjectorCommand: AsyncParsableCommand {

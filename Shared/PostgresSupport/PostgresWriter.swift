@@ -29,13 +29,18 @@ public final class PostgresWriter: @unchecked Sendable {  // `connection` is con
         if let connection { PostgresConnection.closeInBackground(connection) }
     }
 
+    /// Runs `work` on the queue (which owns the connection).
+    public func enqueue(_ work: @escaping @Sendable () -> Void) {
+        queue.async(execute: work)
+    }
+
     /// Runs `body` on the queue with the connection.
     public func onConnection<T: Sendable>(_ body: @Sendable @escaping (PostgresConnection) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             queue.async {
                 continuation.resume(with: Result {
                     do {
-                        return try body(try self.current())
+                        return try body(try self.connectionOnQueue())
                     } catch {
                         self.dropIfBroken(error)
                         throw error
@@ -45,26 +50,47 @@ public final class PostgresWriter: @unchecked Sendable {  // `connection` is con
         }
     }
 
-    /// Runs `body` in one READ COMMITTED transaction on the queue, after
-    /// taking the transaction-level advisory lock `lockKey` when given.
-    /// A lock another session holds for more than 20 s fails the
-    /// transaction (55P03) instead of holding this connection for ever.
+    /// Runs `body` in one READ COMMITTED transaction on the queue (see
+    /// ``transactionOnQueue(_:lockKey:_:)``).
     public func transaction<T: Sendable>(lockKey: String?, _ body: @Sendable @escaping (PostgresConnection) throws -> T) async throws -> T {
-        let logger = self.logger
-        return try await onConnection { connection in
-            try connection.run("BEGIN ISOLATION LEVEL READ COMMITTED", logger)
-            do {
-                if let lockKey {
-                    try connection.run("SET LOCAL lock_timeout = '20s'", logger)
-                    try connection.run("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger)
-                }
-                let result = try body(connection)
-                try connection.commit(logger)
-                return result
-            } catch {
-                if !connection.isClosed { _ = try? connection.run("ROLLBACK", logger) }
-                throw error
+        try await onConnection { connection in
+            try self.transactionOnQueue(connection, lockKey: lockKey) { try body(connection) }
+        }
+    }
+
+    /// The connection, (re)connected when needed. On the queue only.
+    public func connectionOnQueue() throws -> PostgresConnection {
+        dispatchPrecondition(condition: .onQueue(queue))
+        if let connection, !connection.isClosed { return connection }
+        if let stale = connection { PostgresConnection.closeInBackground(stale) }
+        connection = nil
+        let fresh = try PostgresConnection.connect(
+            on: PostgresConnection.defaultEventLoopGroup.any(), configuration: configuration,
+            id: PostgresConnection.nextID(), logger: logger).wait()
+        connection = fresh
+        return fresh
+    }
+
+    /// Runs `body` in one transaction on `connection`: READ COMMITTED
+    /// whatever the server's default (each statement after the lock must
+    /// see the previous holder's commit), after taking the
+    /// transaction-level advisory lock `lockKey` when given. A holder that
+    /// does not let go within 20 s fails this transaction (55P03) instead
+    /// of holding the connection for ever. On the queue only.
+    public func transactionOnQueue<T>(_ connection: PostgresConnection, lockKey: String?, _ body: () throws -> T) throws -> T {
+        dispatchPrecondition(condition: .onQueue(queue))
+        try connection.run("BEGIN ISOLATION LEVEL READ COMMITTED", logger)
+        do {
+            if let lockKey {
+                try connection.run("SET LOCAL lock_timeout = '20s'", logger)
+                try connection.run("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger)
             }
+            let result = try body()
+            try connection.commit(logger)
+            return result
+        } catch {
+            if !connection.isClosed { _ = try? connection.run("ROLLBACK", logger) }
+            throw error
         }
     }
 
@@ -100,20 +126,10 @@ public final class PostgresWriter: @unchecked Sendable {  // `connection` is con
         }
     }
 
-    private func current() throws -> PostgresConnection {
-        if let connection, !connection.isClosed { return connection }
-        if let stale = connection { PostgresConnection.closeInBackground(stale) }
-        connection = nil
-        let fresh = try PostgresConnection.connect(
-            on: PostgresConnection.defaultEventLoopGroup.any(), configuration: configuration,
-            id: PostgresConnection.nextID(), logger: logger).wait()
-        connection = fresh
-        return fresh
-    }
-
     /// After a failure of the connection itself (not of a statement), the
     /// next use connects afresh instead of writing to a closing channel.
-    private func dropIfBroken(_ error: any Error) {
+    /// On the queue only.
+    public func dropIfBroken(_ error: any Error) {
         guard PostgresFailure.isConnectionFailure(error), let connection else { return }
         self.connection = nil
         PostgresConnection.closeInBackground(connection)

@@ -154,14 +154,7 @@ struct RecoveryTests {
                 Issue.record("ack failed during graceful shutdown: \(error)")
             }
         }
-        let services: [ServiceGroupConfiguration.ServiceConfiguration] = [
-            ServiceGroupConfiguration.ServiceConfiguration(service: connection),
-            ServiceGroupConfiguration.ServiceConfiguration(service: service),
-        ]
-        var groupConfiguration = ServiceGroupConfiguration(services: services, logger: logger)
-        groupConfiguration.gracefulShutdownSignals = []
-        let group = ServiceGroup(configuration: groupConfiguration)
-        let running = Task { try await group.run() }
+        let (group, running) = ServiceGroup.startInProcess([connection, service], logger: logger)
         var iterator = fifth.makeAsyncIterator()
         _ = await iterator.next()
         await group.triggerGracefulShutdown()

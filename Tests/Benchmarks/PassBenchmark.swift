@@ -161,11 +161,7 @@ struct PassBenchmark: AsyncParsableCommand {
             let n = done.add(s.summary.map(count) ?? 0, ordering: .relaxed).newValue
             if n >= total { signal.yield() }
         })
-        var configuration = ServiceGroupConfiguration(
-            services: app.services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) }, logger: logger)
-        configuration.gracefulShutdownSignals = []
-        let group = ServiceGroup(configuration: configuration)
-        let running = Task { try await group.run() }
+        let (group, running) = ServiceGroup.startInProcess(app.services, logger: logger)
         _ = try await withTimeout(600, "all delivered") { await finished.first { _ in true } }
         let seconds = Double(monotonicNow() - start) / 1e9
         await group.triggerGracefulShutdown()

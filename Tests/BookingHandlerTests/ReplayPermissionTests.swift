@@ -1,8 +1,9 @@
-import BookingContracts
-import Foundation
-import Testing
 
+import BookingContracts
 @testable import BookingHandler
+import Foundation
+import ServiceSupport
+import Testing
 
 /// `booking.replay`: who may ask and where it may publish.
 @Suite("Replay permission")

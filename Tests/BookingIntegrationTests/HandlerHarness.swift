@@ -51,11 +51,7 @@ final class HandlerHarness: Sendable {
             .binding(QueueBinding(queue: eventsQueue, exchange: Topology.eventsExchange, routingKey: "#")),
         ])
         let events = try await client.consume(queue: eventsQueue, prefetch: 500)
-        var configuration = ServiceGroupConfiguration(
-            services: app.services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) }, logger: logger)
-        configuration.gracefulShutdownSignals = []
-        let group = ServiceGroup(configuration: configuration)
-        let running = Task { try await group.run() }
+        let (group, running) = ServiceGroup.startInProcess(app.services, logger: logger)
         return HandlerHarness(url: url, client: client, events: events, eventsQueue: eventsQueue,
                               dataDirectory: dataDirectory, app: app, running: running, group: group, ownsVhost: ownsVhost)
     }

@@ -87,12 +87,7 @@ final class Handler: Sendable {
         let app = try await BookingHandlerApp.build(connection: connection, dataDirectory: dataDirectory,
                                                     roomsFile: Self.roomsFile, policy: CallerPolicy(administrators: administrators),
                                                     logger: logger)
-        var configuration = ServiceGroupConfiguration(
-            services: app.services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) }, logger: logger)
-        configuration.gracefulShutdownSignals = []
-        let group = ServiceGroup(configuration: configuration)
-        self.group = group
-        running = Task { try await group.run() }
+        (group, running) = ServiceGroup.startInProcess(app.services, logger: logger)
     }
 
     func stop() async {

@@ -334,11 +334,7 @@ final class PassHarness: Sendable {
                 }
             }
         }
-        var configuration = ServiceGroupConfiguration(
-            services: app.services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) }, logger: logger)
-        configuration.gracefulShutdownSignals = []
-        let group = ServiceGroup(configuration: configuration)
-        let running = Task { try await group.run() }
+        let (group, running) = ServiceGroup.startInProcess(app.services, logger: logger)
         return PassHarness(url: url, client: client, gateway: gateway, dataDirectory: dataDirectory, events: log,
                            settled: settled, app: app, group: group, running: running, watching: watching, eventConsumer: consumer)
     }

@@ -2,8 +2,9 @@ import AMQPClient
 import AvailabilityProjector
 import BookingContracts
 import Foundation
-import Testing
+import ServiceSupport
 import TestSupport
+import Testing
 
 /// Commands through the booking handler to the projector's answers over
 /// AMQP and HTTP, against the real broker. Each test has its own vhost.

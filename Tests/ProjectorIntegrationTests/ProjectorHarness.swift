@@ -58,7 +58,7 @@ final class ProjectorHarness: Sendable {
             configuration: AMQPConfiguration(url: url, connectionName: "handler"), logger: logger)
         let handler = try await BookingHandlerApp.build(connection: handlerConnection, dataDirectory: handlerDirectory,
                                                         roomsFile: roomsFile, logger: logger)
-        let (handlerGroup, handlerRun) = run(handler.services, logger: logger)
+        let (handlerGroup, handlerRun) = ServiceGroup.startInProcess(handler.services, logger: logger)
         let harness = ProjectorHarness(url: url, client: client, changes: changes, httpPort: try freeTCPPort(),
                                        handlerDirectory: handlerDirectory, projectorDirectory: projectorDirectory,
                                        handlerRun: handlerRun, handlerGroup: handlerGroup)
@@ -80,13 +80,6 @@ final class ProjectorHarness: Sendable {
         projectorRun = LockedBox(nil)
     }
 
-    private static func run(_ services: [any Service], logger: Logger) -> (ServiceGroup, Task<Void, any Error>) {
-        var configuration = ServiceGroupConfiguration(
-            services: services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) }, logger: logger)
-        configuration.gracefulShutdownSignals = []
-        let group = ServiceGroup(configuration: configuration)
-        return (group, Task { try await group.run() })
-    }
 
     func startProjector(eventConcurrency: Int = 32, requireUserID: Bool = false) async throws {
         let logger = testLogger("projector")
@@ -96,7 +89,7 @@ final class ProjectorHarness: Sendable {
                                                logger: logger, replayTimeout: .seconds(50), eventConcurrency: eventConcurrency,
                                                requireUserID: requireUserID)
         projector.withLock { $0 = app }
-        projectorRun.withLock { $0 = Self.run(app.services, logger: logger) }
+        projectorRun.withLock { $0 = ServiceGroup.startInProcess(app.services, logger: logger) }
         // Ready when the HTTP server answers and the consumers run.
         try await withTimeout(30, "projector ready") {
             while true {

@@ -32,11 +32,8 @@ struct ProjectorReplicaTests {
             let port = try freeTCPPort()
             let app = try await ProjectorApp.build(connection: connection, dataDirectory: directory, httpPort: port, logger: logger,
                                                    replayTimeout: .seconds(50), queues: try ProjectorQueues(instance: instance))
-            var configuration = ServiceGroupConfiguration(
-                services: app.services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) }, logger: logger)
-            configuration.gracefulShutdownSignals = []
-            let group = ServiceGroup(configuration: configuration)
-            return Replica(app: app, group: group, run: Task { try await group.run() }, port: port, directory: directory)
+            let (group, running) = ServiceGroup.startInProcess(app.services, logger: logger)
+            return Replica(app: app, group: group, run: running, port: port, directory: directory)
         }
 
         func get(_ path: String) async throws -> (status: Int, body: String) {

@@ -40,11 +40,9 @@ public final class PostgresBookingStore: BookingStore {
     let logger: Logger
     let rooms = RoomCache()
     let handOver: OutboxHandOver
-    private let configuration: PostgresConnection.Configuration
     private let batch = GroupCommitQueue()
-    private let writer = DispatchQueue(label: "postgres-store.writer")
-    /// The write connection. Only touched on `writer`.
-    private nonisolated(unsafe) var writeConnection: PostgresConnection?
+    /// The write connection and the queue that owns it.
+    private let writer: PostgresWriter
     private let reader: ReadConnection
     /// Key text of the advisory lock that serialises writers (per schema).
     private let writeLockKey: String
@@ -58,91 +56,25 @@ public final class PostgresBookingStore: BookingStore {
                             committedCapacity: Int = 10_000) async throws -> PostgresBookingStore {
         let store = try PostgresBookingStore(settings: settings, logger: logger, insertLease: insertLease,
                                              committedCapacity: committedCapacity)
-        let deadline = ContinuousClock.now + .seconds(waitSeconds)
-        while true {
-            do {
-                try await store.onWriterConnection { connection in
-                    try PostgresSchema.migrate(connection, settings: settings, logger: logger)
-                }
-                return store
-            } catch let error as PSQLError
-                        where (error.code == .connectionError || error.serverInfo?[.sqlState] == "57P03") && ContinuousClock.now < deadline {
-                // Refused connections, and 57P03: the server is starting up
-                // or recovering.
-                logger.warning("PostgreSQL not reachable yet; retrying",
-                               metadata: ["database": "\(settings)", "error": .string(describe(error))])
-                try await Task.sleep(for: .seconds(1))
-            }
+        try await store.writer.whenReachable(waitSeconds: waitSeconds) { connection in
+            try PostgresSchema.migrate(connection, settings: settings, logger: logger)
         }
+        return store
     }
 
     private init(settings: PostgresSettings, logger: Logger, insertLease: TimeInterval, committedCapacity: Int) throws {
         self.settings = settings
         self.logger = logger
-        configuration = try settings.connectionConfiguration()
+        writer = try PostgresWriter(settings: settings, label: "postgres-store.writer", logger: logger)
         handOver = OutboxHandOver(insertLease: insertLease, capacity: committedCapacity)
-        reader = ReadConnection(configuration: configuration, logger: logger)
+        reader = ReadConnection(configuration: try settings.connectionConfiguration(), logger: logger)
         writeLockKey = "booking-handler.write:" + (settings.schema ?? "public")
-    }
-
-    deinit {
-        // Nothing runs on `writer` any more (its blocks hold the store).
-        // postgres-nio insists on connections being closed, not dropped.
-        if let connection = writeConnection { PostgresConnection.closeInBackground(connection) }
     }
 
     /// Closes both connections (the writer's after the group it may be running).
     public func close() async {
         await reader.close()
-        let connection: PostgresConnection? = await withCheckedContinuation { continuation in
-            writer.async {
-                let connection = self.writeConnection
-                self.writeConnection = nil
-                continuation.resume(returning: connection)
-            }
-        }
-        try? await connection?.close()
-    }
-
-    // MARK: Writer
-
-    /// The write connection, (re)connected when needed. On `writer` only.
-    private func writerConnection() throws -> PostgresConnection {
-        if let connection = writeConnection, !connection.isClosed { return connection }
-        writeConnection = nil
-        let connection = try PostgresConnection.connect(
-            on: PostgresConnection.defaultEventLoopGroup.any(), configuration: configuration,
-            id: PostgresConnection.nextID(), logger: logger).wait()
-        writeConnection = connection
-        return connection
-    }
-
-    /// Runs `body` on `writer` with the write connection.
-    private func onWriterConnection<T: Sendable>(_ body: @Sendable @escaping (PostgresConnection) throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            writer.async {
-                continuation.resume(with: Result { try body(try self.writerConnection()) })
-            }
-        }
-    }
-
-    /// Runs `body` in one write transaction under the write lock, on `writer`.
-    private func inWriteTransaction<T>(_ connection: PostgresConnection, _ body: () throws -> T) throws -> T {
-        // READ COMMITTED whatever the server's default: each statement
-        // after the lock must see the previous holder's commit.
-        try connection.run("BEGIN ISOLATION LEVEL READ COMMITTED", logger)
-        do {
-            // A holder that does not let go fails this transaction cleanly
-            // (55P03, requeued) instead of holding the connection for ever.
-            try connection.run("SET LOCAL lock_timeout = '20s'", logger)
-            try connection.run("SELECT pg_advisory_xact_lock(hashtext(\(writeLockKey)))", logger)
-            let result = try body()
-            try connection.commit(logger)
-            return result
-        } catch {
-            _ = try? connection.run("ROLLBACK", logger)
-            throw error
-        }
+        await writer.close()
     }
 
     public typealias Outcome = StoreOutcome
@@ -152,7 +84,7 @@ public final class PostgresBookingStore: BookingStore {
     ) async throws -> Outcome {
         try await withCheckedThrowingContinuation { (promise: CheckedContinuation<Outcome, any Error>) in
             let lead = batch.submit(StoreJob(key: key, commandType: commandType, body: body, promise: promise))
-            if lead { writer.async { self.drain() } }
+            if lead { writer.enqueue { self.drain() } }
         }
     }
 
@@ -163,12 +95,13 @@ public final class PostgresBookingStore: BookingStore {
     private func drain() {
         let group = batch.takeGroup()
         if group.isEmpty { return }
-        defer { writer.async { self.drain() } }
+        defer { writer.enqueue { self.drain() } }
         do {
-            let connection = try writerConnection()
+            let connection = try writer.connectionOnQueue()
             let claim = handOver.claimOnInsert()
             var events: [OutboxEvent] = []
-            let results = try inWriteTransaction(connection) { () throws -> [Result<Outcome, any Error>] in
+            // Under the write lock: the counterpart of SQLite's BEGIN IMMEDIATE.
+            let results = try writer.transactionOnQueue(connection, lockKey: writeLockKey) { () throws -> [Result<Outcome, any Error>] in
                 var results: [Result<Outcome, any Error>] = []
                 for job in group {
                     try connection.run("SAVEPOINT job", logger)
@@ -195,17 +128,9 @@ public final class PostgresBookingStore: BookingStore {
             // unknown: the redelivery finds the inbox row if it did).
             logger.warning("PostgreSQL command transaction failed",
                            metadata: ["error": .string(Self.describe(error)), "commands": "\(group.count)"])
-            dropWriteConnectionIfBroken(error)
+            writer.dropIfBroken(error)
             for job in group { job.promise.resume(throwing: error) }
         }
-    }
-
-    /// After a failure of the connection itself (not of a statement), the
-    /// next use connects afresh instead of writing to a closing channel.
-    private func dropWriteConnectionIfBroken(_ error: any Error) {
-        guard Self.isConnectionFailure(error), let connection = writeConnection else { return }
-        writeConnection = nil
-        PostgresConnection.closeInBackground(connection)
     }
 
     static func isConnectionFailure(_ error: any Error) -> Bool { PostgresFailure.isConnectionFailure(error) }
@@ -238,10 +163,10 @@ public final class PostgresBookingStore: BookingStore {
     }
 
     public func transaction<T: Sendable>(_ body: @Sendable @escaping (any StoreTransaction) throws -> T) async throws -> T {
-        try await onWriterConnection { connection in
+        try await writer.onConnection { connection in
             let claim = self.handOver.claimOnInsert()
             let tx = PostgresTransaction(connection: connection, logger: self.logger, rooms: self.rooms, claimLease: claim)
-            let result = try self.inWriteTransaction(connection) { try body(tx) }
+            let result = try self.writer.transactionOnQueue(connection, lockKey: self.writeLockKey) { try body(tx) }
             if let overflow = self.handOver.committed(tx.events.list) { try? self.release(overflow, connection) }
             return result
         }
@@ -331,13 +256,13 @@ public final class PostgresBookingStore: BookingStore {
     }
 
     public func suspendHandOver(releasing failed: [Int64]) async throws {
-        try await onWriterConnection { connection in
+        try await writer.onConnection { connection in
             try self.release(failed + self.handOver.suspend(), connection)
         }
     }
 
     public func resumeHandOver() async throws {
-        try await onWriterConnection { _ in self.handOver.resume() }
+        try await writer.onConnection { _ in self.handOver.resume() }
     }
 
     private func release(_ ids: [Int64], _ connection: PostgresConnection) throws {

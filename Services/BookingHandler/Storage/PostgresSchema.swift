@@ -94,35 +94,11 @@ enum PostgresSchema {
     /// Processes starting together wait for each other on an advisory lock
     /// (one for all schemas of the database: `btree_gist` is per database).
     static func migrate(_ connection: PostgresConnection, settings: PostgresSettings, logger: Logger) throws {
-        try connection.run("BEGIN", logger)
-        do {
-            try connection.run("SELECT pg_advisory_xact_lock(hashtext('booking-handler.migrate'))", logger)
-            // The extension lives in `public` (on every search path), so
-            // schemas created later find its operator classes.
-            try connection.run("CREATE EXTENSION IF NOT EXISTS btree_gist SCHEMA public", logger)
-            if let schema = settings.schema {
-                // `schema` is a checked identifier (PostgresSettings).
-                try connection.run(PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \(schema)"), logger)
+        try PostgresMigrator(lockName: "booking-handler.migrate", table: "schema_migrations", migrations: migrations)
+            .migrate(connection, schema: settings.schema, logger: logger) { connection in
+                // The extension lives in `public` (on every search path), so
+                // schemas created later find its operator classes.
+                try connection.run("CREATE EXTENSION IF NOT EXISTS btree_gist SCHEMA public", logger)
             }
-            try connection.run("""
-                CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, appliedAt DOUBLE PRECISION NOT NULL)
-                """, logger)
-            let applied = Set(try connection.run("SELECT name FROM schema_migrations", logger).map { try $0.decode(String.self) })
-            for migration in migrations where !applied.contains(migration.name) {
-                // One statement per query: the extended protocol postgres-nio
-                // speaks takes no more (the SQL has no `;` inside literals).
-                for statement in migration.sql.split(separator: ";") where !statement.allSatisfy(\.isWhitespace) {
-                    try connection.run(PostgresQuery(unsafeSQL: String(statement)), logger)
-                }
-                try connection.run("""
-                    INSERT INTO schema_migrations (name, appliedAt) VALUES (\(migration.name), \(Date().timeIntervalSince1970))
-                    """, logger)
-                logger.notice("PostgreSQL schema migrated", metadata: ["migration": "\(migration.name)", "database": "\(settings)"])
-            }
-            try connection.commit(logger)
-        } catch {
-            _ = try? connection.run("ROLLBACK", logger)
-            throw error
-        }
     }
 }

@@ -139,38 +139,18 @@ enum PostgresLedgerSchema {
 
     /// Creates `schema` when missing and applies the migrations it lacks;
     /// instances starting together wait for each other on an advisory lock.
+    /// A schema that holds tables but no ledger record is another
+    /// service's: refused.
     static func migrate(_ connection: PostgresConnection, schema: String, logger: Logger) throws {
-        try connection.run("BEGIN", logger)
-        do {
-            try connection.run("SELECT pg_advisory_xact_lock(hashtext('pass-sender.migrate'))", logger)
-            // `schema` is a checked identifier (PostgresSettings); the
-            // connection's search_path starts with it.
-            try connection.run(PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \(schema)"), logger)
-            let tables = Set(try connection.run("""
-                SELECT table_name FROM information_schema.tables WHERE table_schema = \(schema)
-                """, logger).map { try $0.decode(String.self) })
-            if !tables.contains("ledger_migrations") && !tables.isEmpty {
-                throw LedgerSchemaTaken(schema: schema, tables: tables.sorted())
-            }
-            try connection.run("""
-                CREATE TABLE IF NOT EXISTS ledger_migrations (name TEXT PRIMARY KEY, appliedAt DOUBLE PRECISION NOT NULL)
-                """, logger)
-            let applied = Set(try connection.run("SELECT name FROM ledger_migrations", logger).map { try $0.decode(String.self) })
-            for migration in migrations where !applied.contains(migration.name) {
-                // One statement per query (the extended protocol takes no more).
-                for statement in migration.sql.split(separator: ";") where !statement.allSatisfy(\.isWhitespace) {
-                    try connection.run(PostgresQuery(unsafeSQL: String(statement)), logger)
+        try PostgresMigrator(lockName: "pass-sender.migrate", table: "ledger_migrations", migrations: migrations)
+            .migrate(connection, schema: schema, logger: logger) { connection in
+                let tables = Set(try connection.run("""
+                    SELECT table_name FROM information_schema.tables WHERE table_schema = \(schema)
+                    """, logger).map { try $0.decode(String.self) })
+                if !tables.contains("ledger_migrations") && !tables.isEmpty {
+                    throw LedgerSchemaTaken(schema: schema, tables: tables.sorted())
                 }
-                try connection.run("""
-                    INSERT INTO ledger_migrations (name, appliedAt) VALUES (\(migration.name), \(Date().timeIntervalSince1970))
-                    """, logger)
-                logger.notice("pass ledger schema migrated", metadata: ["migration": "\(migration.name)", "schema": "\(schema)"])
             }
-            try connection.commit(logger)
-        } catch {
-            _ = try? connection.run("ROLLBACK", logger)
-            throw error
-        }
     }
 }
 

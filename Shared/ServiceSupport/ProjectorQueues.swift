@@ -1,6 +1,5 @@
 import AMQPClient
 import BookingContracts
-import ServiceSupport
 
 /// The queues one projector consumes from: the shipped ones, or — for a
 /// replica (`PROJECTOR_INSTANCE`) — queues of its own, so that every
