@@ -9,7 +9,8 @@
 # could log in as any service. The services wait for a healthy broker, so
 # nothing of the set starts either.
 #
-# Clustering (docker-compose.ha.yml), off unless both are set:
+# Clustering (docker-compose.ha.yml), off unless RABBITMQ_CLUSTER_NODES is
+# set (ERLANG_COOKIE is then required):
 #   RABBITMQ_CLUSTER_NODES  comma-separated node names (rabbit@rabbitmq-1,…):
 #                           the node starts from rabbitmq.conf plus classic
 #                           peer discovery of these nodes
@@ -19,8 +20,9 @@
 #                           the containers) shares; written to
 #                           $HOME/.erlang.cookie
 # A node that joined a cluster adds itself to every quorum queue declared
-# before it joined (`rabbitmq-queues grow`: the first node imports the
-# definitions alone, so their queues start with one member), then touches
+# before it joined (`rabbitmq-queues grow`: the node that forms the cluster
+# imports the definitions while alone, so their queues start with one
+# member), then touches
 # /run/rabbitmq/cluster-ready (the healthcheck of docker-compose.ha.yml
 # waits for it).
 set -euo pipefail
