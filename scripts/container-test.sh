@@ -36,8 +36,16 @@
 #      availability.changed event)
 #   8. restarts the broker container; the services become ready again and a
 #      booking goes through end to end again
-#   9. docker-compose down -v, removes images, stops dockerd, removes temp
-#      dirs (also on failure or Ctrl-C)
+#   9. docker-compose down -v
+#  10. HA stage (scripts/container/ha-stage.sh): docker-compose.ha.yml up
+#      (PostgreSQL, three RabbitMQ nodes clustered by peer discovery, two
+#      handlers, two pass senders, two projector replicas); the cluster has
+#      three nodes and every quorum queue a member on each; books and sees
+#      exactly one pass and both replicas change; stops the broker node
+#      leading booking-handler.commands and one handler, books again (and
+#      prints how long that took), checks the same; down -v
+#  11. removes images, stops dockerd, removes temp dirs (also on failure or
+#      Ctrl-C)
 #
 # Environment:
 #   BIN_DIR              folder with booking-handler, pass-sender,
@@ -46,7 +54,7 @@
 #                        there (what scripts/test.sh leaves behind), else they
 #                        are built with `swift build` (debug).
 #   CONTAINER_TEST_SKIP  comma-separated checks to skip: pass, availability,
-#                        restart, lint, refuse, caller-model (skipped checks
+#                        restart, lint, refuse, caller-model, ha (skipped checks
 #                        are listed at the end). caller-model needs the
 #                        booking handler of issue 11 (contract v1.1).
 #   CONTAINER_TEST_CACHE where the debootstrap tarball is kept (default
@@ -177,7 +185,9 @@ cleanup() {
     if ((rc != 0)); then diagnostics; fi
     timeout 120 "$COMPOSE" "${COMPOSE_ARGS[@]}" down -v --remove-orphans --timeout 20 >/dev/null 2>&1 || true
     timeout 60 "$COMPOSE" -p "$PROJECT-refuse" -f "$ROOT/docker-compose.yml" down -v --remove-orphans --timeout 5 >/dev/null 2>&1 || true
-    timeout 60 "$DOCKER" image rm -f room-booking:latest room-booking-rabbitmq:latest debian:bookworm-slim >/dev/null 2>&1 || true
+    timeout 120 "$COMPOSE" -p "$PROJECT-ha" -f "$ROOT/docker-compose.ha.yml" down -v --remove-orphans --timeout 20 >/dev/null 2>&1 || true
+    timeout 60 "$DOCKER" image rm -f room-booking:latest room-booking-rabbitmq:latest room-booking-postgres:latest \
+      debian:bookworm-slim >/dev/null 2>&1 || true
     kill "$DOCKERD_PID" 2>/dev/null || true
     for _ in $(seq 1 100); do
       kill -0 "$DOCKERD_PID" 2>/dev/null || break
@@ -212,7 +222,9 @@ section "lint: hadolint, docker-compose config"
 if skipped lint; then skip "lint"; else
   check "hadolint deploy/Dockerfile" hadolint deploy/Dockerfile
   check "hadolint deploy/rabbitmq/Dockerfile" hadolint deploy/rabbitmq/Dockerfile
+  check "hadolint deploy/postgres/Dockerfile" hadolint deploy/postgres/Dockerfile
   check "docker-compose config -q" "$COMPOSE" -f docker-compose.yml config -q
+  check "docker-compose -f docker-compose.ha.yml config -q" "$COMPOSE" -f docker-compose.ha.yml config -q
   check "promtool check rules deploy/prometheus/alerts.yml" promtool check rules deploy/prometheus/alerts.yml
   check "promtool test rules deploy/prometheus/alerts.test.yml" \
     bash -c "cd deploy/prometheus && promtool test rules alerts.test.yml"
@@ -346,6 +358,11 @@ section "docker build room-booking:latest (target runtime-prebuilt)"
 section "docker build room-booking-rabbitmq:latest"
 "$DOCKER" build -q --network host -t room-booking-rabbitmq:latest deploy/rabbitmq ||
   die "building room-booking-rabbitmq failed"
+if ! skipped ha; then
+  section "docker build room-booking-postgres:latest (for docker-compose.ha.yml)"
+  "$DOCKER" build -q --network host -t room-booking-postgres:latest deploy/postgres ||
+    die "building room-booking-postgres failed"
+fi
 "$DOCKER" image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | sed 's/^/  /'
 # Every binary's libraries resolve inside the image.
 check "all shared libraries resolve in room-booking" \
@@ -756,6 +773,11 @@ if [[ ${KEEP:-} != 1 ]]; then
   section "docker-compose down -v"
   check "docker-compose down -v" compose down -v --remove-orphans --timeout 20
 fi
+
+# ---- 10. HA ----------------------------------------------------------------
+
+# shellcheck source=scripts/container/ha-stage.sh
+. "$ROOT/scripts/container/ha-stage.sh"
 
 section "summary"
 for s in "${SKIPPED[@]}"; do echo "  skipped: $s"; done

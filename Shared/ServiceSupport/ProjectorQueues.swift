@@ -46,12 +46,20 @@ public struct ProjectorQueues: Sendable, Equatable {
     /// What this projector declares: the contract's exchanges, its events
     /// queue (with its `.dead` queue) and `availability.queries`, its replay
     /// and control queues.
+    ///
+    /// A replica's replay and control queues are quorum queues: a durable
+    /// classic queue lives on the one node it was declared on, and while
+    /// that node is down every node answers its re-declaration with 404, so
+    /// the replica could not reconnect anywhere (the HA container test
+    /// stopped that node). The shipped projector's stay classic: existing
+    /// brokers hold them so, and a declaration with another type fails.
     public var declarations: [TopologyItem] {
         var items = ContractTopology.declarations(queues: [Topology.availabilityQueriesQueue])
         let shippedEvents = Topology.queue(named: Topology.projectorEventsQueue)!
         items += ContractTopology.queue(.service(events, bindings: shippedEvents.bindings))
         items += ContractTopology.queue(.deadLetter(of: events))
-        items += [.queue(QueueDeclaration(replay, type: .classic)), .queue(QueueDeclaration(control, type: .classic))]
+        let type: QueueDeclaration.QueueType = instance == nil ? .classic : .quorum
+        items += [.queue(QueueDeclaration(replay, type: type)), .queue(QueueDeclaration(control, type: type))]
         return items
     }
 }

@@ -12,14 +12,15 @@ and an operator do against the broker, with python `pika`.
       Publishes `{}` (or a JSON body of BYTES bytes) to X and expects the broker to refuse it with code N
       (default 403 ACCESS_REFUSED; a foreign user_id gives 406
       PRECONDITION_FAILED). Exit 0 when refused so, 1 otherwise.
-  amqp_client.py watch URL --queue Q --key K [--key K...]
-      Declares Q (classic, durable, auto-delete off) and binds it to
-      booking.events with the keys (operator's event tap).
+  amqp_client.py watch URL --queue Q --key K [--key K...] [--queue-type classic|quorum]
+      Declares Q (durable, auto-delete off; classic unless told) and binds
+      it to booking.events with the keys (operator's event tap).
   amqp_client.py wait-event URL --queue Q --type T [--booking-id ID] [--field K=V...]
-        [--booked HH:MM-HH:MM] [--timeout S]
+        [--booked HH:MM-HH:MM] [--timeout S] [--then-none-for S]
       Reads Q until an event of type T (about booking ID, with top-level
       fields K=V, whose `avail` does not offer the booked range) arrives;
-      prints it.
+      prints it. --then-none-for: keeps reading that long and fails if a
+      second such event arrives.
   amqp_client.py delete-queue URL --queue Q
   amqp_client.py denied URL --op OP --name N [--expect-code N]
       Tries one operation the login user must not be allowed and expects the
@@ -42,6 +43,9 @@ and an operator do against the broker, with python `pika`.
   amqp_client.py find URL --queue Q --message-id ID [--timeout S]
       basic.get from Q without acking (everything is requeued when the
       connection closes) until a message with that message_id shows up.
+
+URL may list several brokers separated by commas (the nodes of a cluster,
+each a full amqp:// URL): they are tried in turn.
 """
 import argparse
 import json
@@ -54,15 +58,18 @@ import pika.exceptions
 
 
 def connect(url):
-    params = pika.URLParameters(url)
-    params.connection_attempts = 5
-    params.retry_delay = 2
-    params.blocked_connection_timeout = 30
-    return pika.BlockingConnection(params)
+    all_params = []
+    for one in url.split(","):
+        params = pika.URLParameters(one)
+        params.connection_attempts = 5
+        params.retry_delay = 2
+        params.blocked_connection_timeout = 30
+        all_params.append(params)
+    return pika.BlockingConnection(all_params if len(all_params) > 1 else all_params[0])
 
 
 def user_of(url):
-    return pika.URLParameters(url).credentials.username
+    return pika.URLParameters(url.split(",")[0]).credentials.username
 
 
 def cmd_book(a):
@@ -236,7 +243,7 @@ def cmd_find(a):
 def cmd_watch(a):
     conn = connect(a.url)
     ch = conn.channel()
-    ch.queue_declare(a.queue, durable=True, arguments={"x-queue-type": "classic"})
+    ch.queue_declare(a.queue, durable=True, arguments={"x-queue-type": a.queue_type})
     for key in a.key:
         ch.queue_bind(a.queue, a.exchange, key)
     conn.close()
@@ -288,12 +295,27 @@ def cmd_wait_event(a):
             and not any(overlaps(r, a.booked) for r in body["avail"]))
         if etype == a.type and fields_match and booked_ok and (a.booking_id is None or event_booking_id(body) == a.booking_id):
             print(json.dumps(body))
-            conn.close()
             text = raw.decode("utf-8", "replace")
             for absent in a.absent:
                 if absent in text:
+                    conn.close()
                     print(f"event contains {absent!r}", file=sys.stderr)
                     return 1
+            quiet_until = time.time() + a.then_none_for
+            while time.time() < quiet_until:
+                method, props, raw = ch.basic_get(a.queue, auto_ack=True)
+                if method is None:
+                    time.sleep(0.5)
+                    continue
+                try:
+                    again = json.loads(raw)
+                except ValueError:
+                    continue
+                if (props.type or method.routing_key) == a.type and (a.booking_id is None or event_booking_id(again) == a.booking_id):
+                    conn.close()
+                    print(f"a second {a.type} event: {raw.decode('utf-8', 'replace')}", file=sys.stderr)
+                    return 1
+            conn.close()
             return 0
     conn.close()
     what = " ".join([a.type] + ([f"bookingId={a.booking_id}"] if a.booking_id else []) + a.field
@@ -335,6 +357,7 @@ def main():
     w.add_argument("--queue", required=True)
     w.add_argument("--key", action="append", required=True)
     w.add_argument("--exchange", default="booking.events")
+    w.add_argument("--queue-type", choices=["classic", "quorum"], default="classic")
     e = sub.add_parser("wait-event")
     e.add_argument("url")
     e.add_argument("--queue", required=True)
@@ -344,6 +367,7 @@ def main():
     e.add_argument("--booked", help="HH:MM-HH:MM that the event's avail list must not offer")
     e.add_argument("--timeout", type=float, default=60)
     e.add_argument("--absent", action="append", default=[], help="text the matching event must not contain")
+    e.add_argument("--then-none-for", type=float, default=0, help="seconds to keep reading; fail on a second such event")
     dn = sub.add_parser("denied")
     dn.add_argument("url")
     dn.add_argument("--op", required=True, choices=["get", "consume", "declare-exchange", "delete-exchange", "declare-queue"])
