@@ -49,14 +49,14 @@ struct SeveralHandlersTests {
         let url = try TestBroker.isolatedURL("partition")
         defer { TestBroker.deleteVhost(url.vhost) }
         let rule = ["OUTPUT", "-o", "lo", "-m", "owner", "--uid-owner", "65534", "-j", "DROP"]
-        defer { _ = try? HandlerStream.command("/usr/sbin/iptables", ["-D"] + rule) }
+        defer { _ = try? Command.run("/usr/sbin/iptables", ["-D"] + rule) }
         try await HandlerStream.run("network partition of one of two handlers for 30 s",
                                     client: AMQPConfiguration(url: url, connectionName: "partition-client"),
                                     handlerAMQPURL: url.urlStringWithCredentials, handlers: 2, asNobody: [1], days: 20) { _ in
-            try HandlerStream.command("/usr/sbin/iptables", ["-A"] + rule)
+            try Command.run("/usr/sbin/iptables", ["-A"] + rule)
             // The fault's length, not a wait for an event.
             try await Task.sleep(for: .seconds(30))
-            try HandlerStream.command("/usr/sbin/iptables", ["-D"] + rule)
+            try Command.run("/usr/sbin/iptables", ["-D"] + rule)
         }
     }
 
@@ -111,21 +111,6 @@ struct SeveralHandlersTests {
 enum HandlerStream {
     /// Runs a system command, throwing with its output when it fails.
     @discardableResult
-    static func command(_ path: String, _ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw HarnessFailure("\(path) \(arguments.joined(separator: " ")) failed: \(output)")
-        }
-        return output
-    }
 
     static func run(_ fault: String, client configuration: AMQPConfiguration, handlerAMQPURL: String, handlers count: Int,
                     quorumQueues: Bool = false, asNobody: Set<Int> = [], namespaces: [Int: NetworkNamespace] = [:], days: Int = 10,

@@ -91,16 +91,6 @@ public final class NetworkNamespace: Sendable {
 
     @discardableResult
     static func ip(_ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw NodeError("ip \(arguments.joined(separator: " ")): \(output)") }
-        return output
+        try Command.run("/usr/sbin/ip", arguments)
     }
 }

@@ -79,21 +79,7 @@ public final class RabbitMQNode: Sendable {
     /// stderr), or a ``NodeError`` with that output when it fails.
     @discardableResult
     static func runScript(_ path: String, _ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [path] + arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let output = String(decoding: data, as: UTF8.self)
-        guard process.terminationStatus == 0 else {
-            let name = URL(fileURLWithPath: path).lastPathComponent
-            throw NodeError("\(name) \(arguments.joined(separator: " ")) failed (\(process.terminationStatus)):\n\(output)")
-        }
-        return output
+        try Command.run("/bin/bash", [path] + arguments)
     }
 }
 
