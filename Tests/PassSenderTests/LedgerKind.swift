@@ -41,8 +41,11 @@ struct SharedLedgerTests {
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         let url = try TestPostgres.url(schemaPrefix: "shared")
-        let a = PassLedger(database: try await kind.database(directory: dir, url: url), claimLease: 2)
-        let b = PassLedger(database: try await kind.database(directory: dir, url: url), claimLease: 2)
+        let a = PassLedger(database: try await kind.database(directory: dir, url: url), claimLease: 60)
+        // B's clock is moved past A's lease below, instead of waiting for it.
+        let ahead = LockedBox<TimeInterval>(0)
+        let b = PassLedger(database: try await kind.database(directory: dir, url: url), claimLease: 60,
+                           now: { Date().addingTimeInterval(ahead.withLock { $0 }) })
         #expect(a.owner != b.owner)
         let booking = DispatcherTests.booking(attendees: 2)
 
@@ -59,7 +62,7 @@ struct SharedLedgerTests {
         try await a.record(bookingId: booking.id, version: 1, delivered: ["p0@example.com"], deliveredAt: "2026-11-24T00:00:00Z",
                            failures: [], outbox: [])
         let renewed = try #require(try await a.passes(bookingId: booking.id).first { $0.attendeeIndex == 1 })
-        #expect(renewed.claimedBy == a.owner && (renewed.leaseUntil ?? 0) > Date().timeIntervalSince1970 + 1)
+        #expect(renewed.claimedBy == a.owner && (renewed.leaseUntil ?? 0) > Date().timeIntervalSince1970 + 30)
         await #expect(throws: PassLedger.ClaimHeld.self) {
             _ = try await b.admit(event: .bookingConfirmed, booking: booking, previous: nil)
         }
@@ -67,7 +70,7 @@ struct SharedLedgerTests {
         // A dies: once its lease has run out, B takes pass 1 over (the
         // crash window), never pass 0.
         let until = try #require(renewed.leaseUntil)
-        try await Task.sleep(for: .milliseconds(Int((until - Date().timeIntervalSince1970) * 1000) + 100))
+        ahead.withLock { $0 = until - Date().timeIntervalSince1970 + 1 }
         guard case .proceed(let taken) = try await b.admit(event: .bookingConfirmed, booking: booking, previous: nil) else {
             Issue.record("B took nothing over"); return
         }

@@ -27,6 +27,8 @@ public final class PassLedger: Sendable {
     public let owner: String
     /// How long a claim holds without a recorded gateway answer.
     public let claimLease: TimeInterval
+    /// The clock claims and leases are read by (tests move it).
+    let now: @Sendable () -> Date
 
     /// Opens (creating and migrating as needed) the SQLite ledger at `path`.
     public convenience init(path: String, claimLease: TimeInterval = PassLedger.defaultClaimLease) throws {
@@ -34,9 +36,11 @@ public final class PassLedger: Sendable {
     }
 
     /// A ledger in `database`.
-    public init(database: any LedgerDatabase, claimLease: TimeInterval = PassLedger.defaultClaimLease) {
+    public init(database: any LedgerDatabase, claimLease: TimeInterval = PassLedger.defaultClaimLease,
+                now: @escaping @Sendable () -> Date = { Date() }) {
         self.database = database
         self.claimLease = claimLease
+        self.now = now
         owner = UUID().uuidString
     }
 
@@ -72,9 +76,9 @@ public final class PassLedger: Sendable {
     /// this instance's lease on the version's rows it is still sending.
     public func record(bookingId: String, version: Int, kind: NoticeKind = .pass, delivered: [String], deliveredAt: String,
                        failures: [FailureUpdate], outbox: [OutboxMessage]) async throws {
-        let owner = self.owner, lease = claimLease
+        let owner = self.owner, lease = claimLease, clock = self.now
         try await database.write(lockKey: bookingId) { db in
-            let now = Date().timeIntervalSince1970
+            let now = clock().timeIntervalSince1970
             for email in delivered {
                 try db.execute("""
                     UPDATE notice SET status = 'delivered', deliveredAt = ?, updatedAt = ?

@@ -20,7 +20,7 @@ extension PassLedger {
     ///   left alone unless it is `attempting` (a previous process died
     ///   sending it). Passes only for a confirmed booking.
     public func admit(event type: EventType, booking: Booking, previous: BookingSnapshot?) async throws -> Admission {
-        let claimer = Claimer(owner: owner, lease: claimLease)
+        let claimer = Claimer(owner: owner, lease: claimLease, now: now())
         return try await database.write(lockKey: booking.id) { db in
             let now = claimer.now
             let isEnd = type == .bookingCancelled || type == .bookingRejected
@@ -94,7 +94,7 @@ extension PassLedger {
     /// claimed. Dropped when a newer version of the booking is known, or,
     /// except for `cancelled` notices, when it was cancelled.
     public func admit(retry message: PassRetryMessage) async throws -> Admission {
-        let claimer = Claimer(owner: owner, lease: claimLease)
+        let claimer = Claimer(owner: owner, lease: claimLease, now: now())
         return try await database.write(lockKey: message.bookingId) { db in
             let now = claimer.now
             let kind = message.noticeKind
@@ -245,10 +245,10 @@ struct Claimer: Sendable {
     let now: Double
     let until: Double
 
-    init(owner: String, lease: TimeInterval) {
+    init(owner: String, lease: TimeInterval, now: Date) {
         self.owner = owner
-        now = Date().timeIntervalSince1970
-        until = now + lease
+        self.now = now.timeIntervalSince1970
+        until = self.now + lease
     }
 
     /// Throws ``PassLedger/ClaimHeld`` when `existing` (an `attempting` row)
