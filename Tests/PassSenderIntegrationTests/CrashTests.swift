@@ -45,6 +45,20 @@ struct CrashTests {
         return process
     }
 
+    /// A gateway that sends normally until `passes` passes went out, then
+    /// holds every further request (never sending it) until `blocking` is
+    /// set false and the gateway released.
+    static func gatewayHolding(after passes: Int) async throws -> (FaultGateway, LockedBox<Bool>) {
+        let blocking = LockedBox(true)
+        let holder = LockedBox<FaultGateway?>(nil)
+        let gateway = try await FaultGateway.start(requestRule: { _, _ in
+            let sent = holder.withLock { $0 }?.state.current.sent.count ?? 0
+            return blocking.withLock { $0 } && sent >= passes ? .block : .proceed
+        })
+        holder.withLock { $0 = gateway }
+        return (gateway, blocking)
+    }
+
     @Test func killDashNineMidBatchSendsNoPassTwiceAndForgetsNone() async throws {
         try #require(FileManager.default.isExecutableFile(atPath: Self.binary.path), "build pass-sender first")
         let url = try TestBroker.isolatedURL("pass-crash")
@@ -52,15 +66,7 @@ struct CrashTests {
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
         let log = URL(fileURLWithPath: dataDirectory).appendingPathComponent("pass-sender.log")
 
-        // The gateway sends normally until 60 passes went out, then holds every
-        // further request (never sending it) until released.
-        let blocking = LockedBox(true)
-        let holder = LockedBox<FaultGateway?>(nil)
-        let gateway = try await FaultGateway.start(requestRule: { _, _ in
-            let sent = holder.withLock { $0 }?.state.current.sent.count ?? 0
-            return blocking.withLock { $0 } && sent >= 60 ? .block : .proceed
-        })
-        holder.withLock { $0 = gateway }
+        let (gateway, blocking) = try await Self.gatewayHolding(after: 60)
 
         let client = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: "crash-client"),
                                                       logger: testLogger("pass-crash"))

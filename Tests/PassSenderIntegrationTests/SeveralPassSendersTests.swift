@@ -25,15 +25,7 @@ struct SeveralPassSendersTests {
         for d in directories { try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true) }
         let log = URL(fileURLWithPath: root).appendingPathComponent("pass-senders.log")
 
-        // Sends normally until 60 passes went out, then holds every request
-        // (sending nothing) until released.
-        let blocking = LockedBox(true)
-        let holder = LockedBox<FaultGateway?>(nil)
-        let gateway = try await FaultGateway.start(requestRule: { _, _ in
-            let sent = holder.withLock { $0 }?.state.current.sent.count ?? 0
-            return blocking.withLock { $0 } && sent >= 60 ? .block : .proceed
-        })
-        holder.withLock { $0 = gateway }
+        let (gateway, blocking) = try await CrashTests.gatewayHolding(after: 60)
         let client = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: "pair-client"),
                                                       logger: testLogger("pass-pair"))
         try await client.declare(PassQueues.declarations(delays: [RetryDelay(milliseconds: 100)]))
