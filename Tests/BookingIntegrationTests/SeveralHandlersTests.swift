@@ -75,12 +75,17 @@ struct SeveralHandlersTests {
                                     handlerAMQPURL: url.urlStringWithCredentials, handlers: 2, namespaces: [1: namespace],
                                     days: 20) { _ in
             // Both consume (the one inside came through its link), or the
-            // partition would cut off nothing.
+            // partition would cut off nothing. Under load the one inside
+            // may still be starting when the other has answered 60: wait
+            // for its consumer (failing after 60 s), then cut.
             let observer = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: "netns-observer"),
                                                             logger: testLogger("netns"))
-            let consumers = try await observer.queueInfo(Topology.handlerCommandsQueue).consumerCount
+            try await withTimeout(60, "both handlers consume before the partition") {
+                while try await observer.queueInfo(Topology.handlerCommandsQueue).consumerCount < 2 {
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+            }
             await observer.close()
-            #expect(consumers == 2, "both handlers consume before the partition")
             try namespace.setLink(up: false)
             // The fault's length, not a wait for an event.
             try await Task.sleep(for: .seconds(30))
