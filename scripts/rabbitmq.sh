@@ -54,6 +54,7 @@ usage() {
 # ---- arguments -------------------------------------------------------------
 
 (($# > 0)) || usage
+ORIG_ARGS=("$@") # for the one retry of `start` (see cmd_start)
 CMD=$1
 shift
 DIR="" PORT="" TIMEOUT=${RABBITMQ_START_TIMEOUT:-60}
@@ -243,8 +244,14 @@ cmd_start() {
     die "a RabbitMQ node already runs with HOME=$DIR/home"
   fi
 
-  # Ports: AMQP on PORT, Erlang distribution on PORT+20000 (RabbitMQ's
-  # default) when that is free, else any free port.
+  # Ports: AMQP on PORT (20000-29999 when picked), Erlang distribution on
+  # PORT-10000 when that is free, else any free port in 10000-19999.
+  # Not RabbitMQ's default PORT+20000: that lands in the kernel's ephemeral
+  # range (32768-60999 here), where any outgoing connection — a client
+  # reconnecting to this very node during a restart test — may take it
+  # between our check and the node's bind, and the node dies with
+  # dist_port_already_used (seen in CI). Listening ports outside the
+  # ephemeral range are only ever taken by other listeners.
   if [[ -n $PORT ]]; then
     port_free "$PORT" || die "port $PORT is in use"
   elif [[ -n $old_port ]] && port_free "$old_port"; then
@@ -252,9 +259,9 @@ cmd_start() {
   else
     PORT=$(pick_port 20000 10000) || die "no free port found"
   fi
-  dist=$((PORT + 20000))
-  if ((dist > 65535)) || ((dist >= 35672 && dist <= 35682)) || ! port_free "$dist"; then
-    dist=$(pick_port 40000 10000) || die "no free distribution port found"
+  dist=$((PORT - 10000))
+  if ((dist < 10000 || dist > 19999)) || ! port_free "$dist"; then
+    dist=$(pick_port 10000 10000) || die "no free distribution port found"
   fi
 
   # TLS listener for amqps:// tests, with a throwaway CA (DIR/tls/ca.pem).
@@ -369,9 +376,18 @@ EOF
   ) </dev/null >>"$DIR/log/server.out" 2>&1 &
   launcher=$!
 
+  local log_from
+  log_from=$(($(stat -c %s "$DIR/log/server.out" 2>/dev/null || echo 0) + 1))
   if ! wait_ready "$TIMEOUT" "$launcher"; then
     show_logs
     kill_node || true
+    # A listener port taken between our check and the node's bind (a race
+    # we cannot close from here): start again once, picking new ports.
+    if grep -q '_already_used\|eaddrinuse' <(tail -c "+$log_from" "$DIR/log/server.out" 2>/dev/null) &&
+      ((${RABBITMQ_START_ATTEMPT:-1} < 3)); then
+      say "a port was taken while $NODENAME started; trying again with other ports"
+      RABBITMQ_START_ATTEMPT=$((${RABBITMQ_START_ATTEMPT:-1} + 1)) exec bash "$0" "${ORIG_ARGS[@]}"
+    fi
     die "$NODENAME failed to start"
   fi
   say "$NODENAME is up after $((SECONDS - t0)) s"
