@@ -67,11 +67,14 @@ if [[ $(id -u) -eq 0 ]]; then
   RUN_AS=(setpriv --reuid=postgres --regid=postgres --init-groups)
 fi
 
-port_free() { ! ss -Htln "sport = :$1" 2>/dev/null | grep -q .; }
+# Any socket on the port counts (not only listeners), and picked ports stay
+# below the kernel's ephemeral range (32768-60999), where an outgoing
+# connection could take one between our check and PostgreSQL's bind.
+port_free() { ! ss -Htan exclude time-wait "( sport = :$1 )" 2>/dev/null | grep -q .; }
 pick_port() {
   local p n
   for ((n = 0; n < 200; n++)); do
-    p=$((30000 + RANDOM % 10000))
+    p=$((30000 + RANDOM % 2700))
     port_free "$p" && { echo "$p"; return 0; }
   done
   return 1
