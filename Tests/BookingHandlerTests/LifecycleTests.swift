@@ -206,9 +206,27 @@ struct TimerTests {
         let applied = try await a + b
         #expect(applied.count == 12 * 2 + 12, "Berlin: start and complete; Quiet: release")
         #expect(Set(applied).count == applied.count, "no transition applied twice")
-        let published = try (events(first.store) + events(second.store)).filter { !$0.hasPrefix("booking.created") && !$0.hasPrefix("booking.confirmed") }
+        // Publish as the two relays would: each process's events from its
+        // memory, and from the table those the second queued behind the
+        // first's unpublished ones of the same booking (order per booking).
+        var published: [String] = []
+        var versions: [String: [Int]] = [:]
+        while true {
+            let batch = (first.store.takeCommitted(limit: 100_000) + second.store.takeCommitted(limit: 100_000)
+                         + (try await second.store.claimOutbox(limit: 100_000, lease: 60))).sorted { $0.id < $1.id }
+            if batch.isEmpty { break }
+            try await first.store.markPublished(batch.map(\.id))
+            for event in batch where event.routingKey.hasPrefix("booking.") {
+                let body = try ContractJSON.decode(BookingEvent.self, from: event.body)
+                versions[body.booking.id, default: []].append(body.booking.version)
+                if event.routingKey != "booking.created" && event.routingKey != "booking.confirmed" {
+                    published.append("\(event.routingKey) \(body.booking.id) v\(body.booking.version)")
+                }
+            }
+        }
         #expect(published.count == 36)
         #expect(Set(published).count == 36)
+        #expect(versions.values.allSatisfy { $0 == $0.sorted() }, "each booking's events in version order")
     }
 
     @Test(arguments: StoreKind.allCases)

@@ -171,7 +171,7 @@ struct StoreTests {
                 group.addTask {
                     do {
                         _ = try await store.execute(key: InboxKey(scope: "", key: "job-\(i)", fingerprint: 0), commandType: "test") { tx in
-                            try tx.enqueue(routingKey: "test", messageID: "m\(i)", body: Data("{}".utf8))
+                            try tx.enqueue(routingKey: "test", messageID: "m\(i)", body: Data("{}".utf8), orderKey: nil)
                             if i % 5 == 0 { throw Boom() }
                             return .failure(.invalidField, "fine")
                         }
@@ -238,7 +238,7 @@ struct StoreTests {
         defer { fixture.remove() }
         _ = store.takeCommitted(limit: 100)  // room.registered
         try await store.transaction { tx in
-            for i in 0..<5 { try tx.enqueue(routingKey: "e", messageID: "m\(i)", body: Data("{}".utf8)) }
+            for i in 0..<5 { try tx.enqueue(routingKey: "e", messageID: "m\(i)", body: Data("{}".utf8), orderKey: nil) }
         }
         // A second handler process on the same database.
         let other = try await fixture.open()
@@ -262,7 +262,7 @@ struct StoreTests {
         // Lease 0: every claim made at insert has already run out.
         let store = try await fixture.open(insertLease: 0)
         try await store.transaction { tx in
-            for i in 0..<3 { try tx.enqueue(routingKey: "e", messageID: "m\(i)", body: Data("{}".utf8)) }
+            for i in 0..<3 { try tx.enqueue(routingKey: "e", messageID: "m\(i)", body: Data("{}".utf8), orderKey: nil) }
         }
         // The relay sweeps first, then takes from memory: no event twice.
         #expect(try await store.claimOutbox(limit: 10, lease: 60).isEmpty)
@@ -277,7 +277,7 @@ struct StoreTests {
         _ = store.takeCommitted(limit: 100)  // room.registered
         func add(_ ids: ClosedRange<Int>) async throws {
             try await store.transaction { tx in
-                for i in ids { try tx.enqueue(routingKey: "e", messageID: "m\(i)", body: Data("{}".utf8)) }
+                for i in ids { try tx.enqueue(routingKey: "e", messageID: "m\(i)", body: Data("{}".utf8), orderKey: nil) }
             }
         }
         try await add(0...2)
@@ -298,17 +298,66 @@ struct StoreTests {
         #expect(store.takeCommitted(limit: 10).map(\.messageID) == ["m6"])
     }
 
+    /// Two handler processes writing one booking one after the other: the
+    /// second one's event waits, unclaimed, until the first one's is
+    /// published, and then goes out through the table — never before it.
+    /// Other bookings' events are not held up, and one process's own events
+    /// of a booking keep going through memory in commit order.
+    @Test(arguments: StoreKind.allCases)
+    func eventsOfOneBookingFromTwoProcessesLeaveInCommitOrder(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        defer { fixture.remove() }
+        let a = try await fixture.open()
+        let b = try await fixture.open()  // another handler process on the same database
+        func add(_ store: any BookingStore, _ name: String, key: String) async throws {
+            try await store.transaction { tx in
+                try tx.enqueue(routingKey: "e", messageID: name, body: Data("{}".utf8), orderKey: key)
+            }
+        }
+        try await add(a, "a1", key: "booking:1")
+        try await add(a, "a2", key: "booking:1")        // a's own: behind a1 in a's memory
+        try await add(b, "b3", key: "booking:1")        // behind a1 and a2, which a holds
+        try await add(b, "b4", key: "booking:2")        // another booking: not held up
+        #expect(b.takeCommitted(limit: 10).map(\.messageID) == ["b4"])
+        #expect(try await b.claimOutbox(limit: 10, lease: 60).isEmpty, "b3 waits for a1 and a2, even unclaimed")
+        #expect(try await a.claimOutbox(limit: 10, lease: 60).isEmpty, "…whichever relay sweeps")
+
+        let first = a.takeCommitted(limit: 1)
+        #expect(first.map(\.messageID) == ["a1"])
+        try await a.markPublished(first.map(\.id))
+        #expect(try await b.claimOutbox(limit: 10, lease: 60).isEmpty, "a2 is still unpublished")
+        // a2's publish fails: released to the table, it goes first.
+        let second = a.takeCommitted(limit: 10)
+        #expect(second.map(\.messageID) == ["a2"])
+        try await a.suspendHandOver(releasing: second.map(\.id))
+        let next = try await b.claimOutbox(limit: 10, lease: 60)
+        #expect(next.map(\.messageID) == ["a2"], "the older event first, alone")
+        // While b holds a2 (claimed, unpublished), a's next event of the
+        // booking waits too, though a's hand-over is back on.
+        try await a.resumeHandOver()
+        try await add(a, "a5", key: "booking:1")
+        #expect(a.takeCommitted(limit: 10).isEmpty)
+        try await b.markPublished(next.map(\.id))
+        let rest = try await a.claimOutbox(limit: 10, lease: 60)
+        #expect(rest.map(\.messageID) == ["b3"], "b3 before a5")
+        try await a.markPublished(rest.map(\.id))
+        let last = try await b.claimOutbox(limit: 10, lease: 60)
+        #expect(last.map(\.messageID) == ["a5"])
+        try await b.markPublished(last.map(\.id))
+        #expect(try await a.counts().outboxPending == 1, "only b4, still in b's hands")
+    }
+
     @Test(arguments: StoreKind.allCases)
     func aFullMemorySuspendsTheHandOverInsteadOfDroppingEvents(_ kind: StoreKind) async throws {
         let fixture = try StoreFixture(kind)
         defer { fixture.remove() }
         let store = try await fixture.open(committedCapacity: 3)
         try await store.transaction { tx in
-            for i in 0..<2 { try tx.enqueue(routingKey: "e", messageID: "m\(i)", body: Data("{}".utf8)) }
+            for i in 0..<2 { try tx.enqueue(routingKey: "e", messageID: "m\(i)", body: Data("{}".utf8), orderKey: nil) }
         }
         #expect(!store.handOverSuspended)
         try await store.transaction { tx in
-            for i in 2..<4 { try tx.enqueue(routingKey: "e", messageID: "m\(i)", body: Data("{}".utf8)) }
+            for i in 2..<4 { try tx.enqueue(routingKey: "e", messageID: "m\(i)", body: Data("{}".utf8), orderKey: nil) }
         }
         #expect(store.handOverSuspended)
         #expect(store.takeCommitted(limit: 10).isEmpty)
@@ -351,7 +400,7 @@ struct StoreTests {
         let (store, _) = try await makeProcessor(fixture)
         defer { fixture.remove() }
         try await store.transaction { tx in
-            for i in 0..<5 { try tx.enqueue(routingKey: "e", messageID: "m\(i)", body: Data("{}".utf8)) }
+            for i in 0..<5 { try tx.enqueue(routingKey: "e", messageID: "m\(i)", body: Data("{}".utf8), orderKey: nil) }
         }
         // As if the writer had died: its claims are given up.
         try await store.releaseClaims(store.takeCommitted(limit: 100).map(\.id))

@@ -206,7 +206,8 @@ public struct CommandProcessor: Sendable {
         if let conflict = try overlap(prepared.room, prepared.slot, tx, excluding: nil) { return ReplyBody(conflict) }
         try tx.save(prepared.encoded, startsAt: prepared.slot.startsAt, endsAt: prepared.slot.endsAt)
         for event in prepared.events {
-            try tx.enqueue(routingKey: event.type.rawValue, messageID: event.id, body: event.body)
+            try tx.enqueue(routingKey: event.type.rawValue, messageID: event.id, body: event.body,
+                           orderKey: OutboxKey.booking(prepared.encoded.booking.id))
         }
         return ReplyBody(.booking(prepared.encoded.booking), json: prepared.encoded.reply)
     }
@@ -398,7 +399,8 @@ public struct CommandProcessor: Sendable {
         let previous = try ContractJSON.encode(BookingSnapshot(booking))
         try tx.enqueue(routingKey: event.rawValue, messageID: eventID,
                        body: encoded.event(eventId: eventID, occurredAt: ContractFormat.timestamp(now), previous: previous,
-                                           released: released))
+                                           released: released),
+                       orderKey: OutboxKey.booking(changed.id))
         return encoded
     }
 
@@ -414,7 +416,8 @@ public struct CommandProcessor: Sendable {
 
     private func enqueueRoomRegistered(_ room: Room, _ tx: any StoreTransaction, now: Date) throws {
         let event = RoomRegistered(eventId: newID(), occurredAt: ContractFormat.timestamp(now), room: room)
-        try tx.enqueue(routingKey: EventType.roomRegistered.rawValue, messageID: event.eventId, body: try ContractJSON.encode(event))
+        try tx.enqueue(routingKey: EventType.roomRegistered.rawValue, messageID: event.eventId, body: try ContractJSON.encode(event),
+                       orderKey: OutboxKey.room(room.name))
     }
 }
 

@@ -59,6 +59,23 @@ public final class OutboxRelay: Service, Sendable {
         wake.yield()
     }
 
+    /// How soon the table is swept again while this process has events
+    /// waiting behind another process's (see ``BookingStore/queuedBehindOthers``).
+    static let behindOthersPoll = Duration.milliseconds(20)
+    private let sweepSoonPending = Atomic<Bool>(false)
+
+    /// A sweep in ``behindOthersPoll`` (one pending at a time).
+    private func sweepSoon() {
+        guard !sweepSoonPending.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        let wake = self.wake
+        Task {
+            try? await Task.sleep(for: Self.behindOthersPoll)
+            self.sweepSoonPending.store(false, ordering: .releasing)
+            self.sweepDue.store(true, ordering: .relaxed)
+            wake.yield()
+        }
+    }
+
     public func run() async throws {
         let wake = self.wake
         wake.yield()  // publish what a previous run left behind
@@ -76,6 +93,7 @@ public final class OutboxRelay: Service, Sendable {
                 for await _ in wakeups {
                     try? await Task.sleep(for: Self.gatherDelay)
                     await publishAll()
+                    if store.queuedBehindOthers { sweepSoon() }
                     await pruneHourly()
                 }
             } onGracefulShutdown: {

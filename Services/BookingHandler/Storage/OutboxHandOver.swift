@@ -12,7 +12,21 @@ import Synchronization
 /// wait (confirms slower than commands for long): everything waiting is then
 /// released to the table, new events are inserted unclaimed, and the relay
 /// reads the table in id order until it has caught up.
+///
+/// Order per booking across processes: each event carries an order key
+/// (`booking:<id>`, `room:<name>`) and claims carry their owner (``owner``).
+/// A new event is inserted claimed only when no older unpublished event of
+/// its key is held by another process (or by nobody); otherwise it waits
+/// unclaimed in the table, and a table read claims an event only when no
+/// older event of its key is unpublished. So two handlers writing the
+/// same booking one after the other publish its events in commit order,
+/// the second one's within a sweep (a second) after the first's confirm.
 final class OutboxHandOver: Sendable {
+    /// This process's name on its claims (`claimedBy`): a random id per
+    /// store, so a restarted process does not mistake its predecessor's
+    /// claims for its own.
+    let owner = UUID().uuidString
+
     /// How long a new event stays claimed by the process that wrote it. Its
     /// relay normally publishes it within milliseconds; the lease only has
     /// to cover that, and it is what events of a process killed between
@@ -37,8 +51,28 @@ final class OutboxHandOver: Sendable {
 
     /// The claim new events get, or nil (unclaimed) while hand-over is
     /// suspended. Read on the writer at the start of a transaction.
-    func claimOnInsert() -> TimeInterval? {
-        state.withLock { $0.suspended } ? nil : insertLease
+    func claimOnInsert() -> InsertClaim? {
+        state.withLock { $0.suspended } ? nil : InsertClaim(lease: insertLease, owner: owner, handOver: self)
+    }
+
+    /// How long after an event was queued behind another process's the
+    /// relay keeps sweeping the table at short intervals: the other
+    /// process normally publishes within milliseconds, and a 1 s tick per
+    /// event would make a burst of updates alternating between instances
+    /// leave a second apart each.
+    static let behindOthersWindow = Duration.seconds(2)
+    private let lastBehindOthers = Mutex<ContinuousClock.Instant?>(nil)
+
+    /// Called by a transaction that queued an event behind another
+    /// process's unpublished one (rolled back or not: a needless sweep is
+    /// harmless).
+    func queuedBehindOthers() {
+        lastBehindOthers.withLock { $0 = .now }
+    }
+
+    /// Whether an event was queued behind another process's recently.
+    var recentlyQueuedBehindOthers: Bool {
+        lastBehindOthers.withLock { last in last.map { ContinuousClock.now - $0 < Self.behindOthersWindow } ?? false }
     }
 
     /// Whether the relay must read the table instead of memory.
@@ -88,4 +122,14 @@ final class OutboxHandOver: Sendable {
             return taken
         }
     }
+}
+
+/// How a transaction's new events are claimed: for `lease` seconds, by
+/// `owner` — unless an older unpublished event of the same order key is
+/// not `owner`'s, in which case the new one waits unclaimed behind it.
+struct InsertClaim: Sendable {
+    let lease: TimeInterval
+    let owner: String
+    /// Told when an event is queued behind another process's.
+    let handOver: OutboxHandOver
 }

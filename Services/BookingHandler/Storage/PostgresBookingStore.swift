@@ -105,7 +105,7 @@ public final class PostgresBookingStore: BookingStore {
                 var results: [Result<Outcome, any Error>] = []
                 for job in group {
                     try connection.run("SAVEPOINT job", logger)
-                    let tx = PostgresTransaction(connection: connection, logger: logger, rooms: rooms, claimLease: claim)
+                    let tx = PostgresTransaction(connection: connection, logger: logger, rooms: rooms, claim: claim)
                     do {
                         let outcome = try Self.run(job, tx)
                         try connection.run("RELEASE SAVEPOINT job", logger)
@@ -165,7 +165,7 @@ public final class PostgresBookingStore: BookingStore {
     public func transaction<T: Sendable>(_ body: @Sendable @escaping (any StoreTransaction) throws -> T) async throws -> T {
         try await writer.onConnection { connection in
             let claim = self.handOver.claimOnInsert()
-            let tx = PostgresTransaction(connection: connection, logger: self.logger, rooms: self.rooms, claimLease: claim)
+            let tx = PostgresTransaction(connection: connection, logger: self.logger, rooms: self.rooms, claim: claim)
             let result = try self.writer.transactionOnQueue(connection, lockKey: self.writeLockKey) { try body(tx) }
             if let overflow = self.handOver.committed(tx.events.list) { try? self.release(overflow, connection) }
             return result
@@ -255,6 +255,10 @@ public final class PostgresBookingStore: BookingStore {
         handOver.suspended
     }
 
+    public var queuedBehindOthers: Bool {
+        handOver.recentlyQueuedBehindOthers
+    }
+
     public func suspendHandOver(releasing failed: [Int64]) async throws {
         try await writer.onConnection { connection in
             try self.release(failed + self.handOver.suspend(), connection)
@@ -267,7 +271,7 @@ public final class PostgresBookingStore: BookingStore {
 
     private func release(_ ids: [Int64], _ connection: PostgresConnection) throws {
         guard !ids.isEmpty else { return }
-        try connection.run("UPDATE outbox SET claimedUntil = NULL WHERE id = ANY(\(ids))", logger)
+        try connection.run("UPDATE outbox SET claimedUntil = NULL, claimedBy = NULL WHERE id = ANY(\(ids))", logger)
     }
 
     public func takeCommitted(limit: Int) -> [OutboxEvent] {
@@ -276,15 +280,22 @@ public final class PostgresBookingStore: BookingStore {
 
     /// `FOR UPDATE SKIP LOCKED`: relays of several instances claiming at
     /// the same moment take disjoint events instead of waiting for each other.
+    /// An event whose order key has an older unpublished event waits for it
+    /// (see ``OutboxHandOver``), even when both could be claimed now: the
+    /// older one may be skipped as locked by another relay's claim.
     public func claimOutbox(limit: Int, lease: TimeInterval) async throws -> [OutboxEvent] {
         let waiting = Array(handOver.waitingIDs)
         // The database's clock, as for the claims made at insert.
         return try await reader.rows("""
-            UPDATE outbox SET claimedUntil = extract(epoch FROM clock_timestamp())::double precision + \(lease)
+            UPDATE outbox SET claimedUntil = extract(epoch FROM clock_timestamp())::double precision + \(lease),
+                              claimedBy = \(handOver.owner)
             WHERE id IN (SELECT id FROM outbox
                          WHERE publishedAt IS NULL
                            AND (claimedUntil IS NULL OR claimedUntil < extract(epoch FROM clock_timestamp())::double precision)
                            AND id <> ALL(\(waiting))
+                           AND NOT EXISTS (SELECT 1 FROM outbox older
+                                           WHERE older.orderKey = outbox.orderKey AND older.publishedAt IS NULL
+                                             AND older.id < outbox.id)
                          ORDER BY id LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED)
             RETURNING id, routingKey, messageId, body
             """).map { row in
@@ -296,13 +307,13 @@ public final class PostgresBookingStore: BookingStore {
     public func markPublished(_ ids: [Int64]) async throws {
         guard !ids.isEmpty else { return }
         _ = try await reader.rows("""
-            UPDATE outbox SET publishedAt = \(Date().timeIntervalSince1970), claimedUntil = NULL WHERE id = ANY(\(ids))
+            UPDATE outbox SET publishedAt = \(Date().timeIntervalSince1970), claimedUntil = NULL, claimedBy = NULL WHERE id = ANY(\(ids))
             """)
     }
 
     public func releaseClaims(_ ids: [Int64]) async throws {
         guard !ids.isEmpty else { return }
-        _ = try await reader.rows("UPDATE outbox SET claimedUntil = NULL WHERE id = ANY(\(ids))")
+        _ = try await reader.rows("UPDATE outbox SET claimedUntil = NULL, claimedBy = NULL WHERE id = ANY(\(ids))")
     }
 
     public func prune(olderThan age: TimeInterval) async throws {

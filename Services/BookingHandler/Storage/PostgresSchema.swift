@@ -88,6 +88,13 @@ enum PostgresSchema {
                 createdAt DOUBLE PRECISION NOT NULL
             );
             """),
+        // Order per booking across instances (see ``OutboxHandOver``): each
+        // event's order key and each claim's owner. Rows from before have
+        // neither; they are published as before, in id order.
+        ("v2-outbox-order", """
+            ALTER TABLE outbox ADD COLUMN orderKey TEXT COLLATE "C", ADD COLUMN claimedBy TEXT;
+            CREATE INDEX outbox_pending_key ON outbox (orderKey, id) WHERE publishedAt IS NULL;
+            """),
     ]
 
     /// Creates the schema when missing and applies the migrations it lacks.

@@ -11,8 +11,8 @@ struct PostgresTransaction: StoreTransaction {
     let connection: PostgresConnection
     let logger: Logger
     let rooms: RoomCache
-    /// Seconds new events stay claimed by this process, nil for unclaimed.
-    let claimLease: TimeInterval?
+    /// How new events are claimed by this process, nil for unclaimed.
+    let claim: InsertClaim?
     /// The events this transaction queued, handed to the relay after commit.
     let events = SQLiteTransaction.EventList()
 
@@ -129,16 +129,30 @@ struct PostgresTransaction: StoreTransaction {
         try run("UPDATE booking SET nextDueAt = \(due.map { StoreRules.dueSeconds($0) }) WHERE id = \(bookingID)")
     }
 
-    func enqueue(routingKey: String, messageID: String, body: Data) throws {
+    func enqueue(routingKey: String, messageID: String, body: Data, orderKey: String?) throws {
+        // Behind an older unpublished event of the same key that another
+        // process holds (or nobody does), the new one waits unclaimed: a
+        // table read takes it only after that one is published. The booking
+        // row is locked by now, so an older event committed by another
+        // process is visible to this statement.
+        var claim = self.claim
+        if let held = claim, let orderKey, try !run("""
+            SELECT 1 FROM outbox WHERE orderKey = \(orderKey) AND publishedAt IS NULL
+                                   AND claimedBy IS DISTINCT FROM \(held.owner) LIMIT 1
+            """).isEmpty {
+            held.handOver.queuedBehindOthers()
+            claim = nil
+        }
         // Claims are timed by the database's clock, not this host's: the
         // instances that compare them may run on hosts whose clocks differ.
         let id = try run("""
-            INSERT INTO outbox (routingKey, messageId, body, createdAt, claimedUntil)
+            INSERT INTO outbox (routingKey, messageId, body, createdAt, claimedUntil, claimedBy, orderKey)
             VALUES (\(routingKey), \(messageID), \(Self.text(body)), extract(epoch FROM clock_timestamp())::double precision,
-                    extract(epoch FROM clock_timestamp())::double precision + \(claimLease)::double precision)
+                    extract(epoch FROM clock_timestamp())::double precision + \(claim?.lease)::double precision,
+                    \(claim?.owner), \(orderKey))
             RETURNING id
             """).first?.decode(Int64.self) ?? 0
-        if claimLease != nil {
+        if claim != nil {
             events.list.append(OutboxEvent(id: id, routingKey: routingKey, messageID: messageID, body: [UInt8](body)))
         }
     }

@@ -222,6 +222,15 @@ public final class SQLiteBookingStore: BookingStore {
                 CREATE INDEX booking_version_series ON booking_version (seriesId, startsAt, id) WHERE seriesId IS NOT NULL;
                 """)
         }
+        // Order per booking across processes sharing the file (see
+        // ``OutboxHandOver``): each event's order key and each claim's owner.
+        migrator.registerMigration("v6-outbox-order") { db in
+            try db.execute(sql: """
+                ALTER TABLE outbox ADD COLUMN orderKey TEXT;
+                ALTER TABLE outbox ADD COLUMN claimedBy TEXT;
+                CREATE INDEX outbox_pending_key ON outbox (orderKey, id) WHERE publishedAt IS NULL;
+                """)
+        }
         return migrator
     }
 
@@ -270,7 +279,7 @@ public final class SQLiteBookingStore: BookingStore {
                         for job in group {
                             do {
                                 var outcome: Outcome!
-                                let tx = SQLiteTransaction(db: db, rooms: rooms, claimLease: claim)
+                                let tx = SQLiteTransaction(db: db, rooms: rooms, claim: claim)
                                 try db.inSavepoint {
                                     outcome = try Self.run(job, tx)
                                     return .commit
@@ -320,7 +329,7 @@ public final class SQLiteBookingStore: BookingStore {
     public func transaction<T: Sendable>(_ body: @Sendable @escaping (any StoreTransaction) throws -> T) async throws -> T {
         try await onWriter { db in
             var result: T?
-            let tx = SQLiteTransaction(db: db, rooms: self.rooms, claimLease: self.claimOnInsert())
+            let tx = SQLiteTransaction(db: db, rooms: self.rooms, claim: self.claimOnInsert())
             try db.inTransaction(.immediate) {
                 result = try body(tx)
                 return .commit
@@ -467,12 +476,16 @@ public final class SQLiteBookingStore: BookingStore {
 
     // MARK: Outbox
 
-    private func claimOnInsert() -> TimeInterval? {
+    private func claimOnInsert() -> InsertClaim? {
         handOver.claimOnInsert()
     }
 
     public var handOverSuspended: Bool {
         handOver.suspended
+    }
+
+    public var queuedBehindOthers: Bool {
+        handOver.recentlyQueuedBehindOthers
     }
 
     /// Called on the writer right after a commit (``OutboxHandOver/committed(_:)``).
@@ -501,7 +514,7 @@ public final class SQLiteBookingStore: BookingStore {
 
     private static func release(_ ids: [Int64], _ db: Database) throws {
         for chunk in stride(from: 0, to: ids.count, by: 500).map({ ids[$0..<min($0 + 500, ids.count)] }) {
-            try db.execute(sql: "UPDATE outbox SET claimedUntil = NULL WHERE id IN (\(databaseQuestionMarks(count: chunk.count)))",
+            try db.execute(sql: "UPDATE outbox SET claimedUntil = NULL, claimedBy = NULL WHERE id IN (\(databaseQuestionMarks(count: chunk.count)))",
                            arguments: StatementArguments(Array(chunk)))
         }
     }
@@ -528,6 +541,9 @@ public final class SQLiteBookingStore: BookingStore {
                 let rows = try Row.fetchAll(db, sql: """
                     SELECT id, routingKey, messageId, body FROM outbox
                     WHERE publishedAt IS NULL AND (claimedUntil IS NULL OR claimedUntil < ?)
+                      AND NOT EXISTS (SELECT 1 FROM outbox older
+                                      WHERE older.orderKey = outbox.orderKey AND older.publishedAt IS NULL
+                                        AND older.id < outbox.id)
                     ORDER BY id LIMIT ?
                     """, arguments: [now, limit])
                 // Events still waiting in this process's memory (lease run out
@@ -539,8 +555,8 @@ public final class SQLiteBookingStore: BookingStore {
                 }.filter { !waiting.contains($0.id) }
                 if !events.isEmpty {
                     let ids = events.map(\.id)
-                    try db.execute(sql: "UPDATE outbox SET claimedUntil = ? WHERE id IN (\(databaseQuestionMarks(count: ids.count)))",
-                                   arguments: StatementArguments([now + lease] + ids.map { $0 as (any DatabaseValueConvertible) }))
+                    try db.execute(sql: "UPDATE outbox SET claimedUntil = ?, claimedBy = ? WHERE id IN (\(databaseQuestionMarks(count: ids.count)))",
+                                   arguments: StatementArguments([now + lease, handOver.owner] + ids.map { $0 as (any DatabaseValueConvertible) }))
                 }
                 return .commit
             }
@@ -552,7 +568,7 @@ public final class SQLiteBookingStore: BookingStore {
     public func markPublished(_ ids: [Int64]) async throws {
         guard !ids.isEmpty else { return }
         try await pool.write { db in
-            try db.execute(sql: "UPDATE outbox SET publishedAt = ?, claimedUntil = NULL WHERE id IN (\(databaseQuestionMarks(count: ids.count)))",
+            try db.execute(sql: "UPDATE outbox SET publishedAt = ?, claimedUntil = NULL, claimedBy = NULL WHERE id IN (\(databaseQuestionMarks(count: ids.count)))",
                            arguments: StatementArguments([Date().timeIntervalSince1970] + ids.map { $0 as (any DatabaseValueConvertible) }))
         }
     }
@@ -561,7 +577,7 @@ public final class SQLiteBookingStore: BookingStore {
     public func releaseClaims(_ ids: [Int64]) async throws {
         guard !ids.isEmpty else { return }
         try await pool.write { db in
-            try db.execute(sql: "UPDATE outbox SET claimedUntil = NULL WHERE id IN (\(databaseQuestionMarks(count: ids.count)))",
+            try db.execute(sql: "UPDATE outbox SET claimedUntil = NULL, claimedBy = NULL WHERE id IN (\(databaseQuestionMarks(count: ids.count)))",
                            arguments: StatementArguments(ids))
         }
     }
@@ -607,9 +623,9 @@ final class RoomCache: Sendable {
 struct SQLiteTransaction: StoreTransaction {
     let db: Database
     let rooms: RoomCache
-    /// Seconds new events stay claimed by this process, nil for unclaimed
+    /// How new events are claimed by this process, nil for unclaimed
     /// (hand-over suspended).
-    var claimLease: TimeInterval? = nil
+    var claim: InsertClaim? = nil
     /// The events this transaction queued, handed to the relay after commit.
     let events = EventList()
 
@@ -748,13 +764,25 @@ struct SQLiteTransaction: StoreTransaction {
     /// and after the commit the event reaches this process's relay in
     /// memory; while hand-over is suspended it is left unclaimed for the
     /// relay's table reads.
-    public func enqueue(routingKey: String, messageID: String, body: Data) throws {
+    public func enqueue(routingKey: String, messageID: String, body: Data, orderKey: String?) throws {
         let now = Date().timeIntervalSince1970
-        try db.cachedStatement(sql: "INSERT INTO outbox (routingKey, messageId, body, createdAt, claimedUntil) VALUES (?, ?, ?, ?, ?)")
-            .execute(arguments: [routingKey, messageID, body, now, claimLease.map { now + $0 }])
-        if claimLease != nil {
+        // Behind an older unpublished event of the same key that another
+        // process holds (or nobody does), the new one waits unclaimed (see
+        // ``OutboxHandOver``). The write transaction is IMMEDIATE: what
+        // another process committed before is visible here.
+        var claim = self.claim
+        if let held = claim, let orderKey, try Bool.fetchOne(db.cachedStatement(sql: """
+            SELECT 1 FROM outbox WHERE orderKey = ? AND publishedAt IS NULL AND claimedBy IS NOT ? LIMIT 1
+            """), arguments: [orderKey, held.owner]) != nil {
+            held.handOver.queuedBehindOthers()
+            claim = nil
+        }
+        try db.cachedStatement(sql: """
+            INSERT INTO outbox (routingKey, messageId, body, createdAt, claimedUntil, claimedBy, orderKey) VALUES (?, ?, ?, ?, ?, ?, ?)
+            """).execute(arguments: [routingKey, messageID, body, now, claim.map { now + $0.lease }, claim?.owner, orderKey])
+        if claim != nil {
             events.list.append(OutboxEvent(id: db.lastInsertedRowID, routingKey: routingKey, messageID: messageID,
-                                                        body: [UInt8](body)))
+                                           body: [UInt8](body)))
         }
     }
 }

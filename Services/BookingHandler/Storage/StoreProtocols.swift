@@ -64,6 +64,10 @@ public protocol BookingStore: Sendable {
 
     /// Whether the relay must read the table instead of memory.
     var handOverSuspended: Bool { get }
+    /// Whether this process recently queued an event behind another
+    /// process's unpublished one of the same booking: the relay then sweeps
+    /// the table often, for it goes out from there.
+    var queuedBehindOthers: Bool { get }
     /// Switches hand-over off after a failed publish, releasing the claims
     /// on `failed` and on every event still waiting in memory.
     func suspendHandOver(releasing failed: [Int64]) async throws
@@ -132,8 +136,10 @@ public protocol StoreTransaction {
     func earliestDue(at now: Date) throws -> (id: String, due: Int64)?
     /// Moves a booking's timer to `due` (nil: none) without changing the booking.
     func setDue(bookingID: String, _ due: Date?) throws
-    /// Queues an event for the relay, in this transaction.
-    func enqueue(routingKey: String, messageID: String, body: Data) throws
+    /// Queues an event for the relay, in this transaction. Events of one
+    /// `orderKey` (`booking:<id>`, `room:<name>`; see ``OutboxKey``) are
+    /// published in the order they were queued, across processes too.
+    func enqueue(routingKey: String, messageID: String, body: Data, orderKey: String?) throws
 }
 
 extension StoreTransaction {
@@ -246,3 +252,10 @@ public struct CachedRoom: Sendable {
     public var json: Data
 }
 
+
+/// The order keys of outbox events: events of one key leave in commit
+/// order, whichever process committed them.
+enum OutboxKey {
+    static func booking(_ id: String) -> String { "booking:" + id }
+    static func room(_ name: String) -> String { "room:" + name }
+}
