@@ -70,10 +70,19 @@ let package = Package(
         ),
         /// What every service needs at start-up: environment config,
         /// logging, graceful shutdown.
+        /// Every broker object of the set in one place: the contract's
+        /// exchanges and queues, the projector's and the pass sender's own
+        /// queues, the retry message. Light (no server libraries), so
+        /// `bookingctl` declares and inspects them without linking a service.
+        .target(
+            name: "SetTopology",
+            dependencies: ["AMQPClient", "BookingContracts"],
+            path: "Shared/SetTopology"
+        ),
         .target(
             name: "ServiceSupport",
             dependencies: [
-                "AMQPClient", "BookingContracts",
+                "AMQPClient", "BookingContracts", "SetTopology",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -128,7 +137,7 @@ let package = Package(
         .target(
             name: "PassSender",
             dependencies: [
-                "AMQPClient", "BookingContracts", "PostgresSupport", "ServiceSupport",
+                "AMQPClient", "BookingContracts", "PostgresSupport", "ServiceSupport", "SetTopology",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -167,7 +176,7 @@ let package = Package(
         /// (dead-letter queues, passes.failed): list, retry, discard, archive.
         .target(
             name: "FailedMessages",
-            dependencies: ["AMQPClient", "BookingContracts", "PassSender"],
+            dependencies: ["AMQPClient", "BookingContracts", "SetTopology"],
             path: "Services/FailedMessages"
         ),
         /// The operators' CLI: commands, availability queries, failed passes,
@@ -175,7 +184,7 @@ let package = Package(
         .executableTarget(
             name: "bookingctl",
             dependencies: [
-                "AMQPClient", "BookingContracts", "FailedMessages", "PassSender", "ServiceSupport",
+                "AMQPClient", "BookingContracts", "FailedMessages", "SetTopology",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -232,7 +241,7 @@ let package = Package(
             name: "PassSenderIntegrationTests",
             dependencies: [
                 "PassSender", "BookingContracts", "AMQPClient", "PostgresSupport", "TestSupport", "ServiceSupport",
-                .product(name: "Hummingbird", package: "hummingbird"),
+                "FailedMessages", .product(name: "Hummingbird", package: "hummingbird"),
             ],
             path: "Tests/PassSenderIntegrationTests"
         ),

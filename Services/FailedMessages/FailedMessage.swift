@@ -1,7 +1,7 @@
 import AMQPClient
 import BookingContracts
 import Foundation
-import PassSender
+import SetTopology
 
 /// The queues where the set's failed messages end up, as the operators'
 /// console (`bookingctl failed`) sees them. See docs/operations.md,

@@ -2,7 +2,8 @@ import AMQPClient
 import ArgumentParser
 import BookingContracts
 import Foundation
-import PassSender
+import FailedMessages
+import SetTopology
 
 /// `bookingctl passes …`: what operators do with passes that could not be
 /// delivered (the `passes.failed` queue).

@@ -2,7 +2,7 @@ import AMQPClient
 import ArgumentParser
 import BookingContracts
 import Foundation
-import ServiceSupport
+import SetTopology
 
 /// `bookingctl projector …`: maintenance of the availability projector.
 struct ProjectorCommand: AsyncParsableCommand {

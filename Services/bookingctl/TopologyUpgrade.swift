@@ -2,7 +2,7 @@ import AMQPClient
 import ArgumentParser
 import BookingContracts
 import Foundation
-import ServiceSupport
+import SetTopology
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif

@@ -2,13 +2,6 @@ import AMQPClient
 import Foundation
 import Logging
 
-/// A setting that could not be used; the message names the variable and
-/// what is wrong with it, never a secret.
-public struct SettingsError: Error, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
-}
-
 /// The settings every service reads from its environment (the operations
 /// contract in docs and README), with the documented defaults.
 public struct CommonSettings: Sendable {

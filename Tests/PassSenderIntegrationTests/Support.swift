@@ -1,6 +1,7 @@
 import AMQPClient
 import BookingContracts
 import Foundation
+import FailedMessages
 import Hummingbird
 import Logging
 import PassSender

@@ -1,5 +1,6 @@
 import AMQPClient
 import BookingContracts
+import SetTopology
 import Foundation
 
 /// One message of `passes.failed` as an operator sees it.

@@ -1,6 +1,5 @@
 import AMQPClient
 import BookingContracts
-import ServiceSupport
 
 /// The pass sender's private broker objects (all names start with
 /// `pass-sender.`, as the contract requires), see docs/pass-sender.md.
