@@ -217,7 +217,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ServiceSupportTests",
-            dependencies: ["ServiceSupport", "AMQPClient"],
+            dependencies: ["ServiceSupport", "AMQPClient", .product(name: "MetricsTestKit", package: "swift-metrics")],
             path: "Tests/ServiceSupportTests"
         ),
         .testTarget(

@@ -18,10 +18,9 @@ public enum ProjectorRoutes {
     static let json: HTTPFields = [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"]
 
     public static func add(to router: Router<BasicRequestContext>, engine: QueryEngine) {
-        let latency = Timer(label: "projector_query_seconds", dimensions: [("via", "http")])
         router.get("rooms") { request, _ -> Response in
             let started = DispatchTime.now()
-            defer { latency.recordInterval(since: started) }
+            defer { ProjectorMetrics.httpQueryDuration.recordInterval(since: started) }
             switch QueryEngine.parse(parameters: parameters(request)) {
             case .success(let query):
                 return respond(.ok, engine.replyJSON(query))
@@ -77,7 +76,7 @@ public enum ProjectorRoutes {
     }
 
     static func failure(_ status: HTTPResponse.Status, _ error: ReplyError) -> Response {
-        Counter(label: "projector_queries_total", dimensions: [("via", "http"), ("outcome", "rejected")]).increment()
+        ProjectorMetrics.queries.increment("http", "rejected")
         return respond(status, [UInt8]((try? ContractJSON.encode(CommandReply.error(error))) ?? Data()))
     }
 }

@@ -56,7 +56,6 @@ public final class ChangePublisher: Service, Sendable {
     private let queue = Mutex<[Pending]>([])
     private let wakeups: AsyncStream<Void>
     private let wake: AsyncStream<Void>.Continuation
-    private let published = Counter(label: "projector_availability_changed_total")
 
     public init(connection: AMQPConnection, logger: Logger, now: @escaping @Sendable () -> Date = { Date() }) {
         self.connection = connection
@@ -146,7 +145,7 @@ public final class ChangePublisher: Service, Sendable {
             for (i, pending) in batch.enumerated() {
                 pending.ticket.complete(failures[i].map { .failure($0) } ?? .success(()))
             }
-            published.increment(by: results.enumerated().filter { $0.offset % 2 == 0 && $0.element == nil }.count)
+            ProjectorMetrics.availabilityChanged.increment(by: results.enumerated().filter { $0.offset % 2 == 0 && $0.element == nil }.count)
             if let error = failures.compactMap({ $0 }).first {
                 logger.warning("availability.changed not confirmed; the events will be redelivered", metadata: ["error": "\(error)"])
             }

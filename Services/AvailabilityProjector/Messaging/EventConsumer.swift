@@ -60,7 +60,6 @@ public struct EventConsumer: Sendable {
     let logger: Logger
     /// Events count only when the booking handler's user published them.
     let sender: SenderCheck
-    private let lag = Timer(label: "projector_event_apply_seconds")
 
     /// - Parameter sender: whose events to apply; default this connection's
     ///   own user (the one-user embedded set).
@@ -91,15 +90,15 @@ public struct EventConsumer: Sendable {
             logger.warning("event from an untrusted sender dead-lettered",
                            metadata: ["reason": .string(reason), "amqp.message_id": .string(delivery.properties.messageID ?? "")])
             try? await delivery.reject(requeue: false)
-            Counter(label: "projector_events_total", dimensions: [("outcome", "untrusted-sender")]).increment()
+            ProjectorMetrics.events.increment("untrusted-sender")
         case .ignored:
             try? await delivery.ack()
-            Counter(label: "projector_events_total", dimensions: [("outcome", "ignored")]).increment()
+            ProjectorMetrics.events.increment("ignored")
         case .poison(let reason):
             logger.warning("unreadable event dead-lettered", metadata: ["reason": .string(reason),
                                                                         "amqp.message_id": .string(delivery.properties.messageID ?? "")])
             try? await delivery.reject(requeue: false)
-            Counter(label: "projector_events_total", dimensions: [("outcome", "dead-lettered")]).increment()
+            ProjectorMetrics.events.increment("dead-lettered")
         case .change(let change):
             do {
                 let publisher = self.publisher
@@ -113,8 +112,7 @@ public struct EventConsumer: Sendable {
                     try await republish(outcome.touched, cause: cause)
                 }
                 try await delivery.ack()
-                Counter(label: "projector_events_total",
-                        dimensions: [("outcome", outcome.applied ? "applied" : "stale")]).increment()
+                ProjectorMetrics.events.increment(outcome.applied ? "applied" : "stale")
             } catch let error as AMQPError {
                 logger.warning("could not confirm availability.changed; requeueing", metadata: ["error": "\(error)"])
                 await delivery.requeueAfterPause()
@@ -123,7 +121,7 @@ public struct EventConsumer: Sendable {
                 await delivery.requeueAfterPause()
             }
         }
-        lag.recordInterval(since: started)
+        ProjectorMetrics.eventApply.recordInterval(since: started)
     }
 
     /// Publishes the current `avail` of `days` again under ids derived from

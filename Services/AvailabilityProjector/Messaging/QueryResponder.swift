@@ -18,7 +18,6 @@ public struct QueryResponder: Sendable {
     /// `REQUIRE_USER_ID`: queries without `user_id` get 2003.
     let requireUserID: Bool
     let replies: ReplySender
-    private let latency = Timer(label: "projector_query_seconds", dimensions: [("via", "amqp")])
 
     public init(connection: AMQPConnection, engine: QueryEngine, logger: Logger, requireUserID: Bool = false) {
         self.connection = connection
@@ -63,12 +62,12 @@ public struct QueryResponder: Sendable {
             // not write to. Dead-lettered (availability.queries.dead) for
             // whoever investigates.
             logger.warning("query with a forbidden reply_to dead-lettered", metadata: ["reason": .string(reason)])
-            Counter(label: "projector_queries_total", dimensions: [("via", "amqp"), ("outcome", "reply-to-refused")]).increment()
+            ProjectorMetrics.queries.increment("amqp", "reply-to-refused")
             try? await delivery.reject(requeue: false)
             return
         }
         let (body, ok) = answer(body: delivery.body, caller: caller)
-        Counter(label: "projector_queries_total", dimensions: [("via", "amqp"), ("outcome", ok ? "ok" : "rejected")]).increment()
+        ProjectorMetrics.queries.increment("amqp", ok ? "ok" : "rejected")
         do {
             try await replies.reply(body, type: MessageProperties.availabilityReplyType, to: delivery.properties, logger: logger)
         } catch {
@@ -77,6 +76,6 @@ public struct QueryResponder: Sendable {
             return
         }
         try? await delivery.ack()
-        latency.recordInterval(since: started)
+        ProjectorMetrics.amqpQueryDuration.recordInterval(since: started)
     }
 }

@@ -141,7 +141,7 @@ public final class Rebuilder: Sendable {
         if let reason = sender.refusal(delivery.properties) {
             // Someone else writing into the replay queue: never applied.
             logger.warning("replayed message from an untrusted sender dropped", metadata: ["reason": .string(reason)])
-            Counter(label: "projector_events_total", dimensions: [("outcome", "untrusted-sender")]).increment()
+            ProjectorMetrics.events.increment("untrusted-sender")
             try? await delivery.ack()
             return
         }

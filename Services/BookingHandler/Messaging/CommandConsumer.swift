@@ -26,7 +26,6 @@ public struct CommandConsumer: Sendable {
     let replayRate: Int
     /// Answers on `reply_to`.
     let replies: ReplySender
-    private let latency = Timer(label: "booking_command_duration_seconds")
 
     /// - Parameter replayRate: the most messages per second one replay
     ///   publishes (`REPLAY_MAX_RATE`), so a replay cannot crowd out
@@ -74,7 +73,7 @@ public struct CommandConsumer: Sendable {
             // Database trouble: requeue and let the broker redeliver (the
             // queue's delivery limit dead-letters a command that never works).
             log.logger.error("command failed; requeueing", metadata: ["error": "\(error)"])
-            Counter(label: "booking_commands_total", dimensions: [("type", typeLabel), ("outcome", "requeued")]).increment()
+            HandlerMetrics.commands.increment(typeLabel, "requeued")
             await delivery.requeueAfterPause()
             return
         }
@@ -88,21 +87,21 @@ public struct CommandConsumer: Sendable {
                 try await delivery.ack()
                 if !duplicate { relay.kick() }
                 let outcome = duplicate ? "duplicate" : (reply.isOK ? "ok" : (replyCode(reply) == 2003 ? "refused" : "rejected"))
-                Counter(label: "booking_commands_total", dimensions: [("type", type.rawValue), ("outcome", outcome)]).increment()
+                HandlerMetrics.commands.increment(type.rawValue, outcome)
                 log.logger.info(duplicate ? "repeated command answered from the inbox" : "command handled",
                             metadata: ["outcome": .string(outcome)])
             case .poison(let reply, let reason):
                 try await sendReply([UInt8](try ContractJSON.encode(reply)), to: delivery, log: log)
                 try await deadLetter(delivery, reason: reason, code: replyCode(reply))
                 try await delivery.ack()
-                Counter(label: "booking_commands_total", dimensions: [("type", typeLabel), ("outcome", "dead-lettered")]).increment()
+                HandlerMetrics.commands.increment(typeLabel, "dead-lettered")
                 log.logger.warning("poison command dead-lettered", metadata: ["reason": .string(reason)])
             case .refused(let reason):
                 // Not executed and not answered: the reply would have gone
                 // into a queue the sender may not write to.
                 try await deadLetter(delivery, reason: reason, code: ErrorCode.notPermitted.rawValue)
                 try await delivery.ack()
-                Counter(label: "booking_commands_total", dimensions: [("type", typeLabel), ("outcome", "reply-to-refused")]).increment()
+                HandlerMetrics.commands.increment(typeLabel, "reply-to-refused")
                 log.logger.warning("command with a forbidden reply_to dead-lettered, not executed",
                                    metadata: ["reason": .string(reason), "amqp.user_id": .string(p.userID ?? "")])
             case .replay(let request):
@@ -121,7 +120,7 @@ public struct CommandConsumer: Sendable {
                 try await sendReply([UInt8](try ContractJSON.encode(reply)), to: delivery, log: log)
                 try await delivery.ack()
                 let outcome = reply.isOK ? "ok" : "rejected"
-                Counter(label: "booking_commands_total", dimensions: [("type", typeLabel), ("outcome", outcome)]).increment()
+                HandlerMetrics.commands.increment(typeLabel, outcome)
                 log.logger.info("replay handled", metadata: ["outcome": .string(outcome)])
             }
         } catch {
@@ -131,7 +130,7 @@ public struct CommandConsumer: Sendable {
             log.logger.warning("could not finish command; it will be redelivered", metadata: ["error": "\(error)"])
             try? await delivery.nack(requeue: true)
         }
-        latency.recordInterval(since: started)
+        HandlerMetrics.commandDuration.recordInterval(since: started)
     }
 
     /// How many messages one ordered, confirmed batch of a replay holds.

@@ -27,8 +27,6 @@ public final class OutboxRelay: Service, Sendable {
     private let batchSize: Int
     private let wakeups: AsyncStream<Void>
     private let wake: AsyncStream<Void>.Continuation
-    private let published = Counter(label: "booking_events_published_total")
-    private let backlog = Gauge(label: "booking_outbox_backlog")
 
     /// How long published events and inbox entries are kept (`INBOX_RETENTION_DAYS`).
     private let retention: TimeInterval
@@ -169,7 +167,7 @@ public final class OutboxRelay: Service, Sendable {
         // and across processes sharing the database.
         events.sort { $0.id < $1.id }
         guard !events.isEmpty else {
-            backlog.record(0)
+            HandlerMetrics.outboxBacklog.record(0)
             if suspended { await resume() }
             return Round(count: 0, failed: false)
         }
@@ -207,7 +205,7 @@ public final class OutboxRelay: Service, Sendable {
         let results = zip(events, outcomes).map { ($0.id, $1) }
         let ok = results.filter { $0.1 == nil }.map(\.0)
         let failed = results.filter { $0.1 != nil }.map(\.0)
-        published.increment(by: ok.count)
+        HandlerMetrics.eventsPublished.increment(by: ok.count)
         do {
             try await store.markPublished(ok)
             if !failed.isEmpty {

@@ -21,7 +21,6 @@ public struct QueryResponder: Sendable {
     let reader: BookingReader
     let logger: Logger
     let replies: ReplySender
-    private let latency = Timer(label: "booking_query_seconds")
 
     /// `type` of every reply.
     public static let replyType = "booking.reply"
@@ -70,7 +69,7 @@ public struct QueryResponder: Sendable {
         let caller = Caller(userID: delivery.properties.userID)
         if let reason = ReplyAddress.refusal(delivery.properties.replyTo, caller: caller) {
             logger.warning("booking query with a forbidden reply_to dead-lettered", metadata: ["reason": .string(reason)])
-            Counter(label: "booking_queries_total", dimensions: [("outcome", "reply-to-refused")]).increment()
+            HandlerMetrics.queries.increment("reply-to-refused")
             try? await delivery.reject(requeue: false)
             return
         }
@@ -85,7 +84,7 @@ public struct QueryResponder: Sendable {
         }
         // Keys are sorted in every reply, so `ok` comes last.
         let ok = reply.reversed().starts(with: Self.okSuffixReversed)
-        Counter(label: "booking_queries_total", dimensions: [("outcome", ok ? "ok" : "refused")]).increment()
+        HandlerMetrics.queries.increment(ok ? "ok" : "refused")
         do {
             try await replies.reply(reply, type: Self.replyType, to: delivery.properties, logger: logger)
         } catch {
@@ -93,6 +92,6 @@ public struct QueryResponder: Sendable {
             return
         }
         try? await delivery.ack()
-        latency.recordInterval(since: started)
+        HandlerMetrics.queryDuration.recordInterval(since: started)
     }
 }

@@ -87,7 +87,6 @@ public final class BookingTimers: Service, Sendable {
     private let relay: OutboxRelay
     private let logger: Logger
     private let interval: Duration
-    private let applied = Counter(label: "booking_timer_transitions_total")
 
     /// At most this many steps per round before yielding to the sleep; a
     /// backlog after downtime continues in the next round.
@@ -122,7 +121,7 @@ public final class BookingTimers: Service, Sendable {
                 switch step {
                 case .applied(let id, let transition, let version):
                     count += 1
-                    applied.increment()
+                    HandlerMetrics.timerTransitions.increment()
                     relay.kick()
                     logger.info("booking \(transition.event.rawValue.dropFirst("booking.".count)) by its timer",
                                 metadata: ["booking.id": .string(id), "booking.version": "\(version)",
