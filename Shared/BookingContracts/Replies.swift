@@ -54,6 +54,18 @@ public enum CommandReply: Codable, Sendable, Equatable {
     }
 
     /// The `ok` member.
+    /// The booking of a `.booking` reply, else nil.
+    public var bookingValue: Booking? {
+        if case .booking(let booking) = self { return booking }
+        return nil
+    }
+
+    /// The error of an `.error` reply, else nil.
+    public var errorValue: ReplyError? {
+        if case .error(let error) = self { return error }
+        return nil
+    }
+
     public var isOK: Bool {
         if case .error = self { return false }
         return true

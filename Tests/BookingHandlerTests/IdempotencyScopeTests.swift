@@ -114,15 +114,3 @@ struct IdempotencyScopeTests {
         #expect(error.errorValue?.text == "stored before the upgrade")
     }
 }
-
-extension CommandReply {
-    var bookingValue: Booking? {
-        if case .booking(let b) = self { return b }
-        return nil
-    }
-
-    var errorValue: ReplyError? {
-        if case .error(let e) = self { return e }
-        return nil
-    }
-}

@@ -10,12 +10,7 @@ import TestSupport
 /// and every event is published for every booking version.
 @Suite("Booking handler crash recovery")
 struct CrashRecoveryTests {
-    static var binary: URL {
-        if let dir = ProcessInfo.processInfo.environment["SERVICE_BIN_DIR"] {
-            return URL(fileURLWithPath: dir).appendingPathComponent("booking-handler")
-        }
-        return HandlerHarness.repositoryRoot.appendingPathComponent(".build/debug/booking-handler")
-    }
+    static var binary: URL { ServiceProcess.binary("booking-handler") }
 
     /// `environment` adds to or overrides the handler's settings (two
     /// processes on one machine need their own `HTTP_PORT`).
@@ -24,31 +19,12 @@ struct CrashRecoveryTests {
     /// `namespace` runs it inside that network namespace.
     static func launch(url: AMQPURL, dataDirectory: String, log: URL, environment extra: [String: String] = [:],
                        asNobody: Bool = false, namespace: NetworkNamespace? = nil) throws -> Process {
-        let process = Process()
-        if let namespace {
-            let (executable, arguments) = namespace.wrap(binary.path)
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = arguments
-        } else if asNobody {
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-            process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", binary.path]
-        } else {
-            process.executableURL = binary
-        }
-        var environment = ProcessInfo.processInfo.environment
-        environment["AMQP_URL"] = url.urlStringWithCredentials
-        environment["DATA_DIR"] = dataDirectory
-        environment["ROOMS_FILE"] = HandlerHarness.roomsFile
-        environment["LOG_LEVEL"] = "warning"
-        environment.merge(extra) { _, new in new }
-        process.environment = environment
-        if !FileManager.default.fileExists(atPath: log.path) { FileManager.default.createFile(atPath: log.path, contents: nil) }
-        let handle = try FileHandle(forWritingTo: log)
-        handle.seekToEndOfFile()
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-        return process
+        let wrapper = namespace.map { $0.wrap(binary.path) }
+            ?? (asNobody ? ("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", binary.path]) : nil)
+        let environment = ["AMQP_URL": url.urlStringWithCredentials, "DATA_DIR": dataDirectory,
+                           "ROOMS_FILE": HandlerHarness.roomsFile, "LOG_LEVEL": "warning"]
+        return try ServiceProcess.launch(binary, environment: environment.merging(extra) { _, new in new }, log: log,
+                                         wrapper: wrapper)
     }
 
     @Test func killDashNineMidStreamLosesNothingAndDuplicatesNothing() async throws {

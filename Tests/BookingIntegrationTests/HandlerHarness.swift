@@ -123,13 +123,6 @@ func createJSON(room: String = "Berlin", date: String = TestDates.tomorrow, star
 }
 
 extension CommandReply {
-    var booking: Booking? {
-        if case .booking(let b) = self { return b }
-        return nil
-    }
-
-    var error: ReplyError? {
-        if case .error(let e) = self { return e }
-        return nil
-    }
+    var booking: Booking? { bookingValue }
+    var error: ReplyError? { errorValue }
 }

@@ -97,15 +97,3 @@ final class Handler: Sendable {
         try? FileManager.default.removeItem(atPath: dataDirectory)
     }
 }
-
-extension CommandReply {
-    var bookingValue: Booking? {
-        if case .booking(let b) = self { return b }
-        return nil
-    }
-
-    var errorValue: ReplyError? {
-        if case .error(let e) = self { return e }
-        return nil
-    }
-}

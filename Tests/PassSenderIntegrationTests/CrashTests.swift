@@ -14,35 +14,14 @@ struct CrashTests {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     }
 
-    static var binary: URL {
-        if let dir = ProcessInfo.processInfo.environment["SERVICE_BIN_DIR"] {
-            return URL(fileURLWithPath: dir).appendingPathComponent("pass-sender")
-        }
-        return repositoryRoot.appendingPathComponent(".build/debug/pass-sender")
-    }
+    static var binary: URL { ServiceProcess.binary("pass-sender") }
 
     static func launch(url: AMQPURL, dataDirectory: String, gateway: String, log: URL, notify: Bool = false,
                        extra: [String: String] = [:]) throws -> Process {
-        let process = Process()
-        process.executableURL = binary
-        var environment = ProcessInfo.processInfo.environment
-        environment["AMQP_URL"] = url.urlStringWithCredentials
-        environment["DATA_DIR"] = dataDirectory
-        environment["PASS_GATEWAY_URL"] = gateway
+        var environment = ["AMQP_URL": url.urlStringWithCredentials, "DATA_DIR": dataDirectory, "PASS_GATEWAY_URL": gateway,
+                           "PASS_CONCURRENCY": "4", "PASS_RETRY_DELAYS": "100ms", "HTTP_PORT": "0", "LOG_LEVEL": "warning"]
         if notify { environment["PASS_NOTIFY_URL"] = gateway }
-        environment["PASS_CONCURRENCY"] = "4"
-        environment["PASS_RETRY_DELAYS"] = "100ms"
-        environment["HTTP_PORT"] = "0"
-        environment["LOG_LEVEL"] = "warning"
-        environment.merge(extra) { _, new in new }
-        process.environment = environment
-        if !FileManager.default.fileExists(atPath: log.path) { FileManager.default.createFile(atPath: log.path, contents: nil) }
-        let handle = try FileHandle(forWritingTo: log)
-        handle.seekToEndOfFile()
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-        return process
+        return try ServiceProcess.launch(binary, environment: environment.merging(extra) { _, new in new }, log: log)
     }
 
     /// A gateway that sends normally until `passes` passes went out, then
