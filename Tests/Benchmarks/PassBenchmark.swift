@@ -22,6 +22,16 @@ struct PassBenchmark: AsyncParsableCommand {
 
     @Option(help: "Passes per measurement.")
     var passes = 2000
+    @Option(parsing: .upToNextOption, help: "Attendees per booking: one row per value (default 1 10 100).")
+    var attendees: [Int] = [1, 10, 100]
+    @Option(parsing: .upToNextOption, help: "Gateways to measure: spool, http (default both).")
+    var gateways: [String] = ["spool", "http"]
+    @Option(help: "Measurements per row (each on a fresh ledger); every one is printed.")
+    var rounds = 1
+    @Flag(help: "Skip the raw broker rate and the notices (passes/s only).")
+    var passesOnly = false
+    @Option(help: "A PostgreSQL DATABASE_URL (without a query): the ledger there, in a fresh schema per measurement, instead of SQLite.")
+    var databaseURL: String?
 
     func run() async throws {
         let broker = try BenchmarkBroker.start()
@@ -47,20 +57,25 @@ struct PassBenchmark: AsyncParsableCommand {
         try await Task.sleep(for: .milliseconds(300))  // let the listener bind (benchmark only)
 
         print("")
-        print("attendees  gateway  bookings  passes   passes/s  notices/s   broker msg/s (same body size)   RSS MiB")
-        for attendees in [1, 10, 100] {
+        // CPU µs/pass: this whole process (pass sender, HTTP gateway and the
+        // benchmark's own clients) while the passes are sent; not the broker.
+        print("attendees  gateway  bookings  passes   passes/s  notices/s   broker msg/s (same body size)   RSS MiB  CPU µs/pass")
+        for attendees in self.attendees {
             let bookings = max(1, passes / attendees)
             let sample = makeBenchBooking(attendees: attendees)
             let eventBody = [UInt8](try ContractJSON.encode(BookingEvent(eventId: "x", occurredAt: "2026-11-22T10:00:00Z",
                                                                          booking: sample)))
-            let raw = try await rawRate(url: broker.url, body: eventBody, count: bookings, logger: logger)
-            for (label, gatewayURL) in [("spool", nil as String?), ("http", "http://127.0.0.1:\(port)")] {
-                let (rate, noticeRate) = try await measure(url: broker.url, gatewayURL: gatewayURL, attendees: attendees,
-                                                           bookings: bookings, logger: logger)
-                let name = label.padding(toLength: 7, withPad: " ", startingAt: 0)
-                print(String(format: "%9d  ", attendees) + name
-                      + String(format: "  %8d  %6d  %9.0f  %9.0f   %9.0f                        %7.1f",
-                               bookings, bookings * attendees, rate, noticeRate, raw, currentRSSMiB() ?? 0))
+            let raw = passesOnly ? 0 : try await rawRate(url: broker.url, body: eventBody, count: bookings, logger: logger)
+            for _ in 0..<rounds {
+                for (label, gatewayURL) in [("spool", nil as String?), ("http", "http://127.0.0.1:\(port)")]
+                    where gateways.contains(label) {
+                    let (rate, noticeRate, cpu) = try await measure(url: broker.url, gatewayURL: gatewayURL, attendees: attendees,
+                                                                    bookings: bookings, logger: logger)
+                    let name = label.padding(toLength: 7, withPad: " ", startingAt: 0)
+                    print(String(format: "%9d  ", attendees) + name
+                          + String(format: "  %8d  %6d  %9.0f  %9.0f   %9.0f                        %7.1f  %11.0f",
+                                   bookings, bookings * attendees, rate, noticeRate, raw, currentRSSMiB() ?? 0, cpu))
+                }
             }
         }
         print(String(format: "peak RSS of the benchmark process (pass sender + HTTP gateway + clients): %.1f MiB", peakRSSMiB()))
@@ -111,14 +126,18 @@ struct PassBenchmark: AsyncParsableCommand {
     /// starts a pass sender again on the same ledger and times until every
     /// `cancelled` notice is delivered. Returns (passes/s, notices/s).
     func measure(url: AMQPURL, gatewayURL: String?, attendees: Int, bookings: Int,
-                 logger: Logger) async throws -> (passes: Double, notices: Double) {
+                 logger: Logger) async throws -> (passes: Double, notices: Double, cpuMicrosPerPass: Double) {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("bench-pass-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let client = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: "bench-client"),
                                                       logger: logger)
-        let settings = PassSenderSettings(gatewayURL: gatewayURL, maxAttempts: 5, retryDelays: [RetryDelay(milliseconds: 1000)],
+        var settings = PassSenderSettings(gatewayURL: gatewayURL, maxAttempts: 5, retryDelays: [RetryDelay(milliseconds: 1000)],
                                           gatewayTimeout: .seconds(10), concurrency: 8, notifyURL: gatewayURL)
+        if let databaseURL {
+            let schema = "bench_" + UUID().uuidString.prefix(8).lowercased()
+            settings.database = try PassSenderSettings(environment: ["DATABASE_URL": databaseURL + "?schema=" + schema]).database
+        }
         try await client.declare(PassQueues.declarations(delays: settings.retryDelays))
         try await client.purgeQueue(Topology.passSenderEventsQueue)
         let booked = (0..<bookings).map { _ in makeBenchBooking(attendees: attendees) }
@@ -132,7 +151,13 @@ struct PassBenchmark: AsyncParsableCommand {
         }
         let total = bookings * attendees
         try await publish(.bookingConfirmed, booked)
+        let cpuBefore = cpuNanos(pid: getpid())
         let passes = try await run(url: url, settings: settings, dir: dir, total: total, logger: logger) { $0.delivered.count }
+        let cpu = Double(cpuNanos(pid: getpid()) - cpuBefore) / 1000 / Double(total)
+        if passesOnly {
+            await client.close()
+            return (passes, 0, cpu)
+        }
         try await publish(.bookingCancelled, booked.map { b in
             var c = b
             c.version = 2
@@ -144,7 +169,7 @@ struct PassBenchmark: AsyncParsableCommand {
         }
         // pass.* events pile up nowhere (no queue bound in the benchmark broker unless the projector's is).
         await client.close()
-        return (passes, notices)
+        return (passes, notices, cpu)
     }
 
     /// Starts a pass sender on `dir`, times until `count` of the settled

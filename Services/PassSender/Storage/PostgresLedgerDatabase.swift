@@ -9,22 +9,34 @@ import PostgresSupport
 /// handler and the pass sender can be given the same URL.
 ///
 /// Every write transaction runs on one connection (``PostgresWriter``):
-/// READ COMMITTED, after a transaction-level advisory lock on its booking,
+/// READ COMMITTED, after transaction-level advisory locks on its bookings,
 /// so the ledger's read-then-claim steps for one booking never interleave
 /// across instances (each statement after the lock sees the previous
 /// holder's commit). Reads use the same connection.
+///
+/// Writes (and reads) go through ``GroupCommit``: those waiting at one
+/// moment share one transaction, which takes all their bookings' locks
+/// first, in hash order, and holds them to its commit.
 public final class PostgresLedgerDatabase: LedgerDatabase {
     /// The schema when `DATABASE_URL` names none.
     public static let defaultSchema = "pass_sender"
     let writer: PostgresWriter
     let schema: String
+    let groupCommit: GroupCommit
 
     /// Connects (waiting up to `waitSeconds` for a server that is not up
     /// yet), creates the schema when missing and migrates it.
     public static func open(settings: PostgresSettings, logger: Logger, waitSeconds: Double = 60) async throws -> PostgresLedgerDatabase {
+        try await open(settings: settings, logger: logger, waitSeconds: waitSeconds, maxBatch: 256, observer: nil)
+    }
+
+    /// `maxBatch`: most writes per transaction; `observer`: the group
+    /// commit's events (tests).
+    static func open(settings: PostgresSettings, logger: Logger, waitSeconds: Double, maxBatch: Int,
+                     observer: (@Sendable (GroupCommit.Event) -> Void)?) async throws -> PostgresLedgerDatabase {
         var settings = settings
         if settings.schema == nil { settings.schema = defaultSchema }
-        let database = try PostgresLedgerDatabase(settings: settings, logger: logger)
+        let database = try PostgresLedgerDatabase(settings: settings, logger: logger, maxBatch: maxBatch, observer: observer)
         let schema = database.schema
         try await database.writer.whenReachable(waitSeconds: waitSeconds) { connection in
             try PostgresLedgerSchema.migrate(connection, schema: schema, logger: logger)
@@ -32,16 +44,34 @@ public final class PostgresLedgerDatabase: LedgerDatabase {
         return database
     }
 
-    private init(settings: PostgresSettings, logger: Logger) throws {
-        writer = try PostgresWriter(settings: settings, label: "pass-ledger.writer", logger: logger)
-        schema = settings.schema ?? Self.defaultSchema
+    private init(settings: PostgresSettings, logger: Logger, maxBatch: Int,
+                 observer: (@Sendable (GroupCommit.Event) -> Void)?) throws {
+        let writer = try PostgresWriter(settings: settings, label: "pass-ledger.writer", logger: logger)
+        let schema = settings.schema ?? Self.defaultSchema
+        self.writer = writer
+        self.schema = schema
+        groupCommit = GroupCommit(maxBatch: maxBatch, observer: observer) { keys, body in
+            let logger = writer.logger
+            return try await writer.transaction(lockKey: nil) { connection in
+                if !keys.isEmpty {
+                    // As PostgresWriter takes one lock: a holder that does
+                    // not let go within 20 s fails this transaction (55P03).
+                    // In hash order: two batches never wait for each other
+                    // in a circle.
+                    let names = keys.map { "pass-ledger:\(schema):\($0)" }
+                    try connection.run("SET LOCAL lock_timeout = '20s'", logger)
+                    try connection.run("""
+                        SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest(\(names)::text[]) AS k
+                                                             ORDER BY 1) AS l
+                        """, logger)
+                }
+                return try body(PostgresLedgerSQL(connection: connection, logger: logger))
+            }
+        }
     }
 
     public func write<T: Sendable>(lockKey: String?, _ body: @Sendable @escaping (any LedgerSQL) throws -> T) async throws -> T {
-        let logger = writer.logger
-        return try await writer.transaction(lockKey: lockKey.map { "pass-ledger:\(schema):\($0)" }) { connection in
-            try body(PostgresLedgerSQL(connection: connection, logger: logger))
-        }
+        try await groupCommit.write(lockKey: lockKey, body)
     }
 
     public func read<T: Sendable>(_ body: @Sendable @escaping (any LedgerSQL) throws -> T) async throws -> T {

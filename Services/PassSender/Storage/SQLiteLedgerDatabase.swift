@@ -4,11 +4,22 @@ import ServiceSupport
 
 /// The ledger in SQLite (WAL) through GRDB: `$DATA_DIR/pass-sender.sqlite`.
 /// Several instances may share the file on one host (one writer at a time).
+///
+/// Writes go through ``GroupCommit``: those waiting at one moment share one
+/// transaction on GRDB's writer queue (one WAL fsync for all of them).
+/// Reads run on the pool's readers and see committed transactions only.
 public final class SQLiteLedgerDatabase: LedgerDatabase {
     let pool: DatabasePool
+    let groupCommit: GroupCommit
 
     /// Opens (creating and migrating as needed) the file at `path`.
-    public init(path: String) throws {
+    public convenience init(path: String) throws {
+        try self.init(path: path, maxBatch: 256, observer: nil)
+    }
+
+    /// `maxBatch`: most writes per transaction; `observer`: the group
+    /// commit's events (tests).
+    init(path: String, maxBatch: Int, observer: (@Sendable (GroupCommit.Event) -> Void)?) throws {
         var configuration = Configuration()
         configuration.busyMode = .timeout(15)
         configuration.prepareDatabase { db in
@@ -22,10 +33,19 @@ public final class SQLiteLedgerDatabase: LedgerDatabase {
             try Self.migrator.migrate(pool)
             return pool
         }
+        // GRDB's DatabasePool sets `synchronous = NORMAL` on its writer when
+        // it turns WAL on, after `prepareDatabase`: without this the writer
+        // ran NORMAL (no fsync at commit; a commit could be lost to a power
+        // cut or an OS crash, though not to a process crash).
+        try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+        let pool = self.pool
+        groupCommit = GroupCommit(maxBatch: maxBatch, observer: observer) { _, body in
+            try await pool.write { db in try body(GRDBLedgerSQL(db: db)) }
+        }
     }
 
     public func write<T: Sendable>(lockKey: String?, _ body: @Sendable @escaping (any LedgerSQL) throws -> T) async throws -> T {
-        try await pool.write { db in try body(GRDBLedgerSQL(db: db)) }
+        try await groupCommit.write(lockKey: lockKey, body)
     }
 
     public func read<T: Sendable>(_ body: @Sendable @escaping (any LedgerSQL) throws -> T) async throws -> T {
@@ -85,16 +105,19 @@ public final class SQLiteLedgerDatabase: LedgerDatabase {
     }
 }
 
-/// GRDB's `Database` as ``LedgerSQL``.
+/// GRDB's `Database` as ``LedgerSQL``. Statements are prepared once per
+/// connection and SQL text (GRDB's statement cache): the ledger's SQL is a
+/// few dozen constant strings, and parsing them again for every call was
+/// a fifth of the pass sender's CPU time (docs/performance.md).
 struct GRDBLedgerSQL: LedgerSQL {
     let db: Database
 
     func execute(_ sql: String, _ arguments: [SQLValue]) throws {
-        try db.execute(sql: sql, arguments: StatementArguments(arguments.map(Self.databaseValue)))
+        try db.cachedStatement(sql: sql).execute(arguments: StatementArguments(arguments.map(Self.databaseValue)))
     }
 
     func rows(_ sql: String, _ arguments: [SQLValue]) throws -> [SQLRow] {
-        try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments.map(Self.databaseValue))).map { row in
+        try Row.fetchAll(db.cachedStatement(sql: sql), arguments: StatementArguments(arguments.map(Self.databaseValue))).map { row in
             SQLRow(row.map { ($0.0, Self.value($0.1)) })
         }
     }

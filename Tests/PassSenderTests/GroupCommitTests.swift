@@ -1,0 +1,322 @@
+import Foundation
+import Logging
+import PostgresSupport
+import Synchronization
+import Testing
+import TestSupport
+@testable import PassSender
+
+/// The ledger's group commit (``GroupCommit``): writes waiting together
+/// share one transaction; each returns only after that transaction
+/// committed; a batch that fails fails every write in it and keeps none;
+/// a write that throws inside a batch is rolled back alone.
+///
+/// Batches are made deterministic without timing: the first transaction is
+/// held until the test has seen the other writes queued behind it.
+@Suite("Group commit")
+struct GroupCommitTests {
+    // MARK: In-memory engine
+
+    /// Statements go to the open transaction; COMMIT makes them visible.
+    /// Savepoints as SQLite and PostgreSQL treat them.
+    final class FakeStore: Sendable {
+        struct State {
+            var committed: [String] = []
+            var open: [String] = []
+            var savepoint: Int?
+            var transactions = 0
+            var lockKeys: [[String]] = []
+        }
+        let state = Mutex(State())
+        var committed: [String] { state.withLock { $0.committed } }
+    }
+
+    struct FakeSQL: LedgerSQL {
+        let store: FakeStore
+        func execute(_ sql: String, _ arguments: [SQLValue]) throws {
+            store.state.withLock { s in
+                switch sql {
+                case "SAVEPOINT ledger_write": s.savepoint = s.open.count
+                case "ROLLBACK TO SAVEPOINT ledger_write": s.open.removeSubrange(s.savepoint!...)
+                case "RELEASE SAVEPOINT ledger_write": s.savepoint = nil
+                default: if case .text(let v)? = arguments.first { s.open.append(v) }
+                }
+            }
+        }
+        func rows(_ sql: String, _ arguments: [SQLValue]) throws -> [SQLRow] { [] }
+    }
+
+    struct CommitFailed: Error, Equatable {}
+    struct WriteFailed: Error, Equatable { let name: String }
+
+    /// A group commit on a ``FakeStore`` whose first transaction waits for
+    /// `releaseFirst`, and whose transactions numbered in `failing` fail at
+    /// COMMIT (after running every write).
+    struct Fixture {
+        let store: FakeStore
+        let group: GroupCommit
+        let events: AsyncStream<GroupCommit.Event>
+        let releaseFirst: @Sendable () -> Void
+
+        init(failing: Set<Int> = []) {
+            let store = FakeStore()
+            self.store = store
+            let (events, sink) = AsyncStream<GroupCommit.Event>.makeStream()
+            let (gate, open) = AsyncStream<Void>.makeStream()
+            self.events = events
+            releaseFirst = { open.yield() }
+            group = GroupCommit(observer: { sink.yield($0) }) { keys, body in
+                let n = store.state.withLock { s in
+                    s.transactions += 1
+                    s.lockKeys.append(keys)
+                    return s.transactions
+                }
+                if n == 1 { for await _ in gate { break } }
+                do {
+                    let result = try body(FakeSQL(store: store))
+                    if failing.contains(n) { throw CommitFailed() }
+                    store.state.withLock { s in
+                        s.committed += s.open
+                        s.open = []
+                    }
+                    return result
+                } catch {
+                    store.state.withLock { $0.open = [] }
+                    throw error
+                }
+            }
+        }
+
+        /// Writes `name` (and returns it); throws after writing when `fail`.
+        func write(_ name: String, fail: Bool = false) async throws -> String {
+            try await group.write(lockKey: "booking-\(name)") { db in
+                try db.execute("INSERT", [.text(name)])
+                if fail { throw WriteFailed(name: name) }
+                return name
+            }
+        }
+    }
+
+    /// Waits for `event` on `iterator`.
+    static func awaitEvent(_ iterator: inout AsyncStream<GroupCommit.Event>.Iterator, _ event: GroupCommit.Event) async {
+        while let next = await iterator.next() {
+            if next == event { return }
+        }
+        Issue.record("event stream ended before \(event)")
+    }
+
+    /// Starts write "a" and holds its transaction; queues `names` behind it.
+    /// Returns the tasks of "a" and of `names`, once all are queued.
+    static func queueBehindFirst(_ f: Fixture, _ names: [String], failing: Set<String> = [],
+                                 check: @escaping @Sendable (String) -> Void = { _ in })
+        async -> (first: Task<String, any Error>, rest: [Task<String, any Error>]) {
+        var events = f.events.makeAsyncIterator()
+        let first = Task { try await f.write("a") }
+        await awaitEvent(&events, .started(writes: 1))
+        let rest = names.map { name in
+            Task {
+                let result = try await f.write(name, fail: failing.contains(name))
+                check(name)
+                return result
+            }
+        }
+        await awaitEvent(&events, .queued(pending: names.count))
+        return (first, rest)
+    }
+
+    @Test func writesWaitingTogetherShareOneTransactionAndReturnOnlyAfterItsCommit() async throws {
+        let f = Fixture()
+        let names = (1...9).map { "w\($0)" }
+        let store = f.store
+        let seenUncommitted = LockedBox<[String]>([])
+        let (first, rest) = await Self.queueBehindFirst(f, names) { name in
+            // Back from `write`: its transaction has committed.
+            if !store.committed.contains(name) { seenUncommitted.withLock { $0.append(name) } }
+        }
+        f.releaseFirst()
+        #expect(try await first.value == "a")
+        var results: [String] = []
+        for task in rest { results.append(try await task.value) }
+        #expect(results == names)
+        #expect(seenUncommitted.withLock { $0 } == [])
+        #expect(f.store.committed == ["a"] + names)
+        // 10 writes, 2 transactions: "a" alone, then the 9 that waited for it.
+        let stats = f.group.stats
+        #expect(stats.transactions == 2 && stats.writes == 10 && stats.largestBatch == 9 && stats.failedTransactions == 0)
+        // The batch took every write's lock, each once, in order.
+        #expect(f.store.state.withLock { $0.lockKeys } == [["booking-a"], names.map { "booking-\($0)" }.sorted()])
+    }
+
+    @Test func aBatchThatFailsFailsEveryWriteInItAndKeepsNone() async throws {
+        let f = Fixture(failing: [2])
+        let names = ["b", "c", "d", "e"]
+        let (first, rest) = await Self.queueBehindFirst(f, names)
+        f.releaseFirst()
+        #expect(try await first.value == "a")
+        for task in rest {
+            await #expect(throws: CommitFailed.self) { try await task.value }
+        }
+        #expect(f.store.committed == ["a"])
+        #expect(f.group.stats.failedTransactions == 1)
+        // The queue goes on: the next write gets a transaction of its own.
+        #expect(try await f.write("f") == "f")
+        #expect(f.store.committed == ["a", "f"])
+    }
+
+    @Test func aWriteThatThrowsInABatchIsRolledBackAloneTheOthersCommit() async throws {
+        let f = Fixture()
+        let names = ["b", "c", "d"]
+        let (first, rest) = await Self.queueBehindFirst(f, names, failing: ["c"])
+        f.releaseFirst()
+        _ = try await first.value
+        #expect(try await rest[0].value == "b")
+        await #expect(throws: WriteFailed(name: "c")) { try await rest[1].value }
+        #expect(try await rest[2].value == "d")
+        #expect(f.store.committed == ["a", "b", "d"])
+        #expect(f.group.stats.transactions == 2 && f.group.stats.failedTransactions == 0)
+    }
+
+    @Test func aLoneWriteThatThrowsRollsItsTransactionBack() async throws {
+        let f = Fixture()
+        f.releaseFirst()
+        await #expect(throws: WriteFailed(name: "a")) { try await f.write("a", fail: true) }
+        #expect(f.store.committed == [])
+        #expect(try await f.write("b") == "b")
+        #expect(f.store.committed == ["b"])
+    }
+
+    // MARK: Real engines
+
+    /// A database of `kind` with the group commit's events, and a second
+    /// one on the same file / schema (another connection) to check what
+    /// is committed.
+    static func open(_ kind: LedgerKind, directory: URL, url: String,
+                     observer: @escaping @Sendable (GroupCommit.Event) -> Void) async throws
+        -> (database: any LedgerDatabase, group: GroupCommit) {
+        switch kind {
+        case .sqlite:
+            let db = try SQLiteLedgerDatabase(path: directory.appendingPathComponent("l.sqlite").path, maxBatch: 256,
+                                              observer: observer)
+            return (db, db.groupCommit)
+        case .postgres:
+            let db = try await PostgresLedgerDatabase.open(settings: PostgresSettings(url: url), logger: Logger(label: "gc-test"),
+                                                           waitSeconds: 0, maxBatch: 256, observer: observer)
+            return (db, db.groupCommit)
+        }
+    }
+
+    static func insertBooking(_ db: any LedgerSQL, _ id: String) throws {
+        try db.execute("INSERT INTO booking (id, latestVersion, cancelled, timesVersion, updatedAt) VALUES (?, 1, ?, 1, 0)",
+                       id, false)
+    }
+
+    static func exists(_ database: any LedgerDatabase, _ id: String) async throws -> Bool {
+        try await database.read { db in try db.row("SELECT id FROM booking WHERE id = ?", id) != nil }
+    }
+
+    @Test(arguments: LedgerKind.allCases)
+    func concurrentLedgerWritesShareTransactionsAndAreCommittedBeforeTheyReturn(_ kind: LedgerKind) async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gc-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let url = try TestPostgres.url(schemaPrefix: "gc")
+        let (events, sink) = AsyncStream<GroupCommit.Event>.makeStream()
+        let (database, group) = try await Self.open(kind, directory: dir, url: url) { sink.yield($0) }
+        let other = try await kind.database(directory: dir, url: url)
+        var iterator = events.makeAsyncIterator()
+
+        // "a" holds the engine's transaction (on its thread) until the
+        // others are queued behind it.
+        let gate = DispatchSemaphore(value: 0)
+        let first = Task {
+            try await database.write(lockKey: "a") { db in
+                gate.wait()
+                try Self.insertBooking(db, "a")
+            }
+        }
+        await Self.awaitEvent(&iterator, .started(writes: 1))
+        let names = (1...8).map { "w\($0)" }
+        let notVisible = LockedBox<[String]>([])
+        let tasks = names.map { name in
+            Task {
+                try await database.write(lockKey: name) { db in
+                    try Self.insertBooking(db, name)
+                    if name == "w4" { throw WriteFailed(name: name) }
+                }
+                // Back from `write`: another connection sees it.
+                if (try await Self.exists(other, name)) == false { notVisible.withLock { $0.append(name) } }
+            }
+        }
+        await Self.awaitEvent(&iterator, .queued(pending: names.count))
+        gate.signal()
+        try await first.value
+        for (name, task) in zip(names, tasks) {
+            if name == "w4" {
+                await #expect(throws: WriteFailed(name: "w4")) { try await task.value }
+            } else {
+                try await task.value
+            }
+        }
+        #expect(notVisible.withLock { $0 } == [])
+        #expect(try await Self.exists(other, "a"))
+        #expect((try await Self.exists(other, "w4")) == false)
+        // The 8 waiting writes: one transaction (w4 rolled back to its savepoint).
+        #expect(group.stats.transactions == 2 && group.stats.writes == 9 && group.stats.largestBatch == 8)
+        await database.close()
+        await other.close()
+    }
+
+    /// SQLite: commits are fsynced (`synchronous = FULL`, 2) on the writer,
+    /// not GRDB's WAL default NORMAL (1), which does not sync at commit.
+    @Test func theSQLiteWriterSyncsEveryCommit() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gc-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let database = try SQLiteLedgerDatabase(path: dir.appendingPathComponent("l.sqlite").path)
+        let level = try await database.write(lockKey: nil) { db in try db.rows("PRAGMA synchronous", []).first?.int("synchronous") }
+        #expect(level == 2)
+    }
+
+    /// PostgreSQL: the connection dies under a batch (the server ends it):
+    /// every write of the batch fails and none of them is kept; the next
+    /// write reconnects.
+    @Test func aBatchWhoseConnectionDiesFailsEveryWriteAndKeepsNone() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gc-\(UUID().uuidString)")
+        let url = try TestPostgres.url(schemaPrefix: "gcdie")
+        let (events, sink) = AsyncStream<GroupCommit.Event>.makeStream()
+        let (database, group) = try await Self.open(.postgres, directory: dir, url: url) { sink.yield($0) }
+        let other = try await LedgerKind.postgres.database(directory: dir, url: url)
+        var iterator = events.makeAsyncIterator()
+        let gate = DispatchSemaphore(value: 0)
+        let first = Task {
+            try await database.write(lockKey: "a") { db in
+                gate.wait()
+                try Self.insertBooking(db, "a")
+            }
+        }
+        await Self.awaitEvent(&iterator, .started(writes: 1))
+        let names = ["b", "c", "d"]
+        let tasks = names.map { name in
+            Task {
+                try await database.write(lockKey: name) { db in
+                    try Self.insertBooking(db, name)
+                    if name == "c" { try db.execute("SELECT pg_terminate_backend(pg_backend_pid())", []) }
+                }
+            }
+        }
+        await Self.awaitEvent(&iterator, .queued(pending: names.count))
+        gate.signal()
+        try await first.value
+        for task in tasks {
+            await #expect(throws: (any Error).self) { try await task.value }
+        }
+        await Self.awaitEvent(&iterator, .failedBatch(writes: 3))
+        for name in names { #expect((try await Self.exists(other, name)) == false) }
+        #expect(try await Self.exists(other, "a"))
+        #expect(group.stats.failedTransactions == 1)
+        try await database.write(lockKey: "e") { db in try Self.insertBooking(db, "e") }
+        #expect(try await Self.exists(other, "e"))
+        await database.close()
+        await other.close()
+    }
+}
