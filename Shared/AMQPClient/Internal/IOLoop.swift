@@ -1,4 +1,3 @@
-import CRabbitMQ
 import Foundation
 import Logging
 import Metrics
@@ -289,7 +288,8 @@ final class IOLoop: @unchecked Sendable {
             for command in waiting { handle(command) }
         } catch {
             io.conn = nil
-            resetChannelState(error: AMQPError(.connectionLost, "connection lost: \(error.message)"))
+            resetChannelState(error: AMQPError(.connectionLost, "connection lost: \(error.message)",
+                                               libraryStatus: error.libraryStatus))
             switch io.machine.connectFailed(error, now: monotonicNanos()) {
             case .failStartup:
                 logger.error("AMQP connection failed", metadata: ["amqp.url": "\(url)", "error": "\(error)"])
@@ -423,35 +423,25 @@ final class IOLoop: @unchecked Sendable {
 
     /// Reads and routes one frame; false when none was ready.
     private func readOneFrame(_ c: CConnection) throws(AMQPError) -> Bool {
-        switch c.waitFrame(microseconds: 1) {
+        switch c.nextEvent(microseconds: 1) {
         case .timeout:
             return false
         case .failed(let error):
             throw error
-        case .frame(var frame):
-            try route(&frame, c)
+        case .event(let event):
+            try route(event, c)
             return true
         }
     }
 
-    private func route(_ frame: inout amqp_frame_t, _ c: CConnection) throws(AMQPError) {
-        guard frame.frame_type == UInt8(AMQP_FRAME_METHOD) else { return }
-        let channel = frame.channel
-        let id = crabbitmq_frame_method_id(&frame)
-        let decoded = crabbitmq_frame_method_decoded(&frame)!
-        switch id {
-        case MethodID.basicAck:
-            let ack = decoded.assumingMemoryBound(to: amqp_basic_ack_t.self).pointee
-            confirmed(tag: ack.delivery_tag, multiple: ack.multiple != 0, error: nil)
-        case MethodID.basicNack:
-            let nack = decoded.assumingMemoryBound(to: amqp_basic_nack_t.self).pointee
-            confirmed(tag: nack.delivery_tag, multiple: nack.multiple != 0,
+    private func route(_ event: InboundEvent, _ c: CConnection) throws(AMQPError) {
+        switch event {
+        case .ack(let deliveryTag, let multiple):
+            confirmed(tag: deliveryTag, multiple: multiple, error: nil)
+        case .nack(let deliveryTag, let multiple):
+            confirmed(tag: deliveryTag, multiple: multiple,
                       error: AMQPError(.nacked, "broker refused the message (basic.nack)"))
-        case MethodID.basicReturn:
-            let ret = decoded.assumingMemoryBound(to: amqp_basic_return_t.self).pointee
-            let code = ret.reply_code, text = ret.reply_text.string
-            let exchange = ret.exchange.string, routingKey = ret.routing_key.string
-            let content = try c.readMessage(channel: channel)
+        case .returned(let code, let text, let exchange, let routingKey, let content):
             let error = AMQPError(.unroutable, "no queue for exchange '\(exchange)' routing key '\(routingKey)': \(text)", replyCode: code)
             if let seq = content.properties.headers[Self.publishSequenceHeader]?.intValue {
                 io.confirms.markReturned(UInt64(seq), error)
@@ -460,11 +450,7 @@ final class IOLoop: @unchecked Sendable {
                 // correlation id is what identifies it).
                 promise.resume(throwing: error)
             }
-        case MethodID.basicDeliver:
-            let d = decoded.assumingMemoryBound(to: amqp_basic_deliver_t.self).pointee
-            let tag = d.consumer_tag.string, deliveryTag = d.delivery_tag, redelivered = d.redelivered != 0
-            let exchange = d.exchange.string, routingKey = d.routing_key.string
-            let content = try c.readMessage(channel: channel)
+        case .delivery(let channel, let tag, let deliveryTag, let redelivered, let exchange, let routingKey, let content):
             if content.truncatedHeaders > 0 {
                 // See CDecode: over-deep header values were cut to .void.
                 truncatedHeadersCounter.increment(by: content.truncatedHeaders)
@@ -481,23 +467,20 @@ final class IOLoop: @unchecked Sendable {
             }
             deliver(channel: channel, consumerTag: tag, deliveryTag: deliveryTag, redelivered: redelivered,
                     exchange: exchange, routingKey: routingKey, properties: content.properties, body: content.body)
-        case MethodID.basicCancel:
-            let cancel = decoded.assumingMemoryBound(to: amqp_basic_cancel_t.self).pointee
-            brokerCancelledConsumer(tag: cancel.consumer_tag.string)
-        case MethodID.channelClose:
-            let close = decoded.assumingMemoryBound(to: amqp_channel_close_t.self).pointee
-            c.sendChannelCloseOK(channel: channel)
-            try channelClosedByBroker(channel, AMQPError(.channelClosed, close.reply_text.string, replyCode: close.reply_code), c)
-        case MethodID.connectionClose:
-            let close = decoded.assumingMemoryBound(to: amqp_connection_close_t.self).pointee
-            c.sendConnectionCloseOK()
-            throw AMQPError(.connectionLost, "broker closed the connection: \(close.reply_text.string)", replyCode: close.reply_code)
-        case MethodID.connectionBlocked:
+        case .consumerCancelled(let tag):
+            brokerCancelledConsumer(tag: tag)
+        case .channelClosed(let channel, let code, let text):
+            try channelClosedByBroker(channel, AMQPError(.channelClosed, text, replyCode: code), c)
+        case .connectionClosed(let code, let text):
+            throw AMQPError(.connectionLost, "broker closed the connection: \(text)", replyCode: code)
+        case .blocked:
             logger.warning("broker blocked publishing (resource alarm)")
-        case MethodID.connectionUnblocked:
+        case .unblocked:
             logger.notice("broker unblocked publishing")
-        default:
-            logger.debug("ignoring AMQP method", metadata: ["amqp.method": "\(id)", "amqp.channel": "\(channel)"])
+        case .ignored(let channel, let method):
+            if let method {
+                logger.debug("ignoring AMQP method", metadata: ["amqp.method": "\(method)", "amqp.channel": "\(channel)"])
+            }
         }
     }
 
@@ -850,7 +833,7 @@ final class IOLoop: @unchecked Sendable {
     /// Forgets per-connection state: unconfirmed publishes and pending RPCs
     /// fail (retryable), delivery tags go stale, consumers wait for restart.
     private func resetChannelState(error: AMQPError) {
-        let lost = AMQPError(.connectionLost, error.message, replyCode: error.replyCode)
+        let lost = AMQPError(.connectionLost, error.message, replyCode: error.replyCode, libraryStatus: error.libraryStatus)
         failConfirms(lost)
         failRPCs(lost)
         io.channels.removeAll()
