@@ -43,6 +43,13 @@ public struct AMQPError: Error, Sendable, Equatable, CustomStringConvertible {
     public var message: String
     /// AMQP reply code from the broker, when it sent one (e.g. 404, 406, 403, 312).
     public var replyCode: UInt16?
+    /// rabbitmq-c's own status code (an `amqp_status_enum` value, negative,
+    /// e.g. -9 `AMQP_STATUS_SOCKET_ERROR`, -16 `AMQP_STATUS_HEARTBEAT_TIMEOUT`)
+    /// when the library reported the failure; `nil` when the broker or this
+    /// layer did. `code` is coarse on purpose; this keeps the exact library
+    /// condition for logs and bug reports, as librdkafka's code is kept on
+    /// a Kafka error.
+    public var libraryStatus: Int32?
 
     /// Whether trying the same operation again later can succeed.
     public var isRetryable: Bool {
@@ -54,10 +61,11 @@ public struct AMQPError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Creates an error.
-    public init(_ code: Code, _ message: String, replyCode: UInt16? = nil) {
+    public init(_ code: Code, _ message: String, replyCode: UInt16? = nil, libraryStatus: Int32? = nil) {
         self.code = code
         self.message = message
         self.replyCode = replyCode
+        self.libraryStatus = libraryStatus
     }
 
     public var description: String {

@@ -110,7 +110,7 @@ struct ConnectionStateMachineTests {
 
     @Test func connectSucceededMarksStartupOver() {
         var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 0)
-        m.connectSucceeded()
+        #expect(m.connectSucceeded() == .completeStartup)
         #expect(m.state == .connected)
         #expect(m.hasConnected)
     }
@@ -119,17 +119,17 @@ struct ConnectionStateMachineTests {
         var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 30)
         #expect(m.connectFailed(failed(.connectionFailed), now: 0, random: 0) == .retry(at: second))
         #expect(m.reconnectDue(now: second) == true)
-        m.connectSucceeded()
+        #expect(m.connectSucceeded() == .completeStartup)
         #expect(m.state == .connected)
         #expect(m.hasConnected)
     }
 
     @Test func connectionLostWaitsWithBackoff() {
         var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 0)
-        m.connectSucceeded()
+        #expect(m.connectSucceeded() == .completeStartup)
         let lostAt: UInt64 = 3_600 * second
-        let until: UInt64? = m.connectionLost(now: lostAt, random: 0.9)
-        #expect(until == lostAt + 1 * second)
+        let action: ConnectionStateMachine.ConnectionLostAction = m.connectionLost(now: lostAt, random: 0.9)
+        #expect(action == .reconnect(at: lostAt + 1 * second))
         #expect(m.state == .waitingToReconnect(attempt: 1, until: lostAt + 1 * second))
         #expect(m.hasConnected)
 
@@ -147,19 +147,19 @@ struct ConnectionStateMachineTests {
         let jittery = Backoff(initial: 2, maximum: 8, multiplier: 2, jitter: 0.5)
         var low = ConnectionStateMachine(backoff: jittery, now: 0, initialConnectTimeoutSeconds: 0)
         var high = ConnectionStateMachine(backoff: jittery, now: 0, initialConnectTimeoutSeconds: 0)
-        low.connectSucceeded()
-        high.connectSucceeded()
-        #expect(low.connectionLost(now: 10 * second, random: 0) == 11 * second)
-        #expect(high.connectionLost(now: 10 * second, random: 1) == 12 * second)
+        #expect(low.connectSucceeded() == .completeStartup)
+        #expect(high.connectSucceeded() == .completeStartup)
+        #expect(low.connectionLost(now: 10 * second, random: 0) == .reconnect(at: 11 * second))
+        #expect(high.connectionLost(now: 10 * second, random: 1) == .reconnect(at: 12 * second))
     }
 
     @Test(arguments: [AMQPError.Code.connectionFailed, .accessRefused, .vhostNotAllowed, .invalidURL, .protocolError, .channelClosed, .timeout])
     func afterHavingConnectedFailuresAlwaysRetry(_ code: AMQPError.Code) {
         var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 0)
-        m.connectSucceeded()
+        #expect(m.connectSucceeded() == .completeStartup)
         var now: UInt64 = 1_000_000 * second  // far beyond any start-up timeout
-        let until: UInt64? = m.connectionLost(now: now, random: 0)
-        #expect(until == now + second)
+        let action: ConnectionStateMachine.ConnectionLostAction = m.connectionLost(now: now, random: 0)
+        #expect(action == .reconnect(at: now + second))
         #expect(m.reconnectDue(now: now + second) == true)
 
         // Attempts 1, 2, 3, 4, 5 fail: 2 s, 4 s, 8 s, then capped at 8 s.
@@ -177,32 +177,32 @@ struct ConnectionStateMachineTests {
 
     @Test func reconnectResetsTheBackoff() {
         var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 0)
-        m.connectSucceeded()
+        #expect(m.connectSucceeded() == .completeStartup)
         var now: UInt64 = 100 * second
-        #expect(m.connectionLost(now: now, random: 0) == now + second)
+        #expect(m.connectionLost(now: now, random: 0) == .reconnect(at: now + second))
         #expect(m.reconnectDue(now: now + second) == true)
         now += 2 * second
         #expect(m.connectFailed(failed(.connectionFailed), now: now, random: 0) == .retry(at: now + 2 * second))
         #expect(m.reconnectDue(now: now + 2 * second) == true)
-        m.connectSucceeded()
+        #expect(m.connectSucceeded() == .announceReconnect)
         #expect(m.state == .connected)
         // A later loss starts from the initial delay again.
         now += 60 * second
-        #expect(m.connectionLost(now: now, random: 0) == now + second)
+        #expect(m.connectionLost(now: now, random: 0) == .reconnect(at: now + second))
         #expect(m.state == .waitingToReconnect(attempt: 1, until: now + second))
     }
 
     @Test func connectionLostOutsideConnectedIsIgnored() {
         var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 30)
-        #expect(m.connectionLost(now: 1, random: 0) == nil)
+        #expect(m.connectionLost(now: 1, random: 0) == .ignore)
         #expect(m.state == .connecting(attempt: 0))
 
         #expect(m.connectFailed(failed(.connectionFailed), now: 1, random: 0) == .retry(at: 1 + second))
-        #expect(m.connectionLost(now: 2, random: 0) == nil)
+        #expect(m.connectionLost(now: 2, random: 0) == .ignore)
         #expect(m.state == .waitingToReconnect(attempt: 1, until: 1 + second))
 
-        m.closeRequested()
-        #expect(m.connectionLost(now: 3, random: 0) == nil)
+        #expect(m.closeRequested(now: 3) == .closeNow)
+        #expect(m.connectionLost(now: 3, random: 0) == .ignore)
         #expect(m.state == .closing)
     }
 
@@ -210,60 +210,148 @@ struct ConnectionStateMachineTests {
         var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 0)
         #expect(m.reconnectDue(now: .max) == false)
         #expect(m.state == .connecting(attempt: 0))
-        m.connectSucceeded()
+        #expect(m.connectSucceeded() == .completeStartup)
         #expect(m.reconnectDue(now: .max) == false)
         #expect(m.state == .connected)
     }
 
     // MARK: Closing
 
-    @Test func closeFromConnected() {
+    @Test func closeFromConnectedDrainsFirst() {
         var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 0)
-        m.connectSucceeded()
-        m.closeRequested()
+        #expect(m.connectSucceeded() == .completeStartup)
+        let deadline = 10 + ConnectionStateMachine.drainNanos
+        #expect(m.closeRequested(now: 10) == .drain(deadline: deadline))
+        #expect(m.state == .draining(deadline: deadline))
+        #expect(m.isServicing && m.isDraining)
+        // A second request keeps the first deadline.
+        #expect(m.closeRequested(now: 20) == .alreadyClosing)
+        #expect(m.state == .draining(deadline: deadline))
+        #expect(m.drainCheck(now: 30, confirmsOutstanding: false) == .closeNow)
         #expect(m.state == .closing)
-        m.closeRequested()
+        #expect(!m.isServicing && !m.isDraining)
+        #expect(m.closeRequested(now: 40) == .alreadyClosing)
         #expect(m.state == .closing)
-        m.closed()
+        #expect(m.closed() == .init(failStartup: false, announceClosed: true))
         #expect(m.state == .closed)
         // closeRequested never reopens a closed machine.
-        m.closeRequested()
+        #expect(m.closeRequested(now: 50) == .alreadyClosing)
         #expect(m.state == .closed)
-        #expect(m.connectionLost(now: 1, random: 0) == nil)
+        #expect(m.connectionLost(now: 1, random: 0) == .ignore)
         #expect(m.reconnectDue(now: .max) == false)
         #expect(m.state == .closed)
+        // Closed twice (the loop finishes a close from .closing and .closed): said once.
+        #expect(m.closed() == .init(failStartup: false, announceClosed: false))
     }
 
     @Test func closeWhileWaitingToReconnectCancelsTheReconnect() {
         var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 0)
-        m.connectSucceeded()
-        #expect(m.connectionLost(now: 10, random: 0) == 10 + second)
-        m.closeRequested()
+        #expect(m.connectSucceeded() == .completeStartup)
+        #expect(m.connectionLost(now: 10, random: 0) == .reconnect(at: 10 + second))
+        #expect(m.closeRequested(now: 11) == .closeNow)
         #expect(m.state == .closing)
         #expect(m.reconnectDue(now: .max) == false)
         #expect(m.state == .closing)
-        m.closed()
+        #expect(m.closed() == .init(failStartup: false, announceClosed: true))
         #expect(m.state == .closed)
     }
 
-    @Test func closeWhileConnecting() {
+    @Test func closeWhileConnectingFailsStartup() {
         var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 10)
-        m.closeRequested()
+        #expect(m.closeRequested(now: 1) == .closeNow)
         #expect(m.state == .closing)
-        m.closed()
+        #expect(m.closed() == .init(failStartup: true, announceClosed: true))
         #expect(m.state == .closed)
         #expect(!m.hasConnected)
+        // Start-up is answered once.
+        #expect(m.closed() == .init(failStartup: false, announceClosed: false))
     }
 
     @Test func closedDirectlyFromAnyState() {
         var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 10)
-        m.closed()
+        #expect(m.closed() == .init(failStartup: true, announceClosed: true))
         #expect(m.state == .closed)
 
         var n = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 10)
-        n.connectSucceeded()
-        n.closed()
+        #expect(n.connectSucceeded() == .completeStartup)
+        #expect(n.closed() == .init(failStartup: false, announceClosed: true))
         #expect(n.state == .closed)
+    }
+}
+
+/// The actions that used to be flags beside the machine in the I/O loop
+/// (`closeRequested`, `closeDeadline`, whether `connect` was answered).
+@Suite("ConnectionStateMachine drain and start-up actions")
+struct ConnectionStateMachineActionTests {
+    @Test func drainWaitsForConfirmsUntilTheDeadline() {
+        var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 0)
+        #expect(m.connectSucceeded() == .completeStartup)
+        let deadline = 100 + ConnectionStateMachine.drainNanos
+        #expect(m.closeRequested(now: 100) == .drain(deadline: deadline))
+        #expect(m.drainCheck(now: 101, confirmsOutstanding: true) == .keepServicing)
+        #expect(m.drainCheck(now: deadline - 1, confirmsOutstanding: true) == .keepServicing)
+        #expect(m.state == .draining(deadline: deadline))
+        #expect(m.drainCheck(now: deadline, confirmsOutstanding: true) == .closeNow)
+        #expect(m.state == .closing)
+        // Once closing, nothing more to drain.
+        #expect(m.drainCheck(now: deadline, confirmsOutstanding: false) == .keepServicing)
+        #expect(m.state == .closing)
+    }
+
+    @Test func drainCheckOutsideDrainingChangesNothing() {
+        var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 0)
+        #expect(m.drainCheck(now: .max, confirmsOutstanding: false) == .keepServicing)
+        #expect(m.state == .connecting(attempt: 0))
+        #expect(m.connectSucceeded() == .completeStartup)
+        #expect(m.drainCheck(now: .max, confirmsOutstanding: false) == .keepServicing)
+        #expect(m.state == .connected)
+    }
+
+    @Test func connectionLostWhileDrainingFinishesTheCloseInsteadOfReconnecting() {
+        var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 0)
+        #expect(m.connectSucceeded() == .completeStartup)
+        #expect(m.closeRequested(now: 5) == .drain(deadline: 5 + ConnectionStateMachine.drainNanos))
+        #expect(m.connectionLost(now: 6, random: 0) == .finishClosing)
+        #expect(m.state == .closing)
+        #expect(m.reconnectDue(now: .max) == false)
+        #expect(m.closed() == .init(failStartup: false, announceClosed: true))
+    }
+
+    @Test func startupFailureIsAnsweredOnce() {
+        var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 0)
+        #expect(m.connectFailed(failed(.accessRefused), now: 0, random: 0) == .failStartup)
+        #expect(m.state == .closed)
+        // The loop then finishes the close: start-up was already failed, and
+        // there was never a connection to announce closing.
+        #expect(m.closed() == .init(failStartup: false, announceClosed: false))
+    }
+
+    @Test func closeDuringStartupRetriesFailsStartup() {
+        var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 60)
+        #expect(m.connectFailed(failed(.connectionFailed), now: 0, random: 0) == .retry(at: second))
+        #expect(m.closeRequested(now: 1) == .closeNow)
+        #expect(m.closed() == .init(failStartup: true, announceClosed: true))
+    }
+
+    @Test func onlyTheFirstSuccessCompletesStartup() {
+        var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 0)
+        #expect(m.connectSucceeded() == .completeStartup)
+        for round in 1...3 {
+            let now = UInt64(round) * 100 * second
+            #expect(m.connectionLost(now: now, random: 0) == .reconnect(at: now + second))
+            #expect(m.reconnectDue(now: now + second) == true)
+            #expect(m.connectSucceeded() == .announceReconnect)
+        }
+        #expect(m.closed() == .init(failStartup: false, announceClosed: true))
+    }
+
+    @Test func servicingStates() {
+        var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 0)
+        #expect(!m.isServicing)  // connecting
+        #expect(m.connectSucceeded() == .completeStartup)
+        #expect(m.isServicing && !m.isDraining)  // connected
+        #expect(m.connectionLost(now: 0, random: 0) == .reconnect(at: second))
+        #expect(!m.isServicing)  // waiting to reconnect
     }
 }
 
@@ -348,7 +436,7 @@ struct ConnectionStateMachineEndpointTests {
         #expect(m.reconnectDue(now: 0) == true)
         #expect(m.connectFailed(failed(.accessRefused), now: 0, random: 0) == .retry(at: second))
         #expect(m.reconnectDue(now: second) == true)
-        m.connectSucceeded()
+        #expect(m.connectSucceeded() == .completeStartup)
         #expect(m.endpoint == 0 && m.state == .connected)
     }
 
@@ -356,9 +444,9 @@ struct ConnectionStateMachineEndpointTests {
         var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 60, endpointCount: 3)
         #expect(m.connectFailed(failed(.connectionFailed), now: 0, random: 0) == .retry(at: 0))
         #expect(m.reconnectDue(now: 0) == true)
-        m.connectSucceeded()
+        #expect(m.connectSucceeded() == .completeStartup)
         #expect(m.endpoint == 1)
-        #expect(m.connectionLost(now: 100, random: 0) == 100 + second)
+        #expect(m.connectionLost(now: 100, random: 0) == .reconnect(at: 100 + second))
         #expect(m.endpoint == 2)
         #expect(m.reconnectDue(now: 100 + second) == true)
         // A fresh round after the loss: two immediate moves, then back-off.

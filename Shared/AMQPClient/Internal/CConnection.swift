@@ -18,9 +18,46 @@ enum MethodID {
     static let basicNack: amqp_method_number_t = 0x003C_0078
 }
 
-/// What one wait for a frame produced.
+/// What the broker sent, as Swift values: ``CConnection`` decodes each
+/// frame before handing it on, so no rabbitmq-c frame or method struct
+/// (`amqp_frame_t`, `amqp_basic_*_t`) leaves it. Their memory belongs to
+/// rabbitmq-c's pools and is reused by the next read, so a copy is the only
+/// safe thing to pass around.
+enum InboundEvent {
+    /// `basic.ack` of publishes on a confirm-mode channel.
+    case ack(deliveryTag: UInt64, multiple: Bool)
+    /// `basic.nack`: the broker refused those publishes.
+    case nack(deliveryTag: UInt64, multiple: Bool)
+    /// `basic.return` of a mandatory publish that matched no queue, with its content.
+    case returned(replyCode: UInt16, replyText: String, exchange: String, routingKey: String, content: InboundContent)
+    /// `basic.deliver`, with its content.
+    case delivery(channel: UInt16, consumerTag: String, deliveryTag: UInt64, redelivered: Bool,
+                  exchange: String, routingKey: String, content: InboundContent)
+    /// `basic.cancel` from the broker (its queue was deleted).
+    case consumerCancelled(consumerTag: String)
+    /// `channel.close` from the broker; `channel.close-ok` was already sent.
+    case channelClosed(channel: UInt16, replyCode: UInt16, replyText: String)
+    /// `connection.close` from the broker; `connection.close-ok` was already sent.
+    case connectionClosed(replyCode: UInt16, replyText: String)
+    /// `connection.blocked` (a resource alarm) and its end.
+    case blocked
+    case unblocked
+    /// A frame the loop has no use for: a method it does not handle, or a
+    /// non-method frame (`method` is then nil).
+    case ignored(channel: UInt16, method: UInt32?)
+}
+
+/// The header and body frames that follow a `basic.deliver` or `basic.return`.
+struct InboundContent {
+    var properties: AMQPProperties
+    var body: [UInt8]
+    /// Header values nested deeper than ``CDecode/maxDepth``, decoded as `.void`.
+    var truncatedHeaders: Int
+}
+
+/// What one wait for the broker produced.
 enum FrameWait {
-    case frame(amqp_frame_t)
+    case event(InboundEvent)
     case timeout
     case failed(AMQPError)
 }
@@ -62,7 +99,7 @@ final class CConnection {
                 if FileManager.default.fileExists(atPath: ca) {
                     let status = amqp_ssl_socket_set_cacert(socket, ca)
                     if status != AMQP_STATUS_OK.rawValue {
-                        throw AMQPError(.connectionFailed, "cannot load CA bundle \(ca): \(errorString(status))")
+                        throw AMQPError(.connectionFailed, "cannot load CA bundle \(ca): \(errorString(status))", libraryStatus: status)
                     }
                 }
                 amqp_ssl_socket_set_verify_peer(socket, config.tlsVerifyPeer ? 1 : 0)
@@ -79,7 +116,8 @@ final class CConnection {
         if status != AMQP_STATUS_OK.rawValue {
             let code = errno
             let cause = code != 0 && code != EINPROGRESS ? " (\(String(cString: strerror(code))))" : ""
-            throw AMQPError(.connectionFailed, "cannot connect to \(url.host):\(url.port): \(errorString(status))\(cause)")
+            throw AMQPError(.connectionFailed, "cannot connect to \(url.host):\(url.port): \(errorString(status))\(cause)",
+                            libraryStatus: status)
         }
         _ = amqp_set_handshake_timeout(state, &timeout)
         var rpcTimeout = timeval(tv_sec: config.rpcTimeoutSeconds, tv_usec: 0)
@@ -113,9 +151,11 @@ final class CConnection {
             let code = reply.library_error
             if code == AMQP_STATUS_CONNECTION_CLOSED.rawValue || code == AMQP_STATUS_SOCKET_ERROR.rawValue {
                 // Brokers without authentication_failure_close just drop the socket.
-                throw AMQPError(.accessRefused, "broker closed the connection during login (wrong user/password or vhost?): \(errorString(code))")
+                throw AMQPError(.accessRefused, "broker closed the connection during login (wrong user/password or vhost?): \(errorString(code))",
+                                libraryStatus: code)
             }
-            throw AMQPError(.connectionFailed, "AMQP handshake with \(url.host):\(url.port) failed: \(errorString(code))")
+            throw AMQPError(.connectionFailed, "AMQP handshake with \(url.host):\(url.port) failed: \(errorString(code))",
+                            libraryStatus: code)
         default:
             throw AMQPError(.connectionFailed, "AMQP handshake with \(url.host):\(url.port) failed")
         }
@@ -137,40 +177,90 @@ final class CConnection {
         amqp_frames_enqueued(state) != 0 || amqp_data_in_buffer(state) != 0
     }
 
-    /// Waits for the next non-heartbeat frame.
+    /// Waits for the next non-heartbeat frame and decodes it (reading the
+    /// content frames of a delivery or return, and answering a broker's
+    /// `channel.close`/`connection.close` so the protocol stays in step).
     ///
     /// A timeout of 1 µs rather than 0 matters: with 0 rabbitmq-c takes the
     /// "immediate" path and never reports a missed heartbeat, while any real
     /// deadline lets it compare against the receive-heartbeat deadline and
     /// return `AMQP_STATUS_HEARTBEAT_TIMEOUT`. Heartbeats we owe the broker
     /// are sent from inside this call too.
-    func waitFrame(microseconds: Int) -> FrameWait {
+    func nextEvent(microseconds: Int) -> FrameWait {
         var frame = amqp_frame_t()
         var tv = timeval(tv_sec: microseconds / 1_000_000, tv_usec: Int(max(1, microseconds % 1_000_000)))
         let status = amqp_simple_wait_frame_noblock(state, &frame, &tv)
-        if status == AMQP_STATUS_OK.rawValue { return .frame(frame) }
+        if status == AMQP_STATUS_OK.rawValue {
+            do { return .event(try decode(&frame)) } catch { return .failed(error) }
+        }
         if status == AMQP_STATUS_TIMEOUT.rawValue { return .timeout }
         if status == AMQP_STATUS_HEARTBEAT_TIMEOUT.rawValue {
-            return .failed(AMQPError(.connectionLost, "missed heartbeats from the broker"))
+            return .failed(AMQPError(.connectionLost, "missed heartbeats from the broker", libraryStatus: status))
         }
-        return .failed(AMQPError(.connectionLost, "connection lost: \(Self.errorString(status))"))
+        return .failed(AMQPError(.connectionLost, "connection lost: \(Self.errorString(status))", libraryStatus: status))
     }
 
-    /// Reads the header and body frames following a `basic.deliver`/`basic.return`.
-    /// `truncatedHeaders` counts header values nested deeper than
-    /// ``CDecode/maxDepth`` that were decoded as `.void`.
-    func readMessage(channel: amqp_channel_t) throws(AMQPError)
-        -> (properties: AMQPProperties, body: [UInt8], truncatedHeaders: Int)
-    {
+    /// Copies one method frame into an ``InboundEvent``. Every field is
+    /// copied out before `readMessage`, which reuses the frame's memory.
+    private func decode(_ frame: inout amqp_frame_t) throws(AMQPError) -> InboundEvent {
+        let channel = frame.channel
+        guard frame.frame_type == UInt8(AMQP_FRAME_METHOD) else { return .ignored(channel: channel, method: nil) }
+        let id = crabbitmq_frame_method_id(&frame)
+        let decoded = crabbitmq_frame_method_decoded(&frame)!
+        switch id {
+        case MethodID.basicAck:
+            let ack = decoded.assumingMemoryBound(to: amqp_basic_ack_t.self).pointee
+            return .ack(deliveryTag: ack.delivery_tag, multiple: ack.multiple != 0)
+        case MethodID.basicNack:
+            let nack = decoded.assumingMemoryBound(to: amqp_basic_nack_t.self).pointee
+            return .nack(deliveryTag: nack.delivery_tag, multiple: nack.multiple != 0)
+        case MethodID.basicReturn:
+            let ret = decoded.assumingMemoryBound(to: amqp_basic_return_t.self).pointee
+            let code = ret.reply_code, text = ret.reply_text.string
+            let exchange = ret.exchange.string, routingKey = ret.routing_key.string
+            let content = try readMessage(channel: channel)
+            return .returned(replyCode: code, replyText: text, exchange: exchange, routingKey: routingKey, content: content)
+        case MethodID.basicDeliver:
+            let d = decoded.assumingMemoryBound(to: amqp_basic_deliver_t.self).pointee
+            let tag = d.consumer_tag.string, deliveryTag = d.delivery_tag, redelivered = d.redelivered != 0
+            let exchange = d.exchange.string, routingKey = d.routing_key.string
+            let content = try readMessage(channel: channel)
+            return .delivery(channel: channel, consumerTag: tag, deliveryTag: deliveryTag, redelivered: redelivered,
+                             exchange: exchange, routingKey: routingKey, content: content)
+        case MethodID.basicCancel:
+            let cancel = decoded.assumingMemoryBound(to: amqp_basic_cancel_t.self).pointee
+            return .consumerCancelled(consumerTag: cancel.consumer_tag.string)
+        case MethodID.channelClose:
+            let close = decoded.assumingMemoryBound(to: amqp_channel_close_t.self).pointee
+            let code = close.reply_code, text = close.reply_text.string
+            sendChannelCloseOK(channel: channel)
+            return .channelClosed(channel: channel, replyCode: code, replyText: text)
+        case MethodID.connectionClose:
+            let close = decoded.assumingMemoryBound(to: amqp_connection_close_t.self).pointee
+            let code = close.reply_code, text = close.reply_text.string
+            sendConnectionCloseOK()
+            return .connectionClosed(replyCode: code, replyText: text)
+        case MethodID.connectionBlocked:
+            return .blocked
+        case MethodID.connectionUnblocked:
+            return .unblocked
+        default:
+            return .ignored(channel: channel, method: id)
+        }
+    }
+
+    /// Reads the header and body frames following a `basic.deliver`/`basic.return`/`basic.get-ok`.
+    private func readMessage(channel: amqp_channel_t) throws(AMQPError) -> InboundContent {
         var message = amqp_message_t()
         let reply = amqp_read_message(state, channel, &message, 0)
         guard reply.reply_type == AMQP_RESPONSE_NORMAL else {
-            throw AMQPError(.connectionLost, "failed reading message content: \(describe(reply))")
+            throw AMQPError(.connectionLost, "failed reading message content: \(describe(reply))",
+                            libraryStatus: Self.libraryStatus(reply))
         }
         defer { amqp_destroy_message(&message) }
         var truncated = 0
         let properties = CDecode.properties(message.properties, truncated: &truncated)
-        return (properties, message.body.array, truncated)
+        return InboundContent(properties: properties, body: message.body.array, truncatedHeaders: truncated)
     }
 
     /// Gives rabbitmq-c's pools back once no frame references them.
@@ -191,7 +281,7 @@ final class CConnection {
                                crabbitmq_bytes(raw.baseAddress, raw.count))
         }
         if status != AMQP_STATUS_OK.rawValue {
-            throw AMQPError(.connectionLost, "publish failed: \(Self.errorString(status))")
+            throw AMQPError(.connectionLost, "publish failed: \(Self.errorString(status))", libraryStatus: status)
         }
     }
 
@@ -219,7 +309,7 @@ final class CConnection {
 
     private func check(_ status: Int32, _ what: String) throws(AMQPError) {
         if status != AMQP_STATUS_OK.rawValue {
-            throw AMQPError(.connectionLost, "\(what) failed: \(Self.errorString(status))")
+            throw AMQPError(.connectionLost, "\(what) failed: \(Self.errorString(status))", libraryStatus: status)
         }
     }
 
@@ -360,8 +450,13 @@ final class CConnection {
             }
             throw AMQPError(.protocolError, "\(what): unexpected server method \(reply.reply.id)")
         default:
-            throw AMQPError(.connectionLost, "\(what): \(describe(reply))")
+            throw AMQPError(.connectionLost, "\(what): \(describe(reply))", libraryStatus: Self.libraryStatus(reply))
         }
+    }
+
+    /// The library's status code, if the reply is a library exception.
+    private static func libraryStatus(_ reply: amqp_rpc_reply_t) -> Int32? {
+        reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION ? reply.library_error : nil
     }
 
     private func describe(_ reply: amqp_rpc_reply_t) -> String {

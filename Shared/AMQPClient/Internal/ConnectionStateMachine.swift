@@ -2,8 +2,17 @@
 /// whose transitions return the action the I/O loop must take.
 ///
 /// States: `connecting` (attempt n) → `connected` → (loss) →
-/// `waitingToReconnect` → `connecting` … and `closing` → `closed` from
-/// anywhere. Time is passed in (monotonic nanoseconds) so tests need no clock.
+/// `waitingToReconnect` → `connecting` … and, once the application asks to
+/// close, `draining` (only from `connected`: outstanding publisher confirms
+/// get a few seconds to arrive) → `closing` → `closed`, or straight to
+/// `closing` from anywhere else. Time is passed in (monotonic nanoseconds)
+/// so tests need no clock.
+///
+/// Every transition returns what the loop must do about it, and none is
+/// `@discardableResult`: a loop that ignores one gets a compiler warning.
+/// The machine also decides the fate of `connect`'s caller (start-up):
+/// answered exactly once, by the first success, by a failure that ends
+/// start-up, or by a close before either.
 ///
 /// With several endpoints (the nodes of a cluster) each failed attempt moves
 /// to the next one at once; the back-off delay applies only after a whole
@@ -18,6 +27,10 @@ struct ConnectionStateMachine {
     enum State: Equatable {
         case connecting(attempt: Int)
         case connected
+        /// Close was requested while connected: the connection is still
+        /// serviced (confirms may arrive) until none is outstanding or
+        /// `deadline` passes.
+        case draining(deadline: UInt64)
         case waitingToReconnect(attempt: Int, until: UInt64)
         case closing
         case closed
@@ -30,9 +43,60 @@ struct ConnectionStateMachine {
         case retry(at: UInt64)
     }
 
+    /// What to do once a connection is established.
+    enum ConnectSuccessAction: Equatable {
+        /// The first connection: answer the caller of `connect`.
+        case completeStartup
+        /// A reconnect: count and log it (topology and consumers were restored).
+        case announceReconnect
+    }
+
+    /// What to do when an established connection drops.
+    enum ConnectionLostAction: Equatable {
+        /// Fail what depended on it and reconnect at the given monotonic time.
+        case reconnect(at: UInt64)
+        /// It dropped while draining for a close: fail what depended on it
+        /// and finish closing; there is nothing to reconnect for.
+        case finishClosing
+        /// Not connected (already handled): nothing to do.
+        case ignore
+    }
+
+    /// What to do when the application asks to close.
+    enum CloseAction: Equatable {
+        /// Keep servicing the connection, so outstanding confirms can still
+        /// arrive, until none is outstanding or the deadline passes.
+        case drain(deadline: UInt64)
+        /// Nothing to wait for: close now.
+        case closeNow
+        /// A close is already under way (or done): nothing new to do.
+        case alreadyClosing
+    }
+
+    /// What to do, while draining, after servicing the connection once.
+    enum DrainAction: Equatable {
+        /// Keep servicing (not draining, or confirms still outstanding).
+        case keepServicing
+        /// Draining is over: close now.
+        case closeNow
+    }
+
+    /// What to do once the connection is closed for good.
+    struct ClosedAction: Equatable {
+        /// The caller of `connect` was never answered: fail it.
+        var failStartup: Bool
+        /// First time closed: log it once.
+        var announceClosed: Bool
+    }
+
+    /// How long a close waits at most for outstanding confirms.
+    static let drainNanos: UInt64 = 5_000_000_000
+
     private(set) var state: State = .connecting(attempt: 0)
     /// Whether a connection was ever established (start-up is over).
     private(set) var hasConnected = false
+    /// Whether the caller of `connect` has been (or is being) answered.
+    private(set) var startupAnswered = false
     private let backoff: Backoff
     private let startedAt: UInt64
     private let initialConnectTimeoutNanos: UInt64
@@ -54,11 +118,33 @@ struct ConnectionStateMachine {
         self.initialConnectTimeoutNanos = nanos >= Double(UInt64.max / 2) ? UInt64.max / 2 : UInt64(nanos)
     }
 
-    mutating func connectSucceeded() {
+    /// Whether the connection is up and serviced (connected or draining):
+    /// commands run and frames are read.
+    var isServicing: Bool {
+        switch state {
+        case .connected, .draining: true
+        default: false
+        }
+    }
+
+    /// Whether a close is waiting for outstanding confirms.
+    var isDraining: Bool {
+        if case .draining = state { return true }
+        return false
+    }
+
+    /// A connect attempt succeeded (channels set up, topology restored).
+    mutating func connectSucceeded() -> ConnectSuccessAction {
+        let first = !hasConnected
         state = .connected
         hasConnected = true
         failedThisRound = 0
         refusedThisRound = 0
+        if first && !startupAnswered {
+            startupAnswered = true
+            return .completeStartup
+        }
+        return .announceReconnect
     }
 
     /// A connect attempt failed with `error`.
@@ -78,6 +164,7 @@ struct ConnectionStateMachine {
         endpoint = (endpoint + 1) % endpointCount
         if !hasConnected && (everyNodeRefused || (roundOver && now &- startedAt >= initialConnectTimeoutNanos)) {
             state = .closed
+            startupAnswered = true
             return .failStartup
         }
         guard roundOver else {
@@ -90,15 +177,19 @@ struct ConnectionStateMachine {
         return .retry(at: until)
     }
 
-    /// An established connection dropped; returns when to reconnect.
-    mutating func connectionLost(now: UInt64, random: Double = .random(in: 0..<1)) -> UInt64? {
-        guard state == .connected else { return nil }
+    /// An established connection dropped.
+    mutating func connectionLost(now: UInt64, random: Double = .random(in: 0..<1)) -> ConnectionLostAction {
+        if case .draining = state {
+            state = .closing
+            return .finishClosing
+        }
+        guard state == .connected else { return .ignore }
         endpoint = (endpoint + 1) % endpointCount
         failedThisRound = 0
         refusedThisRound = 0
         let until = now + UInt64(backoff.delay(attempt: 0, random: random) * 1e9)
         state = .waitingToReconnect(attempt: 1, until: until)
-        return until
+        return .reconnect(at: until)
     }
 
     /// Called while waiting: time to try again?
@@ -108,11 +199,35 @@ struct ConnectionStateMachine {
         return true
     }
 
-    mutating func closeRequested() {
-        if state != .closed { state = .closing }
+    /// The application asked to close (at monotonic time `now`).
+    mutating func closeRequested(now: UInt64) -> CloseAction {
+        switch state {
+        case .connected:
+            let deadline = now &+ Self.drainNanos
+            state = .draining(deadline: deadline)
+            return .drain(deadline: deadline)
+        case .connecting, .waitingToReconnect:
+            state = .closing
+            return .closeNow
+        case .draining, .closing, .closed:
+            return .alreadyClosing
+        }
     }
 
-    mutating func closed() {
+    /// Called after each round of servicing the connection: while draining,
+    /// is it time to close?
+    mutating func drainCheck(now: UInt64, confirmsOutstanding: Bool) -> DrainAction {
+        guard case .draining(let deadline) = state else { return .keepServicing }
+        guard !confirmsOutstanding || now >= deadline else { return .keepServicing }
+        state = .closing
+        return .closeNow
+    }
+
+    /// The connection is closed for good (from any state).
+    mutating func closed() -> ClosedAction {
+        let action = ClosedAction(failStartup: !startupAnswered, announceClosed: state != .closed)
+        startupAnswered = true
         state = .closed
+        return action
     }
 }

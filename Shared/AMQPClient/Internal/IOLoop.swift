@@ -1,4 +1,3 @@
-import CRabbitMQ
 import Foundation
 import Logging
 import Metrics
@@ -10,8 +9,8 @@ import Glibc
 
 typealias Promise<T> = CheckedContinuation<T, any Error>
 
-/// A message on its way out.
-/// What a consumer asked for; kept so it can be re-established after a reconnect.
+/// What a consumer asked for; kept (in ``ConsumerRegistry``) so it can be
+/// re-established after a reconnect.
 struct ConsumerSpec: Sendable {
     var queue: String
     var prefetch: UInt16
@@ -50,10 +49,12 @@ func monotonicNanos() -> UInt64 {
 ///
 /// ## Threading rules
 /// - Exactly one OS thread (`amqp-io-<name>`) runs `threadMain`. All
-///   properties below the "I/O thread only" mark are read and written by it
+///   loop-owned state (`io`, a ``LoopState``) is read and written by it
 ///   alone, and it is the only caller of `amqp_*` functions for this
 ///   connection. rabbitmq-c is not thread-safe, so this is what makes the
-///   C library safe to use from async Swift.
+///   C library safe to use from async Swift. This is checked, not only
+///   documented: every access to `io` asserts (debug builds, so tests) that
+///   it runs on the thread that claimed `confinement`.
 /// - Other threads talk to it only through `mailbox` (a `Mutex`) plus the
 ///   `wakeup` eventfd, via `submit`/`send`. Results come back by resuming
 ///   continuations from the I/O thread.
@@ -65,6 +66,13 @@ func monotonicNanos() -> UInt64 {
 ///
 /// `@unchecked Sendable`: the shared part is the `Mutex` and the eventfd;
 /// everything else is confined to the I/O thread as described above.
+///
+/// The bookkeeping lives in small pure value types, each unit-tested on its
+/// own: ``ConnectionStateMachine`` (connect, reconnect, start-up, close),
+/// ``ChannelTable`` (open channels and their generations),
+/// ``ConfirmTracker`` (publisher confirms), ``RPCRegistry`` (RPC calls
+/// waiting for replies) and ``ConsumerRegistry`` (consumers, their tags and
+/// channels). The loop does the I/O and performs the actions they return.
 final class IOLoop: @unchecked Sendable {
     struct Mailbox {
         var commands: [IOCommand] = []
@@ -83,14 +91,8 @@ final class IOLoop: @unchecked Sendable {
     let configuration: AMQPConfiguration
     let logger: Logger
 
-    // MARK: I/O thread only
-
-    private var conn: CConnection?
-    private var machine: ConnectionStateMachine
-    private var startup: Promise<Void>?
-    private var closePromises: [Promise<Void>] = []
-    private var closeRequested = false
-    private var closeDeadline: UInt64 = 0
+    /// Claimed by the I/O thread when it starts; checks every access to `io`.
+    let confinement: ThreadConfinement
 
     /// Channel numbers: publishing and RPC replies share channel 1 (direct
     /// reply-to requires the request to be published on the channel that
@@ -99,6 +101,7 @@ final class IOLoop: @unchecked Sendable {
     /// its own channel from 3 up, so its prefetch and errors stay its own.
     private static let publishChannel: UInt16 = 1
     private static let controlChannel: UInt16 = 2
+    private static let firstConsumerChannel: UInt16 = 3
 
     private enum Waiter {
         case publish(Promise<Void>)
@@ -126,42 +129,44 @@ final class IOLoop: @unchecked Sendable {
             if remaining == 0 { promise.resume(returning: results) }
         }
     }
-    private var confirms = ConfirmTracker<Waiter>()
-    private struct PendingRPC {
-        var promise: Promise<AMQPMessage>
-        var deadline: UInt64
+
+    /// Everything only the I/O thread may touch, in one place so that one
+    /// accessor (`io`) can check the confinement of all of it.
+    private struct LoopState {
+        var conn: CConnection?
+        var machine: ConnectionStateMachine
+        /// The caller of `connect`, until the machine says how to answer it.
+        var startup: Promise<Void>?
+        var closePromises: [Promise<Void>] = []
+        var channels = ChannelTable()
+        var confirms = ConfirmTracker<Waiter>()
+        var rpcs = RPCRegistry<Promise<AMQPMessage>>()
+        var consumers = ConsumerRegistry<DeliveryStream.Continuation>(firstChannel: IOLoop.firstConsumerChannel)
+        /// Declarations replayed after every reconnect, in order.
+        var topology: [TopologyItem] = []
+        /// Commands that arrived while disconnected and wait for the connection.
+        var deferred: [IOCommand] = []
+        /// `amqp_messages_consumed_total` per queue and type, looked up once:
+        /// the metrics registry takes a lock, and this runs for every delivery.
+        var consumedCounters: [String: Counter] = [:]
+        /// When the loop last called into rabbitmq-c (heartbeat servicing).
+        var lastLibraryCall: UInt64 = 0
     }
-    private var rpcs: [String: PendingRPC] = [:]
-    /// Lower bound of every pending RPC deadline, so the loop does not scan
-    /// all pending calls on every iteration.
-    private var earliestRPCDeadline: UInt64 = .max
-    private var rpcReplyConsumerTag: String?
-    private var rpcCounter: UInt64 = 0
 
-    private struct Consumer {
-        var spec: ConsumerSpec
-        var continuation: DeliveryStream.Continuation
-        var channel: UInt16
-        var tag: String?
+    // MARK: I/O thread only
+
+    private var _io: LoopState
+    /// The loop-owned state; touching it off the I/O thread traps in debug builds.
+    private var io: LoopState {
+        _read {
+            confinement.assertOwnerThread()
+            yield _io
+        }
+        _modify {
+            confinement.assertOwnerThread()
+            yield &_io
+        }
     }
-    private var consumers: [Int: Consumer] = [:]
-    private var consumerByTag: [String: Int] = [:]
-    /// Channels of stopped consumers stay open until the connection ends so
-    /// their outstanding deliveries can still be settled; their numbers are
-    /// not reused on this connection.
-    private var lingeringChannels: Set<UInt16> = []
-
-    /// Incarnation of each open channel; deliveries carry it so that a
-    /// settlement for a channel that was since reopened fails as stale
-    /// instead of acking an unrelated message.
-    private var channelGeneration: [UInt16: UInt64] = [:]
-    private var generationCounter: UInt64 = 0
-    private var controlChannelOpen = false
-
-    /// Declarations replayed after every reconnect, in order.
-    private var topology: [TopologyItem] = []
-    /// Commands that arrived while disconnected and wait for the connection.
-    private var deferred: [IOCommand] = []
 
     private let reconnectCounter: Counter
     private let publishedCounter: Counter
@@ -170,20 +175,17 @@ final class IOLoop: @unchecked Sendable {
     /// Header values of deliveries cut to `.void` for nesting deeper than
     /// ``CDecode/maxDepth``.
     private let truncatedHeadersCounter: Counter
-    /// `amqp_messages_consumed_total` per queue and type, looked up once:
-    /// the metrics registry takes a lock, and this runs for every delivery
-    /// on the I/O thread (which alone touches this dictionary).
-    private var consumedCounters: [String: Counter] = [:]
 
     init(configuration: AMQPConfiguration, logger: Logger) {
         self.configuration = configuration
         var logger = logger
         logger[metadataKey: "amqp.connection"] = .string(configuration.connectionName)
         self.logger = logger
-        self.machine = ConnectionStateMachine(
+        self.confinement = ThreadConfinement("IOLoop state of \(configuration.connectionName)")
+        self._io = LoopState(machine: ConnectionStateMachine(
             backoff: configuration.reconnect, now: monotonicNanos(),
             initialConnectTimeoutSeconds: configuration.initialConnectTimeoutSeconds,
-            endpointCount: configuration.endpoints.count)
+            endpointCount: configuration.endpoints.count))
         let dims = [("connection", configuration.connectionName)]
         reconnectCounter = Counter(label: "amqp_reconnects_total", dimensions: dims)
         publishedCounter = Counter(label: "amqp_published_total", dimensions: dims)
@@ -195,7 +197,7 @@ final class IOLoop: @unchecked Sendable {
     /// Starts the I/O thread; `startup` is resumed once the first connection
     /// is up (or has definitely failed).
     func start(startup: Promise<Void>) {
-        self.startup = startup  // happens-before the thread starts
+        _io.startup = startup  // unchecked: happens-before the thread starts
         let thread = Thread { [self] in threadMain() }
         thread.name = "amqp-io-\(configuration.connectionName)"
         thread.start()
@@ -241,11 +243,12 @@ final class IOLoop: @unchecked Sendable {
     // MARK: Thread main
 
     private func threadMain() {
+        confinement.claim()
         while true {
-            switch machine.state {
+            switch io.machine.state {
             case .connecting:
                 attemptConnect()
-            case .connected:
+            case .connected, .draining:
                 serviceConnection()
             case .waitingToReconnect(_, let until):
                 waitWhileDisconnected(until: until)
@@ -259,39 +262,40 @@ final class IOLoop: @unchecked Sendable {
     }
 
     private func attemptConnect() {
-        let url = configuration.endpoints[machine.endpoint]
+        let url = configuration.endpoints[io.machine.endpoint]
         do {
             let c = try CConnection.open(configuration, url: url)
-            conn = c
+            io.conn = c
             try setUpChannels(c)
-            machine.connectSucceeded()
-            let wasStartup = startup != nil
+            let action = io.machine.connectSucceeded()
             mailbox.withLock {
                 $0.connected = true
                 $0.endpoint = url
-                if !wasStartup { $0.reconnects += 1 }
+                if action == .announceReconnect { $0.reconnects += 1 }
             }
-            if wasStartup {
+            switch action {
+            case .completeStartup:
                 logger.info("AMQP connected", metadata: ["amqp.url": "\(url)", "amqp.heartbeat": "\(c.heartbeat)"])
-                startup?.resume()
-                startup = nil
-            } else {
+                io.startup?.resume()
+                io.startup = nil
+            case .announceReconnect:
                 reconnectCounter.increment()
                 logger.notice("AMQP reconnected; topology and consumers restored",
-                              metadata: ["amqp.url": "\(url)", "amqp.consumers": "\(consumers.count)"])
+                              metadata: ["amqp.url": "\(url)", "amqp.consumers": "\(io.consumers.count)"])
             }
-            let waiting = deferred
-            deferred.removeAll()
+            let waiting = io.deferred
+            io.deferred.removeAll()
             for command in waiting { handle(command) }
         } catch {
-            conn = nil
-            resetChannelState(error: AMQPError(.connectionLost, "connection lost: \(error.message)"))
-            switch machine.connectFailed(error, now: monotonicNanos()) {
+            io.conn = nil
+            resetChannelState(error: AMQPError(.connectionLost, "connection lost: \(error.message)",
+                                               libraryStatus: error.libraryStatus))
+            switch io.machine.connectFailed(error, now: monotonicNanos()) {
             case .failStartup:
                 logger.error("AMQP connection failed", metadata: ["amqp.url": "\(url)", "error": "\(error)"])
                 mailbox.withLock { $0.closed = true }
-                startup?.resume(throwing: error)
-                startup = nil
+                io.startup?.resume(throwing: error)
+                io.startup = nil
             case .retry(let at):
                 // Signed: an immediate retry's time is already past.
                 let delay = (Double(at) - Double(monotonicNanos())) / 1e9
@@ -306,11 +310,10 @@ final class IOLoop: @unchecked Sendable {
     private func setUpChannels(_ c: CConnection) throws(AMQPError) {
         try c.openChannel(Self.publishChannel)
         try c.confirmSelect(Self.publishChannel)
-        bumpGeneration(Self.publishChannel)
+        io.channels.opened(Self.publishChannel)
         try c.openChannel(Self.controlChannel)
-        bumpGeneration(Self.controlChannel)  // so basic.get deliveries can be settled
-        controlChannelOpen = true
-        for item in topology {
+        io.channels.opened(Self.controlChannel)  // a generation, so basic.get deliveries can be settled
+        for item in io.topology {
             do {
                 try declare(item, c)
             } catch where error.code == .channelClosed {
@@ -319,38 +322,31 @@ final class IOLoop: @unchecked Sendable {
                 // start-up reports the same error to its caller.
                 logger.error("re-declaring topology failed", metadata: ["error": "\(error)"])
                 try c.openChannel(Self.controlChannel)
-                bumpGeneration(Self.controlChannel)
+                io.channels.opened(Self.controlChannel)
             }
         }
-        for id in consumers.keys.sorted() {
+        for id in io.consumers.ids {
             try startConsumer(id, on: c)
         }
     }
 
-    private func bumpGeneration(_ channel: UInt16) {
-        generationCounter += 1
-        channelGeneration[channel] = generationCounter
-    }
-
     private func startConsumer(_ id: Int, on c: CConnection) throws(AMQPError) {
-        guard var consumer = consumers[id] else { return }
+        guard let consumer = io.consumers[id] else { return }
         try c.openChannel(consumer.channel)
-        bumpGeneration(consumer.channel)
+        io.channels.opened(consumer.channel)
         try c.qos(consumer.channel, prefetch: consumer.spec.prefetch)
         let tag = try c.consume(consumer.channel, queue: consumer.spec.queue, noAck: false,
                                 exclusive: consumer.spec.exclusive, arguments: consumer.spec.arguments)
-        consumer.tag = tag
-        consumers[id] = consumer
-        consumerByTag[tag] = id
+        io.consumers.started(id: id, tag: tag)
     }
 
     // MARK: Connected
 
     private func serviceConnection() {
-        guard let c = conn else { return }
+        guard let c = io.conn else { return }
         do {
             for command in takeCommands() { handle(command) }
-            guard machine.state == .connected else { return }
+            guard io.machine.isServicing else { return }
 
             // Frames rabbitmq-c already holds (queued during a synchronous
             // call, or read ahead into its buffer) are invisible to poll().
@@ -361,9 +357,12 @@ final class IOLoop: @unchecked Sendable {
             }
 
             expireRPCs()
-            if closeRequested && (confirms.isEmpty || monotonicNanos() >= closeDeadline) {
-                machine.closeRequested()
-                return
+            if io.machine.isDraining {
+                let confirmsOutstanding = !io.confirms.isEmpty
+                switch io.machine.drainCheck(now: monotonicNanos(), confirmsOutstanding: confirmsOutstanding) {
+                case .closeNow: return  // threadMain finishes the close
+                case .keepServicing: break
+                }
             }
 
             let timeoutMs = pollTimeoutMilliseconds(c)
@@ -384,8 +383,8 @@ final class IOLoop: @unchecked Sendable {
             // at least every quarter heartbeat: that is when it sends the
             // heartbeats we owe and detects the ones the broker missed.
             let now = monotonicNanos()
-            if socketReadable || now &- lastLibraryCall >= heartbeatServiceInterval(c) {
-                lastLibraryCall = now
+            if socketReadable || now &- io.lastLibraryCall >= heartbeatServiceInterval(c) {
+                io.lastLibraryCall = now
                 budget = 512
                 while budget > 0 {
                     guard try readOneFrame(c) else { break }
@@ -398,8 +397,6 @@ final class IOLoop: @unchecked Sendable {
         }
     }
 
-    private var lastLibraryCall: UInt64 = 0
-
     private func heartbeatServiceInterval(_ c: CConnection) -> UInt64 {
         let heartbeat = UInt64(max(0, c.heartbeat))
         return heartbeat > 0 ? heartbeat * 250_000_000 : 1_000_000_000
@@ -408,11 +405,11 @@ final class IOLoop: @unchecked Sendable {
     private func pollTimeoutMilliseconds(_ c: CConnection) -> Int32 {
         let heartbeat = Int(c.heartbeat)
         var ms = heartbeat > 0 ? max(50, heartbeat * 1000 / 4) : 1000
-        if !rpcs.isEmpty && earliestRPCDeadline != .max {
+        if let deadline = io.rpcs.nextDeadline {
             let now = monotonicNanos()
-            ms = min(ms, Int(max(0, Int64(bitPattern: earliestRPCDeadline &- now)) / 1_000_000) + 1)
+            ms = min(ms, Int(max(0, Int64(bitPattern: deadline &- now)) / 1_000_000) + 1)
         }
-        if closeRequested { ms = min(ms, 50) }
+        if io.machine.isDraining { ms = min(ms, 50) }
         return Int32(max(0, ms))
     }
 
@@ -426,48 +423,34 @@ final class IOLoop: @unchecked Sendable {
 
     /// Reads and routes one frame; false when none was ready.
     private func readOneFrame(_ c: CConnection) throws(AMQPError) -> Bool {
-        switch c.waitFrame(microseconds: 1) {
+        switch c.nextEvent(microseconds: 1) {
         case .timeout:
             return false
         case .failed(let error):
             throw error
-        case .frame(var frame):
-            try route(&frame, c)
+        case .event(let event):
+            try route(event, c)
             return true
         }
     }
 
-    private func route(_ frame: inout amqp_frame_t, _ c: CConnection) throws(AMQPError) {
-        guard frame.frame_type == UInt8(AMQP_FRAME_METHOD) else { return }
-        let channel = frame.channel
-        let id = crabbitmq_frame_method_id(&frame)
-        let decoded = crabbitmq_frame_method_decoded(&frame)!
-        switch id {
-        case MethodID.basicAck:
-            let ack = decoded.assumingMemoryBound(to: amqp_basic_ack_t.self).pointee
-            confirmed(tag: ack.delivery_tag, multiple: ack.multiple != 0, error: nil)
-        case MethodID.basicNack:
-            let nack = decoded.assumingMemoryBound(to: amqp_basic_nack_t.self).pointee
-            confirmed(tag: nack.delivery_tag, multiple: nack.multiple != 0,
+    private func route(_ event: InboundEvent, _ c: CConnection) throws(AMQPError) {
+        switch event {
+        case .ack(let deliveryTag, let multiple):
+            confirmed(tag: deliveryTag, multiple: multiple, error: nil)
+        case .nack(let deliveryTag, let multiple):
+            confirmed(tag: deliveryTag, multiple: multiple,
                       error: AMQPError(.nacked, "broker refused the message (basic.nack)"))
-        case MethodID.basicReturn:
-            let ret = decoded.assumingMemoryBound(to: amqp_basic_return_t.self).pointee
-            let code = ret.reply_code, text = ret.reply_text.string
-            let exchange = ret.exchange.string, routingKey = ret.routing_key.string
-            let content = try c.readMessage(channel: channel)
+        case .returned(let code, let text, let exchange, let routingKey, let content):
             let error = AMQPError(.unroutable, "no queue for exchange '\(exchange)' routing key '\(routingKey)': \(text)", replyCode: code)
             if let seq = content.properties.headers[Self.publishSequenceHeader]?.intValue {
-                confirms.markReturned(UInt64(seq), error)
-            } else if let id = content.properties.correlationID, let rpc = rpcs.removeValue(forKey: id) {
+                io.confirms.markReturned(UInt64(seq), error)
+            } else if let id = content.properties.correlationID, let promise = io.rpcs.resolve(id) {
                 // An RPC request (the broker rewrites its reply_to, so the
                 // correlation id is what identifies it).
-                rpc.promise.resume(throwing: error)
+                promise.resume(throwing: error)
             }
-        case MethodID.basicDeliver:
-            let d = decoded.assumingMemoryBound(to: amqp_basic_deliver_t.self).pointee
-            let tag = d.consumer_tag.string, deliveryTag = d.delivery_tag, redelivered = d.redelivered != 0
-            let exchange = d.exchange.string, routingKey = d.routing_key.string
-            let content = try c.readMessage(channel: channel)
+        case .delivery(let channel, let tag, let deliveryTag, let redelivered, let exchange, let routingKey, let content):
             if content.truncatedHeaders > 0 {
                 // See CDecode: over-deep header values were cut to .void.
                 truncatedHeadersCounter.increment(by: content.truncatedHeaders)
@@ -476,7 +459,7 @@ final class IOLoop: @unchecked Sendable {
                     "amqp.truncated_values": "\(content.truncatedHeaders)", "amqp.max_depth": "\(CDecode.maxDepth)",
                 ])
             }
-            if tag != rpcReplyConsumerTag && consumerByTag[tag] == nil {
+            if !io.rpcs.isReplyConsumer(tag) && io.consumers.consumer(forTag: tag) == nil {
                 // A delivery that overtook our basic.cancel: hand it back at
                 // once rather than leave it unacked on a lingering channel.
                 try c.reject(channel: channel, deliveryTag: deliveryTag, requeue: true)
@@ -484,30 +467,27 @@ final class IOLoop: @unchecked Sendable {
             }
             deliver(channel: channel, consumerTag: tag, deliveryTag: deliveryTag, redelivered: redelivered,
                     exchange: exchange, routingKey: routingKey, properties: content.properties, body: content.body)
-        case MethodID.basicCancel:
-            let cancel = decoded.assumingMemoryBound(to: amqp_basic_cancel_t.self).pointee
-            brokerCancelledConsumer(tag: cancel.consumer_tag.string)
-        case MethodID.channelClose:
-            let close = decoded.assumingMemoryBound(to: amqp_channel_close_t.self).pointee
-            c.sendChannelCloseOK(channel: channel)
-            try channelClosedByBroker(channel, AMQPError(.channelClosed, close.reply_text.string, replyCode: close.reply_code), c)
-        case MethodID.connectionClose:
-            let close = decoded.assumingMemoryBound(to: amqp_connection_close_t.self).pointee
-            c.sendConnectionCloseOK()
-            throw AMQPError(.connectionLost, "broker closed the connection: \(close.reply_text.string)", replyCode: close.reply_code)
-        case MethodID.connectionBlocked:
+        case .consumerCancelled(let tag):
+            brokerCancelledConsumer(tag: tag)
+        case .channelClosed(let channel, let code, let text):
+            try channelClosedByBroker(channel, AMQPError(.channelClosed, text, replyCode: code), c)
+        case .connectionClosed(let code, let text):
+            throw AMQPError(.connectionLost, "broker closed the connection: \(text)", replyCode: code)
+        case .blocked:
             logger.warning("broker blocked publishing (resource alarm)")
-        case MethodID.connectionUnblocked:
+        case .unblocked:
             logger.notice("broker unblocked publishing")
-        default:
-            logger.debug("ignoring AMQP method", metadata: ["amqp.method": "\(id)", "amqp.channel": "\(channel)"])
+        case .ignored(let channel, let method):
+            if let method {
+                logger.debug("ignoring AMQP method", metadata: ["amqp.method": "\(method)", "amqp.channel": "\(channel)"])
+            }
         }
     }
 
     static let publishSequenceHeader = "x-publish-seq"
 
     private func confirmed(tag: UInt64, multiple: Bool, error: AMQPError?) {
-        for entry in confirms.settle(deliveryTag: tag, multiple: multiple) {
+        for entry in io.confirms.settle(deliveryTag: tag, multiple: multiple) {
             let failure = entry.returned ?? error
             switch entry.waiter {
             case .publish(let promise):
@@ -518,8 +498,8 @@ final class IOLoop: @unchecked Sendable {
                     promise.resume()
                 }
             case .rpc(let correlationID):
-                if let failure, let rpc = rpcs.removeValue(forKey: correlationID) {
-                    rpc.promise.resume(throwing: failure)
+                if let failure, let promise = io.rpcs.resolve(correlationID) {
+                    promise.resume(throwing: failure)
                 }
             case .batch(let collector, let index):
                 if failure != nil { publishFailedCounter.increment() }
@@ -531,56 +511,53 @@ final class IOLoop: @unchecked Sendable {
     private func consumedCounter(queue: String, routingKey: String) -> Counter {
         let type = MessageMetrics.typeLabel(routingKey)
         let key = queue + "\u{0}" + type
-        if let counter = consumedCounters[key] { return counter }
+        if let counter = io.consumedCounters[key] { return counter }
         let counter = Counter(label: "amqp_messages_consumed_total", dimensions: [("queue", queue), ("type", type)])
-        consumedCounters[key] = counter
+        io.consumedCounters[key] = counter
         return counter
     }
 
     private func deliver(channel: UInt16, consumerTag: String, deliveryTag: UInt64, redelivered: Bool,
                          exchange: String, routingKey: String, properties: AMQPProperties, body: [UInt8]) {
-        if consumerTag == rpcReplyConsumerTag {
-            guard let id = properties.correlationID, let rpc = rpcs.removeValue(forKey: id) else {
+        if io.rpcs.isReplyConsumer(consumerTag) {
+            guard let id = properties.correlationID, let promise = io.rpcs.resolve(id) else {
                 logger.debug("dropping late or unknown RPC reply", metadata: ["amqp.correlation_id": "\(properties.correlationID ?? "-")"])
                 return
             }
-            rpc.promise.resume(returning: AMQPMessage(body: body, properties: properties, exchange: exchange, routingKey: routingKey))
+            promise.resume(returning: AMQPMessage(body: body, properties: properties, exchange: exchange, routingKey: routingKey))
             return
         }
-        guard let id = consumerByTag[consumerTag], let consumer = consumers[id] else { return }
+        guard let consumer = io.consumers.consumer(forTag: consumerTag) else { return }
         deliveredCounter.increment()
         let queue = consumer.spec.queue
         consumedCounter(queue: queue, routingKey: routingKey).increment()
-        let settler = DeliverySettler(loop: self, channel: channel, generation: channelGeneration[channel] ?? 0,
+        let settler = DeliverySettler(loop: self, channel: channel, generation: io.channels.generation(of: channel) ?? 0,
                                       queue: queue, routingKey: routingKey)
-        consumer.continuation.yield(AMQPDelivery(
+        consumer.handler.yield(AMQPDelivery(
             body: body, properties: properties, exchange: exchange, routingKey: routingKey,
             redelivered: redelivered, deliveryTag: deliveryTag, consumerTag: consumerTag, settler: settler))
     }
 
     private func brokerCancelledConsumer(tag: String) {
-        guard let id = consumerByTag.removeValue(forKey: tag), let consumer = consumers.removeValue(forKey: id) else { return }
+        guard let consumer = io.consumers.brokerCancelled(tag: tag) else { return }
         logger.error("broker cancelled consumer (queue deleted?)", metadata: ["amqp.queue": "\(consumer.spec.queue)"])
-        consumer.continuation.finish(throwing: AMQPError(.channelClosed, "broker cancelled the consumer of queue '\(consumer.spec.queue)'"))
+        consumer.handler.finish(throwing: AMQPError(.channelClosed, "broker cancelled the consumer of queue '\(consumer.spec.queue)'"))
     }
 
     /// The broker closed one channel (an error on it): fail what depended
     /// on it and reopen it so the rest of the connection carries on.
     private func channelClosedByBroker(_ channel: UInt16, _ error: AMQPError, _ c: CConnection) throws(AMQPError) {
         logger.warning("broker closed channel", metadata: ["amqp.channel": "\(channel)", "error": "\(error)"])
-        channelGeneration[channel] = nil
+        io.channels.closed(channel)
         if channel == Self.publishChannel {
             failConfirms(error)
-            failRPCs(error)
-            rpcReplyConsumerTag = nil
+            failRPCs(error)  // and forgets the reply consumer, which was on this channel
             try c.openChannel(Self.publishChannel)
             try c.confirmSelect(Self.publishChannel)
-            bumpGeneration(Self.publishChannel)
+            io.channels.opened(Self.publishChannel)
         } else if channel == Self.controlChannel {
-            controlChannelOpen = false
-        } else if let id = consumers.first(where: { $0.value.channel == channel })?.key {
-            if let tag = consumers[id]?.tag { consumerByTag[tag] = nil }
-            consumers[id]?.tag = nil
+            // Reopened before its next use.
+        } else if let id = io.consumers.channelClosed(channel) {
             try startConsumer(id, on: c)
         }
     }
@@ -602,44 +579,30 @@ final class IOLoop: @unchecked Sendable {
             try c.exchangeExists(exchange.name, channel: Self.controlChannel)
             return
         } catch where error.code == .channelClosed && error.replyCode == 404 {
-            channelGeneration[Self.controlChannel] = nil
-            controlChannelOpen = false
+            io.channels.closed(Self.controlChannel)
             try ensureControlChannel(c)
         }
         try c.declare(item, channel: Self.controlChannel)
     }
 
     private func ensureControlChannel(_ c: CConnection) throws(AMQPError) {
-        if !controlChannelOpen {
+        if !io.channels.isOpen(Self.controlChannel) {
             try c.openChannel(Self.controlChannel)
-            bumpGeneration(Self.controlChannel)
-            controlChannelOpen = true
+            io.channels.opened(Self.controlChannel)
         }
     }
 
     private func expireRPCs() {
-        guard !rpcs.isEmpty else {
-            earliestRPCDeadline = .max
-            return
+        guard !io.rpcs.isEmpty else { return }
+        for promise in io.rpcs.expire(now: monotonicNanos()) {
+            promise.resume(throwing: AMQPError(.timeout, "no reply within the timeout"))
         }
-        let now = monotonicNanos()
-        guard earliestRPCDeadline <= now else { return }
-        var earliest = UInt64.max
-        for (id, rpc) in rpcs {
-            if rpc.deadline <= now {
-                rpcs[id] = nil
-                rpc.promise.resume(throwing: AMQPError(.timeout, "no reply within the timeout"))
-            } else {
-                earliest = min(earliest, rpc.deadline)
-            }
-        }
-        earliestRPCDeadline = earliest
     }
 
     // MARK: Commands
 
     private func handle(_ command: IOCommand) {
-        guard machine.state == .connected, let c = conn else {
+        guard io.machine.isServicing, let c = io.conn else {
             handleWhileDisconnected(command)
             return
         }
@@ -657,7 +620,7 @@ final class IOLoop: @unchecked Sendable {
     private func execute(_ command: IOCommand, _ c: CConnection) throws(AMQPError) {
         switch command {
         case .publish(let message, let promise):
-            let seq = confirms.register(.publish(promise))
+            let seq = io.confirms.register(.publish(promise))
             do {
                 try publish(message, sequence: seq, c)
                 publishedCounter.increment()
@@ -669,7 +632,7 @@ final class IOLoop: @unchecked Sendable {
             // One command, so the messages reach the channel in this order.
             let collector = BatchCollector(count: messages.count, promise: promise)
             for (index, message) in messages.enumerated() {
-                let seq = confirms.register(.batch(collector, index: index))
+                let seq = io.confirms.register(.batch(collector, index: index))
                 do {
                     try publish(message, sequence: seq, c)
                 } catch {
@@ -682,17 +645,16 @@ final class IOLoop: @unchecked Sendable {
             }
         case .rpc(var message, let deadline, let promise):
             do {
-                if rpcReplyConsumerTag == nil {
-                    rpcReplyConsumerTag = try c.consume(Self.publishChannel, queue: "amq.rabbitmq.reply-to",
-                                                        noAck: true, exclusive: false, arguments: [:])
+                if io.rpcs.replyConsumerTag == nil {
+                    let tag = try c.consume(Self.publishChannel, queue: "amq.rabbitmq.reply-to",
+                                            noAck: true, exclusive: false, arguments: [:])
+                    io.rpcs.replyConsumerStarted(tag: tag)
                 }
-                rpcCounter += 1
-                let correlationID = message.properties.correlationID ?? "rpc-\(rpcCounter)"
+                let correlationID = io.rpcs.register(promise, correlationID: message.properties.correlationID,
+                                                     deadline: deadline)
                 message.properties.correlationID = correlationID
                 message.properties.replyTo = "amq.rabbitmq.reply-to"
-                rpcs[correlationID] = PendingRPC(promise: promise, deadline: deadline)
-                earliestRPCDeadline = min(earliestRPCDeadline, deadline)
-                let seq = confirms.register(.rpc(correlationID: correlationID))
+                let seq = io.confirms.register(.rpc(correlationID: correlationID))
                 try publish(message, sequence: seq, isRPC: true, c)
             } catch {
                 if error.code != .connectionLost { promise.resume(throwing: error) }
@@ -703,39 +665,37 @@ final class IOLoop: @unchecked Sendable {
                 try ensureControlChannel(c)
                 for item in items {
                     try declare(item, c)
-                    if !topology.contains(item) { topology.append(item) }
+                    if !io.topology.contains(item) { io.topology.append(item) }
                 }
                 promise.resume()
             } catch {
-                if error.code == .channelClosed { controlChannelOpen = false }
+                if error.code == .channelClosed { io.channels.needsReopen(Self.controlChannel) }
                 promise.resume(throwing: error)
                 throw error
             }
         case .consume(let id, let spec, let continuation, let promise):
-            consumers[id] = Consumer(spec: spec, continuation: continuation, channel: allocateConsumerChannel(), tag: nil)
+            io.consumers.add(id: id, spec: spec, handler: continuation)
             do {
                 try startConsumer(id, on: c)
                 promise.resume()
             } catch {
-                consumers[id] = nil
+                _ = io.consumers.remove(id: id)
                 promise.resume(throwing: error)
                 throw error
             }
         case .stopConsumer(let id):
-            guard let consumer = consumers.removeValue(forKey: id) else { return }
-            lingeringChannels.insert(consumer.channel)
+            guard let consumer = io.consumers.stop(id: id) else { return }
             if let tag = consumer.tag {
-                consumerByTag[tag] = nil
                 // basic.cancel stops new deliveries; the channel stays open
                 // so deliveries already handed out can still be acked.
                 do { try c.cancel(consumer.channel, consumerTag: tag) } catch {
-                    consumer.continuation.finish()
+                    consumer.handler.finish()
                     throw error
                 }
             }
-            consumer.continuation.finish()
+            consumer.handler.finish()
         case .settle(let channel, let generation, let settlement, let promise):
-            guard channelGeneration[channel] == generation else {
+            guard io.channels.isCurrent(channel: channel, generation: generation) else {
                 promise.resume(throwing: AMQPError(.staleDelivery, "the channel that delivered this message is gone; the broker will redeliver it"))
                 return
             }
@@ -765,17 +725,17 @@ final class IOLoop: @unchecked Sendable {
             try control(promise, c) { () throws(AMQPError) -> AMQPDelivery? in
                 guard let r = try c.get(Self.controlChannel, queue: queue) else { return nil }
                 let settler = DeliverySettler(loop: self, channel: Self.controlChannel,
-                                              generation: channelGeneration[Self.controlChannel] ?? 0,
+                                              generation: io.channels.generation(of: Self.controlChannel) ?? 0,
                                               queue: queue, routingKey: r.routingKey)
                 return AMQPDelivery(body: r.message.body, properties: r.message.properties, exchange: r.exchange,
                                     routingKey: r.routingKey, redelivered: r.redelivered, deliveryTag: r.tag,
                                     consumerTag: "", settler: settler)
             }
         case .close(let promise):
-            if let promise { closePromises.append(promise) }
-            if !closeRequested {
-                closeRequested = true
-                closeDeadline = monotonicNanos() + 5_000_000_000
+            if let promise { io.closePromises.append(promise) }
+            switch io.machine.closeRequested(now: monotonicNanos()) {
+            case .drain, .alreadyClosing: break  // serviceConnection closes once drained
+            case .closeNow: break  // threadMain finishes the close
             }
         }
     }
@@ -786,20 +746,10 @@ final class IOLoop: @unchecked Sendable {
             try ensureControlChannel(c)
             promise.resume(returning: try body())
         } catch {
-            if error.code == .channelClosed {
-                controlChannelOpen = false
-                channelGeneration[Self.controlChannel] = nil
-            }
+            if error.code == .channelClosed { io.channels.closed(Self.controlChannel) }
             promise.resume(throwing: error)
             throw error
         }
-    }
-
-    private func allocateConsumerChannel() -> UInt16 {
-        let used = Set(consumers.values.map(\.channel)).union(lingeringChannels)
-        var n: UInt16 = 3
-        while used.contains(n) { n += 1 }
-        return n
     }
 
     private func publish(_ message: OutgoingMessage, sequence: UInt64, isRPC: Bool = false, _ c: CConnection) throws(AMQPError) {
@@ -822,20 +772,22 @@ final class IOLoop: @unchecked Sendable {
         case .settle(_, _, _, let promise):
             promise.resume(throwing: AMQPError(.staleDelivery, "connection lost; the broker will redeliver this message"))
         case .stopConsumer(let id):
-            consumers.removeValue(forKey: id)?.continuation.finish()
+            io.consumers.remove(id: id)?.handler.finish()
         case .consume(let id, let spec, let continuation, let promise):
             // Registered now, started with the others on reconnect.
-            consumers[id] = Consumer(spec: spec, continuation: continuation, channel: allocateConsumerChannel(), tag: nil)
+            io.consumers.add(id: id, spec: spec, handler: continuation)
             promise.resume()
         case .close(let promise):
-            if let promise { closePromises.append(promise) }
-            closeRequested = true
-            machine.closeRequested()
+            if let promise { io.closePromises.append(promise) }
+            switch io.machine.closeRequested(now: monotonicNanos()) {
+            case .closeNow, .alreadyClosing: break  // threadMain finishes the close
+            case .drain: break  // not while disconnected; serviceConnection would drain
+            }
         default:
-            if machine.state == .closed || machine.state == .closing {
+            if io.machine.state == .closed || io.machine.state == .closing {
                 Self.fail(command, AMQPError(.closed, "connection is closed"))
             } else {
-                deferred.append(command)
+                io.deferred.append(command)
             }
         }
     }
@@ -844,13 +796,13 @@ final class IOLoop: @unchecked Sendable {
         for command in takeCommands() { handleWhileDisconnected(command) }
         expireRPCs()
         let now = monotonicNanos()
-        deferred.removeAll { command in
+        io.deferred.removeAll { command in
             guard case .rpc(_, let deadline, let promise) = command, deadline <= now else { return false }
             promise.resume(throwing: AMQPError(.timeout, "no reply within the timeout (broker unreachable)"))
             return true
         }
-        if case .closing = machine.state { return }
-        if machine.reconnectDue(now: monotonicNanos()) { return }
+        if case .closing = io.machine.state { return }
+        if io.machine.reconnectDue(now: monotonicNanos()) { return }
         let ms = Int32(min(1000, max(0, (Int64(bitPattern: until &- monotonicNanos())) / 1_000_000 + 1)))
         if mailbox.withLock({ box in
             if box.commands.isEmpty { box.sleeping = true; return true }
@@ -861,34 +813,35 @@ final class IOLoop: @unchecked Sendable {
             mailbox.withLock { $0.sleeping = false }
             if fds[0].revents != 0 { wakeup.drain() }
         }
-        _ = machine.reconnectDue(now: monotonicNanos())
+        // The next round (threadMain) checks whether the reconnect is due.
     }
 
     private func connectionLost(_ error: AMQPError) {
-        guard machine.state == .connected else { return }
-        logger.warning("AMQP connection lost; reconnecting", metadata: ["error": "\(error)"])
-        conn = nil  // destroys the rabbitmq-c connection and its socket
+        switch io.machine.connectionLost(now: monotonicNanos()) {
+        case .ignore:
+            return
+        case .reconnect:
+            logger.warning("AMQP connection lost; reconnecting", metadata: ["error": "\(error)"])
+        case .finishClosing:
+            logger.warning("AMQP connection lost while closing", metadata: ["error": "\(error)"])
+        }
+        io.conn = nil  // destroys the rabbitmq-c connection and its socket
         mailbox.withLock { $0.connected = false }
         resetChannelState(error: error)
-        _ = machine.connectionLost(now: monotonicNanos())
     }
 
     /// Forgets per-connection state: unconfirmed publishes and pending RPCs
     /// fail (retryable), delivery tags go stale, consumers wait for restart.
     private func resetChannelState(error: AMQPError) {
-        let lost = AMQPError(.connectionLost, error.message, replyCode: error.replyCode)
+        let lost = AMQPError(.connectionLost, error.message, replyCode: error.replyCode, libraryStatus: error.libraryStatus)
         failConfirms(lost)
         failRPCs(lost)
-        rpcReplyConsumerTag = nil
-        channelGeneration.removeAll()
-        controlChannelOpen = false
-        consumerByTag.removeAll()
-        lingeringChannels.removeAll()
-        for id in consumers.keys { consumers[id]?.tag = nil }
+        io.channels.removeAll()
+        io.consumers.connectionLost()
     }
 
     private func failConfirms(_ error: AMQPError) {
-        for entry in confirms.reset() {
+        for entry in io.confirms.reset() {
             switch entry.waiter {
             case .publish(let promise):
                 publishFailedCounter.increment()
@@ -903,9 +856,7 @@ final class IOLoop: @unchecked Sendable {
     }
 
     private func failRPCs(_ error: AMQPError) {
-        let pending = rpcs
-        rpcs.removeAll()
-        for rpc in pending.values { rpc.promise.resume(throwing: error) }
+        for promise in io.rpcs.reset() { promise.resume(throwing: error) }
     }
 
     // MARK: Closing
@@ -914,29 +865,30 @@ final class IOLoop: @unchecked Sendable {
         let closedError = AMQPError(.closed, "connection is closed")
         mailbox.withLock { $0.closed = true; $0.connected = false }
         for command in takeCommands() { Self.fail(command, closedError) }
+        let deferred = io.deferred
+        io.deferred.removeAll()
         for command in deferred { Self.fail(command, closedError) }
-        deferred.removeAll()
-        for consumer in consumers.values { consumer.continuation.finish() }
-        consumers.removeAll()
-        if let c = conn {
-            if !confirms.isEmpty {
-                logger.warning("closing with unconfirmed publishes", metadata: ["amqp.unconfirmed": "\(confirms.pendingCount)"])
+        for consumer in io.consumers.removeAll() { consumer.handler.finish() }
+        if let c = io.conn {
+            if !io.confirms.isEmpty {
+                logger.warning("closing with unconfirmed publishes", metadata: ["amqp.unconfirmed": "\(io.confirms.pendingCount)"])
             }
             c.closeConnection()
         }
-        conn = nil
+        io.conn = nil
         failConfirms(closedError)
         failRPCs(closedError)
-        if let startup {
-            startup.resume(throwing: closedError)
-            self.startup = nil
+        let closed = io.machine.closed()
+        if closed.failStartup {
+            io.startup?.resume(throwing: closedError)
+            io.startup = nil
         }
-        if machine.state != .closed {
+        if closed.announceClosed {
             logger.info("AMQP connection closed")
         }
-        machine.closed()
+        let closePromises = io.closePromises
+        io.closePromises.removeAll()
         for promise in closePromises { promise.resume() }
-        closePromises.removeAll()
     }
 
     /// Answers a command that will never run.
