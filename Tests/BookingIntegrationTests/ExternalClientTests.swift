@@ -10,17 +10,8 @@ import TestSupport
 @Suite("Publishing from another system")
 struct ExternalClientTests {
     func runExample(_ url: AMQPURL, _ arguments: [String] = [], script: String = "publish-booking.sh") throws -> (Int32, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [HandlerHarness.repositoryRoot.appendingPathComponent("docs/examples/\(script)").path] + arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(["AMQP_URL": url.urlStringWithCredentials]) { $1 }
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+        try Command.exitStatus("/bin/bash", [HandlerHarness.repositoryRoot.appendingPathComponent("docs/examples/\(script)").path] + arguments,
+                               environment: ["AMQP_URL": url.urlStringWithCredentials])
     }
 
     @Test func amqpToolsExampleBooksARoomAndReadsTheReply() async throws {
