@@ -205,6 +205,22 @@ struct GroupCommitTests {
         }
     }
 
+    /// Starts a write of booking "a" that holds the engine's transaction
+    /// (on its thread) until `gate` is signalled, and returns once that
+    /// transaction has started: writes queued now wait for the next one.
+    static func holdTransaction(_ database: any LedgerDatabase, _ iterator: inout AsyncStream<GroupCommit.Event>.Iterator) async
+        -> (gate: DispatchSemaphore, write: Task<Void, any Error>) {
+        let gate = DispatchSemaphore(value: 0)
+        let write = Task {
+            try await database.write(lockKey: "a") { db in
+                gate.wait()
+                try Self.insertBooking(db, "a")
+            }
+        }
+        await awaitEvent(&iterator, .started(writes: 1))
+        return (gate, write)
+    }
+
     static func insertBooking(_ db: any LedgerSQL, _ id: String) throws {
         try db.execute("INSERT INTO booking (id, latestVersion, cancelled, timesVersion, updatedAt) VALUES (?, 1, ?, 1, 0)",
                        id, false)
@@ -227,14 +243,7 @@ struct GroupCommitTests {
 
         // "a" holds the engine's transaction (on its thread) until the
         // others are queued behind it.
-        let gate = DispatchSemaphore(value: 0)
-        let first = Task {
-            try await database.write(lockKey: "a") { db in
-                gate.wait()
-                try Self.insertBooking(db, "a")
-            }
-        }
-        await Self.awaitEvent(&iterator, .started(writes: 1))
+        let (gate, first) = await Self.holdTransaction(database, &iterator)
         let names = (1...8).map { "w\($0)" }
         let notVisible = LockedBox<[String]>([])
         let tasks = names.map { name in
@@ -287,14 +296,7 @@ struct GroupCommitTests {
         let (database, group) = try await Self.open(.postgres, directory: dir, url: url) { sink.yield($0) }
         let other = try await LedgerKind.postgres.database(directory: dir, url: url)
         var iterator = events.makeAsyncIterator()
-        let gate = DispatchSemaphore(value: 0)
-        let first = Task {
-            try await database.write(lockKey: "a") { db in
-                gate.wait()
-                try Self.insertBooking(db, "a")
-            }
-        }
-        await Self.awaitEvent(&iterator, .started(writes: 1))
+        let (gate, first) = await Self.holdTransaction(database, &iterator)
         let names = ["b", "c", "d"]
         let tasks = names.map { name in
             Task {

@@ -132,8 +132,8 @@ struct PostgresTransaction: StoreTransaction {
     func enqueue(routingKey: String, messageID: String, body: Data, orderKey: String?) throws {
         // Behind an older unpublished event of the same key that another
         // process holds (or nobody does), the new one waits unclaimed: a
-        // table read takes it only after that one is published. The booking
-        // row is locked by now, so an older event committed by another
+        // table read takes it only after that one is published. Writes run
+        // under the write lock, so an older event committed by another
         // process is visible to this statement.
         var claim = self.claim
         if let held = claim, let orderKey, try !run("""
