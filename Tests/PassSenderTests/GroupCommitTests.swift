@@ -105,22 +105,25 @@ struct GroupCommitTests {
         Issue.record("event stream ended before \(event)")
     }
 
-    /// Starts write "a" and holds its transaction; queues `names` behind it.
-    /// Returns the tasks of "a" and of `names`, once all are queued.
+    /// Starts write "a" and holds its transaction; queues `names` behind it,
+    /// in that order. Returns the tasks of "a" and of `names`, once all are queued.
     static func queueBehindFirst(_ f: Fixture, _ names: [String], failing: Set<String> = [],
                                  check: @escaping @Sendable (String) -> Void = { _ in })
         async -> (first: Task<String, any Error>, rest: [Task<String, any Error>]) {
         var events = f.events.makeAsyncIterator()
         let first = Task { try await f.write("a") }
         await awaitEvent(&events, .started(writes: 1))
-        let rest = names.map { name in
-            Task {
+        // One at a time: tasks started together reach the queue in any
+        // order, and the batch runs its writes in queue order.
+        var rest: [Task<String, any Error>] = []
+        for (index, name) in names.enumerated() {
+            rest.append(Task {
                 let result = try await f.write(name, fail: failing.contains(name))
                 check(name)
                 return result
-            }
+            })
+            await awaitEvent(&events, .queued(pending: index + 1))
         }
-        await awaitEvent(&events, .queued(pending: names.count))
         return (first, rest)
     }
 
