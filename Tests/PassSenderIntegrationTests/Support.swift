@@ -90,14 +90,23 @@ final class FaultGateway: Sendable {
         case status(Int, String)
         /// Blocks until ``release()``; answers 503 and sends nothing.
         case block
+        /// Sends every pass, then holds the answer until ``release()``
+        /// (recorded in ``State/held`` with the `Host` the caller used):
+        /// a call in flight whose passes are out.
+        case sendThenHold
     }
 
     struct State: Sendable {
         var calls = 0
         var requests: [[PassKey]] = []
+        /// The `Host` header of each of ``requests``: which URL the caller used.
+        var hosts: [String] = []
         var sent: [PassKey] = []
         var failures: [PassKey: Int] = [:]
         var blocked = 0
+        /// Calls answered only after ``release()`` (``Action/sendThenHold``),
+        /// by the `Host` header they came with: the passes went out.
+        var held: [(host: String, keys: [PassKey])] = []
         /// `/notify` requests as received, and the notices it sent.
         var noticeRequests: [NotifyRequest] = []
         var noticesSent: [NoticeKey] = []
@@ -175,10 +184,12 @@ final class FaultGateway: Sendable {
             let keys = FaultGateway.keys(batch)
             precondition(keys.count == decoded.passes.count, "X-Pass-Batch does not match the passes")
             var call = 0
+            let host = request.head.authority ?? ""
             gateway.state.update { s in
                 call = s.calls
                 s.calls += 1
                 s.requests.append(keys)
+                s.hosts.append(host)
             }
             switch requestRule(call, keys) {
             case .hang:
@@ -195,6 +206,13 @@ final class FaultGateway: Sendable {
                 gateway.state.update { $0.blocked += 1 }
                 try? await gateway.gate.wait("gateway released", timeout: 600) { $0 }
                 return json(503, "released")
+            case .sendThenHold:
+                gateway.state.update { s in
+                    s.sent += keys
+                    s.held.append((host, keys))
+                }
+                try? await gateway.gate.wait("gateway released", timeout: 600) { $0 }
+                return json(200, #"{"success":true}"#)
             case .proceed:
                 var sentNow: [PassKey] = []
                 var failedAt: Int?

@@ -76,6 +76,32 @@ struct SharedLedgerTests {
         }
         #expect(taken.flatMap(\.work).map(\.attendeeIndex) == [1])
         #expect(try await b.passes(bookingId: booking.id).first { $0.attendeeIndex == 1 }?.claimedBy == b.owner)
+
+        // A was not dead but cut off (a partition): B delivers pass 1, then
+        // A's hung gateway call for it comes back as a failure. A must not
+        // put it back to `scheduled` (a third send) or write its retry.
+        try await b.record(bookingId: booking.id, version: 1, delivered: ["p1@example.com"], deliveredAt: "2026-11-24T00:00:01Z",
+                           failures: [], outbox: [])
+        let retry = OutboxMessage(exchange: "", routingKey: "pass-sender.delay.100ms", messageID: "late-retry", type: "t", body: [])
+        let late = FailureUpdate(email: "p1@example.com", attendeeIndex: 1, status: .scheduled, attempts: 1,
+                                 firstFailureAt: "2026-11-24T00:00:02Z", lastFailureAt: "2026-11-24T00:00:02Z",
+                                 lastErrorCode: nil, lastErrorText: "timed out")
+        await #expect(throws: PassLedger.ClaimLost.self) {
+            try await a.record(bookingId: booking.id, version: 1, delivered: [], deliveredAt: "", failures: [late], outbox: [retry])
+        }
+        let after = try #require(try await a.passes(bookingId: booking.id).first { $0.attendeeIndex == 1 })
+        #expect(after.status == .delivered && after.attempts == 0)
+        #expect(try await a.unpublished(bookingId: booking.id).isEmpty, "nothing of the refused result was written")
+        // Its late answer that the pass went out is recorded (it is true),
+        // without moving the first delivery's time.
+        try await a.record(bookingId: booking.id, version: 1, delivered: ["p1@example.com"], deliveredAt: "2026-11-24T00:00:09Z",
+                           failures: [], outbox: [])
+        #expect(try await a.statusCounts() == [.delivered: 2])
+        let deliveredAt = try await a.database.read { db in
+            try db.rows("SELECT deliveredAt FROM notice WHERE bookingId = ? AND email = ?", booking.id, "p1@example.com")
+                .first?.string("deliveredAt")
+        }
+        #expect(deliveredAt == "2026-11-24T00:00:01Z")
         await a.close()
         await b.close()
     }

@@ -153,8 +153,25 @@ public struct PassDispatcher: Sendable {
                     "outcome": .string(outcome.label), "passes.delivered": "\(delivered.count)",
                 ])
             }
-            try await commit(job: job, delivered: delivered, failures: failures, summary: &summary)
-            remaining = (again + rest).sorted { $0.attendeeIndex < $1.attendeeIndex }
+            var taken: Set<String> = []
+            do {
+                try await commit(job: job, delivered: delivered, failures: failures, summary: &summary)
+            } catch let lost as PassLedger.ClaimLost {
+                // Our lease ran out during the call (it hung: a partition, a
+                // stalled ledger) and another instance took these rows over.
+                // They are its now: keep our deliveries, leave the rest.
+                taken = lost.emails
+                logger.warning("another pass sender instance took over recipients while our gateway call was in flight; leaving them to it", metadata: [
+                    "booking.id": .string(booking.id), "booking.version": "\(booking.version)", "kind": .string(job.kind.rawValue),
+                    "recipients.taken_over": "\(lost.emails.count)",
+                ])
+                Counter(label: "pass_claims_lost_total").increment()
+                let email = { (w: PassWork) in PassLedger.normalised(job.recipients[w.attendeeIndex].email) }
+                try await commit(job: job, delivered: delivered, failures: failures.filter { !taken.contains(email($0.0)) },
+                                 summary: &summary)
+            }
+            remaining = (again + rest).filter { !taken.contains(PassLedger.normalised(job.recipients[$0.attendeeIndex].email)) }
+                .sorted { $0.attendeeIndex < $1.attendeeIndex }
         }
     }
 
@@ -182,6 +199,10 @@ public struct PassDispatcher: Sendable {
                                         headers: ["booking-id": .string(booking.id), "attendee-index": .int64(Int64(work.attendeeIndex))]))
         }
         var updates: [FailureUpdate] = []
+        // Counted, logged and summed up only once the ledger took the result
+        // (it may refuse it: ``PassLedger/ClaimLost``).
+        var gaveUp: [Int] = [], scheduled: [Int] = []
+        var afterCommit: [() -> Void] = []
         var retryGroups: [RetryDelay: [PassRetryMessage.Pass]] = [:]
         for (work, code, text, permanent) in failures {
             let attempts = work.attempts + 1
@@ -215,19 +236,24 @@ public struct PassDispatcher: Sendable {
                                             body: [UInt8](try ContractJSON.encode(event)),
                                             headers: ["booking-id": .string(booking.id), "attendee-index": .int64(Int64(work.attendeeIndex))]))
                 }
-                summary.failed.append(work.attendeeIndex)
-                Counter(label: "passes_failed_total", dimensions: [("error_code", codeLabel), ("kind", job.kind.rawValue)]).increment()
-                logger.warning("pass given up; sent to passes.failed", metadata: [
-                    "booking.id": .string(booking.id), "booking.version": "\(booking.version)", "kind": .string(job.kind.rawValue),
-                    "attendee.index": "\(work.attendeeIndex)", "attempts": "\(attempts)", "error.code": .string(codeLabel),
-                    "error.text": .string(text),
-                ])
+                gaveUp.append(work.attendeeIndex)
+                let logger = self.logger
+                afterCommit.append {
+                    Counter(label: "passes_failed_total", dimensions: [("error_code", codeLabel), ("kind", job.kind.rawValue)]).increment()
+                    logger.warning("pass given up; sent to passes.failed", metadata: [
+                        "booking.id": .string(booking.id), "booking.version": "\(booking.version)", "kind": .string(job.kind.rawValue),
+                        "attendee.index": "\(work.attendeeIndex)", "attempts": "\(attempts)", "error.code": .string(codeLabel),
+                        "error.text": .string(text),
+                    ])
+                }
             } else {
                 retryGroups[settings.delay(afterAttempt: attempts), default: []].append(
                     PassRetryMessage.Pass(attendeeIndex: work.attendeeIndex, attempts: attempts, firstFailureAt: first,
                                           lastFailureAt: stamp, lastErrorCode: code, lastErrorText: text))
-                summary.scheduled.append(work.attendeeIndex)
-                Counter(label: "passes_retried_total", dimensions: [("error_code", codeLabel), ("kind", job.kind.rawValue)]).increment()
+                scheduled.append(work.attendeeIndex)
+                afterCommit.append {
+                    Counter(label: "passes_retried_total", dimensions: [("error_code", codeLabel), ("kind", job.kind.rawValue)]).increment()
+                }
             }
         }
         for (delay, passes) in retryGroups.sorted(by: { $0.key.milliseconds < $1.key.milliseconds }) {
@@ -240,6 +266,9 @@ public struct PassDispatcher: Sendable {
         try await ledger.record(bookingId: booking.id, version: booking.version, kind: job.kind,
                                 delivered: delivered.map { PassLedger.normalised(list[$0.attendeeIndex].email) },
                                 deliveredAt: stamp, failures: updates, outbox: outbox)
+        for effect in afterCommit { effect() }
+        summary.failed += gaveUp
+        summary.scheduled += scheduled
         if !delivered.isEmpty {
             if isPass {
                 Counter(label: "passes_delivered_total", dimensions: [("channel", gateway.channel.rawValue)])

@@ -57,6 +57,20 @@ public final class PassLedger: Sendable {
         public var description: String { "booking \(bookingId): another instance is sending to these recipients until \(until)" }
     }
 
+    /// Thrown by ``record(bookingId:version:kind:delivered:deliveredAt:failures:outbox:)``
+    /// when rows it would mark failed are no longer this instance's claim:
+    /// another instance took them over (our lease ran out while our gateway
+    /// call hung, e.g. in a network partition) and is sending them, or has.
+    /// Nothing of the call's result is kept; record it again without them.
+    public struct ClaimLost: Error, CustomStringConvertible {
+        public let bookingId: String
+        /// Normalised e-mails of the rows taken over.
+        public let emails: Set<String>
+        public var description: String {
+            "booking \(bookingId): \(emails.count) recipient(s) taken over by another instance"
+        }
+    }
+
     /// Closes the database's connections.
     public func close() async {
         await database.close()
@@ -74,15 +88,32 @@ public final class PassLedger: Sendable {
     /// rows, failed ones (scheduled again or given up), and the messages
     /// that follow from it. Rows are named by normalised e-mail. Renews
     /// this instance's lease on the version's rows it is still sending.
+    ///
+    /// Fenced by the claim: a failure is recorded only on a row this
+    /// instance still claims (else ``ClaimLost``, and nothing is written) —
+    /// a stale instance must not put a row another one delivered back to
+    /// `scheduled` (a third send) nor give it up. A delivery is recorded
+    /// whoever claims the row (the gateway took the pass: that is true),
+    /// but a row already `delivered` keeps its first time.
     public func record(bookingId: String, version: Int, kind: NoticeKind = .pass, delivered: [String], deliveredAt: String,
                        failures: [FailureUpdate], outbox: [OutboxMessage]) async throws {
         let owner = self.owner, lease = claimLease, clock = self.now
         try await database.write(lockKey: bookingId) { db in
             let now = clock().timeIntervalSince1970
+            var lost: Set<String> = []
+            for f in failures {
+                let row = try db.rows("""
+                    SELECT status, claimedBy FROM notice WHERE bookingId = ? AND version = ? AND kind = ? AND email = ?
+                    """, bookingId, version, kind.rawValue, f.email).first
+                if row?.string("status") != PassStatus.attempting.rawValue || row?.string("claimedBy") != owner {
+                    lost.insert(f.email)
+                }
+            }
+            if !lost.isEmpty { throw ClaimLost(bookingId: bookingId, emails: lost) }
             for email in delivered {
                 try db.execute("""
                     UPDATE notice SET status = 'delivered', deliveredAt = ?, updatedAt = ?
-                    WHERE bookingId = ? AND version = ? AND kind = ? AND email = ?
+                    WHERE bookingId = ? AND version = ? AND kind = ? AND email = ? AND status <> 'delivered'
                     """, deliveredAt, now, bookingId, version, kind.rawValue, email)
             }
             for f in failures {
