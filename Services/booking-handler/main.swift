@@ -5,17 +5,11 @@ import ServiceSupport
 
 // booking-handler: validates and stores booking commands, replies to the
 // sender and publishes events through its outbox. Settings: README.md.
-let (settings, logger) = await ServiceRunner.start(service: "booking-handler", defaultHTTPPort: 8081)
-let handlerSettings: HandlerSettings
-do {
-    handlerSettings = try HandlerSettings(environment: ProcessInfo.processInfo.environment)
-} catch {
-    FileHandle.standardError.write(Data("booking-handler: configuration error: \(error)\n".utf8))
-    exit(2)
-}
-do {
+exit(await ServiceRunner.main(service: "booking-handler", defaultHTTPPort: 8081,
+                              settings: { try HandlerSettings(environment: $0) }) { start in
+    let (settings, logger) = (start.common, start.logger)
     let dataDirectory = try settings.ensureDataDirectory()
-    let policy = handlerSettings.policy
+    let policy = start.settings.policy
     if !policy.requireUserID {
         // Loud on purpose: anonymous commands may change each other's bookings.
         logger.warning("REQUIRE_USER_ID is off: commands without user_id are accepted, and any anonymous caller may change bookings made without user_id (docs/security.md)")
@@ -23,17 +17,13 @@ do {
     let connection = try await AMQPConnection.connect(
         configuration: settings.amqpConfiguration(connectionName: "booking-handler"), logger: logger)
     let app = try await BookingHandlerApp.build(
-        connection: connection, dataDirectory: dataDirectory, roomsFile: handlerSettings.roomsFile,
-        policy: policy, replayRate: handlerSettings.replayRate, httpPort: settings.httpPort,
-        retentionDays: handlerSettings.retentionDays, database: handlerSettings.database, logger: logger)
+        connection: connection, dataDirectory: dataDirectory, roomsFile: start.settings.roomsFile,
+        policy: policy, replayRate: start.settings.replayRate, httpPort: settings.httpPort,
+        retentionDays: start.settings.retentionDays, database: start.settings.database, logger: logger)
     logger.info("ready", metadata: [
         "data_dir": .string(dataDirectory), "admin_users": "\(policy.administrators.sorted())",
         "room_managers": "\(policy.roomManagers.sorted())", "replay_users": "\(app.processor.policy.replayUsers.sorted())",
         "require_user_id": "\(policy.requireUserID)",
     ])
-    try await ServiceRunner.run(app.services, logger: logger)
-    logger.info("stopped")
-} catch {
-    logger.critical("booking-handler failed", metadata: ["error": "\(error)"])
-    exit(1)
-}
+    return app.services
+})

@@ -39,11 +39,20 @@ public final class AMQPConnection: Sendable, Service {
     ///
     /// Throws at once for a wrong password (`accessRefused`), unknown vhost
     /// (`vhostNotAllowed`) or, after the wait, `connectionFailed`.
+    ///
+    /// Cancelling the calling task stops the wait (a SIGTERM while the
+    /// broker is still unreachable): the I/O thread closes and this throws
+    /// `closed`.
     public static func connect(configuration: AMQPConfiguration, logger: Logger) async throws(AMQPError) -> AMQPConnection {
         let loop = IOLoop(configuration: configuration, logger: logger)
         do {
-            try await withCheckedThrowingContinuation { (startup: Promise<Void>) in
-                loop.start(startup: startup)
+            try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (startup: Promise<Void>) in
+                    loop.start(startup: startup)
+                }
+            } onCancel: {
+                // A command to the I/O thread: it ends the start-up with `closed`.
+                loop.send(.close(nil))
             }
         } catch let error as AMQPError {
             throw error

@@ -1,92 +1,127 @@
-import AMQPClient
 import Foundation
 import Logging
 import ServiceLifecycle
 import Synchronization
-import UnixSignals
 
-/// Runs a service's parts under swift-service-lifecycle: SIGTERM and
-/// SIGINT trigger a graceful shutdown in reverse order of `services`, so
-/// list the connection first and its consumers after it.
+/// Runs one service process under swift-service-lifecycle, start-up
+/// included.
 ///
-/// Signals are watched from the first moment (``start(service:defaultHTTPPort:)``),
-/// not only once the group runs: a SIGTERM while the service connects or
-/// migrates its database ends the process with status 0 (nothing was
-/// consumed yet), and one that arrives just as the group starts is not lost.
+/// `main.swift` of each service is one call: settings are parsed first
+/// (bad ones: a message on stderr, status 2); then a `ServiceGroup` runs
+/// with one member, the start-up (``StartUp``), which connects, migrates,
+/// declares topology, flushes the outbox — whatever the service's `build`
+/// does — and adds the services `build` returns to the same group, in
+/// order. So SIGTERM and SIGINT are the group's from the moment it runs:
+///
+/// - during start-up, the build is cancelled (a connect still waiting for
+///   the broker gives up at once) and the process exits 0 — nothing was
+///   consumed yet;
+/// - while running, a graceful shutdown in reverse order of the services
+///   (list the connection first and its consumers after it), at most
+///   30 s before the group cancels what is left; then status 0;
+/// - a service (or the build) failing: the group stops the others and the
+///   process exits 1, the error logged.
+///
+/// The status is returned, not passed to `exit()`: `main.swift` exits
+/// with it, so deferred work and the group's own clean-up run first.
 public enum ServiceRunner {
-    private enum Phase {
-        case starting
-        case running(ServiceGroup)
-        case stopping
+    /// What the start-up of a service gets: the settings every service
+    /// reads, its own, and its logger.
+    public struct Startup<Settings: Sendable>: Sendable {
+        public let common: CommonSettings
+        public let settings: Settings
+        public let logger: Logger
     }
 
-    private static let phase = Mutex<Phase>(.starting)
-
-    /// Runs until a signal (or a service failing), then returns; the caller
-    /// exits 0 on return.
-    public static func run(_ services: [any Service], logger: Logger) async throws {
-        var configuration = ServiceGroupConfiguration(
-            services: services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) },
-            gracefulShutdownSignals: [],  // delivered by watchSignals, which has been listening since start
-            logger: logger)
-        configuration.maximumGracefulShutdownDuration = .seconds(30)
-        let group = ServiceGroup(configuration: configuration)
-        let stopAtOnce = phase.withLock { phase -> Bool in
-            if case .stopping = phase { return true }
-            phase = .running(group)
-            return false
-        }
-        if stopAtOnce { await group.triggerGracefulShutdown() }
-        try await group.run()
-    }
-
-    /// Common start-up: parse settings (exit 2 with a clear message when
-    /// they are bad), bootstrap logging, start watching SIGTERM/SIGINT.
-    public static func start(service: String, defaultHTTPPort: Int) async -> (CommonSettings, Logger) {
-        let settings: CommonSettings
+    /// Parses settings, bootstraps logging and metrics, runs start-up and
+    /// services in one group; returns the exit status (0 stopped, 1
+    /// failed, 2 bad settings).
+    ///
+    /// - Parameters:
+    ///   - service: the executable's name (logs, error messages).
+    ///   - settings: the service's own settings from the environment;
+    ///     throwing is a configuration error (status 2).
+    ///   - build: the start-up; returns the services to run, connection first.
+    public static func main<Settings: Sendable>(
+        service: String, defaultHTTPPort: Int,
+        settings parse: (_ environment: [String: String]) throws -> Settings,
+        build: @escaping @Sendable (Startup<Settings>) async throws -> [any Service]
+    ) async -> Int32 {
+        let environment = ProcessInfo.processInfo.environment
+        let common: CommonSettings
+        let settings: Settings
         do {
-            settings = try CommonSettings(defaultHTTPPort: defaultHTTPPort)
+            common = try CommonSettings(defaultHTTPPort: defaultHTTPPort)
+            settings = try parse(environment)
         } catch {
             FileHandle.standardError.write(Data("\(service): configuration error: \(error)\n".utf8))
-            exit(2)
+            return 2
         }
-        LogSetup.bootstrap(format: settings.logFormat, level: settings.logLevel)
+        LogSetup.bootstrap(format: common.logFormat, level: common.logLevel)
         Observability.bootstrap()
         var logger = Logger(label: service)
         logger[metadataKey: "service"] = .string(service)
-        await watchSignals(logger: logger)
-        return (settings, logger)
+        let startUp = StartUp(startup: Startup(common: common, settings: settings, logger: logger), build: build)
+        let group = ServiceGroup(configuration: configuration(startUp, logger: logger))
+        startUp.group.withLock { $0 = group }
+        do {
+            try await group.run()
+            logger.info("stopped")
+            return 0
+        } catch {
+            logger.critical("\(service) failed", metadata: ["error": "\(error)"])
+            return 1
+        }
     }
 
-    /// First signal: during start-up exit 0; while running, graceful
-    /// shutdown. A second signal while shutting down exits at once (1).
-    private static func watchSignals(logger: Logger) async {
-        let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
-        Task.detached {
-            for await signal in signals {
-                let action = phase.withLock { phase -> (ServiceGroup?, Bool) in
-                    switch phase {
-                    case .starting:
-                        return (nil, false)
-                    case .running(let group):
-                        phase = .stopping
-                        return (group, false)
-                    case .stopping:
-                        return (nil, true)
-                    }
-                }
-                switch action {
-                case (let group?, _):
-                    logger.notice("shutting down gracefully", metadata: ["signal": "\(signal)"])
-                    await group.triggerGracefulShutdown()
-                case (nil, true):
-                    logger.warning("second signal during shutdown; exiting now", metadata: ["signal": "\(signal)"])
-                    exit(1)
-                case (nil, false):
-                    logger.notice("stopped during start-up", metadata: ["signal": "\(signal)"])
-                    exit(0)
-                }
+    static func configuration(_ startUp: some Service, logger: Logger) -> ServiceGroupConfiguration {
+        var configuration = ServiceGroupConfiguration(
+            // The start-up returns once it has added the services: that
+            // must not end the group.
+            services: [.init(service: startUp, successTerminationBehavior: .ignore)],
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger)
+        configuration.maximumGracefulShutdownDuration = .seconds(30)
+        return configuration
+    }
+
+    /// The group's first member: builds the service inside the group and
+    /// hands it what to run.
+    final class StartUp<Settings: Sendable>: Service {
+        let startup: Startup<Settings>
+        let build: @Sendable (Startup<Settings>) async throws -> [any Service]
+        /// Set once, before the group runs.
+        let group = Mutex<ServiceGroup?>(nil)
+
+        init(startup: Startup<Settings>, build: @escaping @Sendable (Startup<Settings>) async throws -> [any Service]) {
+            self.startup = startup
+            self.build = build
+        }
+
+        func run() async throws {
+            let logger = startup.logger
+            let services: [any Service]
+            do {
+                services = try await cancelWhenGracefulShutdown { [startup, build] in try await build(startup) }
+            } catch where Task.isShuttingDownGracefully || Task.isCancelled {
+                logger.notice("stopped during start-up", metadata: ["error": "\(error)"])
+                return
             }
+            guard let group = group.withLock({ $0 }) else { preconditionFailure("StartUp runs only in its group") }
+            // Added last, so told first: says why the process is stopping.
+            for service in services + [ShutdownNotice(logger: logger)] {
+                await group.addServiceUnlessShutdown(service)
+            }
+        }
+    }
+
+    /// Logs the start of a graceful shutdown (the group's own log of the
+    /// signal is at debug level).
+    struct ShutdownNotice: Service {
+        let logger: Logger
+        func run() async throws {
+            try? await gracefulShutdown()
+            if Task.isShuttingDownGracefully && !Task.isCancelled { logger.notice("shutting down gracefully") }
         }
     }
 }

@@ -90,4 +90,61 @@ struct ServiceProcessTests {
         }
         #expect(status == 0)
     }
+
+    /// Start-up runs inside the service group: a SIGTERM while the service
+    /// still waits for an unreachable broker (`AMQP_CONNECT_TIMEOUT` 120 s)
+    /// cancels the wait, and the process exits 0 at once — long before the
+    /// connect would have given up.
+    @Test(arguments: ["booking-handler", "pass-sender", "availability-projector"])
+    func aSIGTERMWhileWaitingForTheBrokerExitsZeroAtOnce(service: String) async throws {
+        let binary = ServiceProcess.binary(service)
+        try #require(FileManager.default.isExecutableFile(atPath: binary.path), "build \(service) first (swift build)")
+        let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName(service))
+        try FileManager.default.createDirectory(at: dataDir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dataDir) }
+        let log = dataDir.appendingPathComponent("service.log")
+        // Nothing listens there: the port was free a moment ago.
+        let process = try ServiceProcess.launch(binary, environment: [
+            "AMQP_URL": "amqp://guest:guest@127.0.0.1:\(try freeTCPPort())/%2f", "AMQP_CONNECT_TIMEOUT": "120",
+            "DATA_DIR": dataDir.path, "HTTP_PORT": "0", "LOG_LEVEL": "info",
+        ], log: log)
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        let (exited, exitedSignal) = AsyncStream<Int32>.makeStream()
+        process.terminationHandler = { exitedSignal.yield($0.terminationStatus); exitedSignal.finish() }
+        try await withTimeout(60, "\(service) retrying its connect") {
+            while !((try? String(contentsOf: log, encoding: .utf8)) ?? "").contains("AMQP connect failed; retrying") {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        }
+        let signalled = ContinuousClock.now
+        process.terminate()  // SIGTERM
+        let status = try await withTimeout(30, "\(service) stopping during start-up") {
+            var iterator = exited.makeAsyncIterator()
+            return await iterator.next() ?? -1
+        }
+        let output = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("stopped during start-up"))
+        #expect(!output.contains("\(service) failed"), "a stop during start-up is not a failure")
+        print("\(service): exited \(status) \(ContinuousClock.now - signalled) after SIGTERM during start-up")
+    }
+
+    /// A bad setting of the service's own (not only a common one) ends the
+    /// process with status 2 and names the variable, before anything connects.
+    @Test(arguments: [
+        ("booking-handler", "INBOX_RETENTION_DAYS", "-3"),
+        ("pass-sender", "PASS_CONCURRENCY", "0"),
+        ("availability-projector", "PROJECTOR_INSTANCE", "Not Valid!"),
+    ])
+    func aBadSettingExitsTwoNamingIt(service: String, name: String, value: String) async throws {
+        let binary = ServiceProcess.binary(service)
+        try #require(FileManager.default.isExecutableFile(atPath: binary.path), "build \(service) first (swift build)")
+        let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName(service))
+        defer { try? FileManager.default.removeItem(at: dataDir) }
+        let (status, output) = try Command.exitStatus(binary.path, [], environment: [
+            "AMQP_URL": "amqp://guest:guest@127.0.0.1:1/%2f", "DATA_DIR": dataDir.path, name: value,
+        ])
+        #expect(status == 2, "\(output)")
+        #expect(output.contains("\(service): configuration error") && output.contains(name), "\(output)")
+    }
 }

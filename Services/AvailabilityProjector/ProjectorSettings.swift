@@ -1,0 +1,28 @@
+import Foundation
+import ServiceSupport
+
+/// The projector's own settings (the common ones are ``CommonSettings``);
+/// README.md and docs/projector.md describe them.
+public struct ProjectorSettings: Sendable {
+    /// `REQUIRE_USER_ID`: queries without the AMQP `user_id` are refused.
+    public var requireUserID: Bool
+    /// `PROJECTOR_INSTANCE`: a replica's queues of its own (filled from a
+    /// replay at start); unset or empty = the shipped queues.
+    public var queues: ProjectorQueues
+    /// `BOOKING_HANDLER_USER`: the broker user whose events are trusted.
+    public var bookingHandlerUser: String?
+
+    /// Reads the settings; throws ``SettingsError`` naming the variable.
+    public init(environment: [String: String]) throws {
+        requireUserID = try CommonSettings.boolean(environment["REQUIRE_USER_ID"], name: "REQUIRE_USER_ID", default: false)
+        queues = try environment["PROJECTOR_INSTANCE"].flatMap { $0.isEmpty ? nil : $0 }.map { try ProjectorQueues(instance: $0) }
+            ?? .shipped
+        bookingHandlerUser = environment["BOOKING_HANDLER_USER"]
+    }
+
+    /// Whose events the projector takes: `BOOKING_HANDLER_USER`, else the
+    /// projector's own broker user (the one-user embedded set).
+    public func eventSender(ownUser: String) -> SenderCheck {
+        SenderCheck.bookingHandler(environment: bookingHandlerUser.map { ["BOOKING_HANDLER_USER": $0] } ?? [:], ownUser: ownUser)
+    }
+}
