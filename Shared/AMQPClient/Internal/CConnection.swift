@@ -203,17 +203,11 @@ final class CConnection {
     /// Copies one method frame into an ``InboundEvent``. Every field is
     /// copied out before `readMessage`, which reuses the frame's memory.
     private func decode(_ frame: inout amqp_frame_t) throws(AMQPError) -> InboundEvent {
+        if let event = Self.event(of: &frame) { return event }
         let channel = frame.channel
-        guard frame.frame_type == UInt8(AMQP_FRAME_METHOD) else { return .ignored(channel: channel, method: nil) }
         let id = crabbitmq_frame_method_id(&frame)
         let decoded = crabbitmq_frame_method_decoded(&frame)!
         switch id {
-        case MethodID.basicAck:
-            let ack = decoded.assumingMemoryBound(to: amqp_basic_ack_t.self).pointee
-            return .ack(deliveryTag: ack.delivery_tag, multiple: ack.multiple != 0)
-        case MethodID.basicNack:
-            let nack = decoded.assumingMemoryBound(to: amqp_basic_nack_t.self).pointee
-            return .nack(deliveryTag: nack.delivery_tag, multiple: nack.multiple != 0)
         case MethodID.basicReturn:
             let ret = decoded.assumingMemoryBound(to: amqp_basic_return_t.self).pointee
             let code = ret.reply_code, text = ret.reply_text.string
@@ -227,9 +221,6 @@ final class CConnection {
             let content = try readMessage(channel: channel)
             return .delivery(channel: channel, consumerTag: tag, deliveryTag: deliveryTag, redelivered: redelivered,
                              exchange: exchange, routingKey: routingKey, content: content)
-        case MethodID.basicCancel:
-            let cancel = decoded.assumingMemoryBound(to: amqp_basic_cancel_t.self).pointee
-            return .consumerCancelled(consumerTag: cancel.consumer_tag.string)
         case MethodID.channelClose:
             let close = decoded.assumingMemoryBound(to: amqp_channel_close_t.self).pointee
             let code = close.reply_code, text = close.reply_text.string
@@ -240,10 +231,37 @@ final class CConnection {
             let code = close.reply_code, text = close.reply_text.string
             sendConnectionCloseOK()
             return .connectionClosed(replyCode: code, replyText: text)
+        default:
+            return .ignored(channel: channel, method: id)
+        }
+    }
+
+    /// The event of a frame that needs nothing more of the connection: no
+    /// content frames to read, no answer to send. Nil for the methods that
+    /// do (`basic.return`, `basic.deliver`, `channel.close`,
+    /// `connection.close`), which ``decode(_:)`` handles. Pure, so unit
+    /// tests decode frames they build (`InboundEventTests`).
+    static func event(of frame: inout amqp_frame_t) -> InboundEvent? {
+        let channel = frame.channel
+        guard frame.frame_type == UInt8(AMQP_FRAME_METHOD) else { return .ignored(channel: channel, method: nil) }
+        let id = crabbitmq_frame_method_id(&frame)
+        guard let decoded = crabbitmq_frame_method_decoded(&frame) else { return .ignored(channel: channel, method: id) }
+        switch id {
+        case MethodID.basicAck:
+            let ack = decoded.assumingMemoryBound(to: amqp_basic_ack_t.self).pointee
+            return .ack(deliveryTag: ack.delivery_tag, multiple: ack.multiple != 0)
+        case MethodID.basicNack:
+            let nack = decoded.assumingMemoryBound(to: amqp_basic_nack_t.self).pointee
+            return .nack(deliveryTag: nack.delivery_tag, multiple: nack.multiple != 0)
+        case MethodID.basicCancel:
+            let cancel = decoded.assumingMemoryBound(to: amqp_basic_cancel_t.self).pointee
+            return .consumerCancelled(consumerTag: cancel.consumer_tag.string)
         case MethodID.connectionBlocked:
             return .blocked
         case MethodID.connectionUnblocked:
             return .unblocked
+        case MethodID.basicReturn, MethodID.basicDeliver, MethodID.channelClose, MethodID.connectionClose:
+            return nil
         default:
             return .ignored(channel: channel, method: id)
         }
