@@ -144,6 +144,11 @@ struct BookingBenchmark: AsyncParsableCommand {
     }
 
     func book(_ client: AMQPConnection, slots: SlotSequence, count: Int, inFlight: Int) async throws -> Result {
+        try await Self.book(client, slots: slots, count: count, inFlight: inFlight)
+    }
+
+    /// Books `count` slots, `inFlight` at a time, each a `call` answered by the handler.
+    static func book(_ client: AMQPConnection, slots: SlotSequence, count: Int, inFlight: Int) async throws -> Result {
         let start = monotonicNow()
         let perWorker = try await withThrowingTaskGroup(of: ([UInt64], Int).self) { group in
             for _ in 0..<inFlight {

@@ -1,0 +1,177 @@
+import AMQPClient
+import ArgumentParser
+import BookingContracts
+import Foundation
+import Logging
+import ServiceSupport
+import TestSupport
+
+/// The whole set as deployed — `booking-handler`, `pass-sender` (spool
+/// gateway) and `availability-projector` as release processes on one
+/// broker — booking `booking.create` with one attendee, 64 in flight and
+/// one at a time. Per phase: commands/s and reply p50/p99, how long the
+/// downstream services took to catch up (every pass spooled, the
+/// projector's queue empty), and each process's CPU per booking (user and
+/// system, from `/proc/<pid>/stat`, over the phase and its drain) and
+/// resident memory; beside the raw RPC echo and the booking-shaped echo
+/// (quorum queue, persistent reply + two persistent events, confirmed
+/// before the ack) measured in the same run.
+struct PipelineBenchmark: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pipeline",
+        abstract: "All three services as processes: booking rate, latency, CPU per booking of each process, vs the broker alone.")
+
+    @Option(help: "Commands for the pipelined measurement.")
+    var pipelined = 10_000
+    @Option(help: "Commands for the one-at-a-time measurement.")
+    var single = 1_000
+    @Option(help: "Requests in flight for the pipelined measurements.")
+    var inFlight = 64
+    @Option(help: "Rooms to spread the bookings over.")
+    var rooms = 200
+
+    func run() async throws {
+        let broker = try BenchmarkBroker.start()
+        defer { broker.stop() }
+        print("broker: \(broker.url)")
+        var logger = Logger(label: "benchmarks")
+        logger.logLevel = .warning
+        let client = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: broker.url, connectionName: "bench-client"),
+                                                      logger: logger)
+        let body = Array(#"{"room":"Berlin","date":"2026-11-23","start":"09:00","end":"10:30"}"#.utf8)
+
+        // The broker alone, same run.
+        let rpcQueue = "bench.rpc"
+        try await client.declare([.queue(QueueDeclaration(rpcQueue, type: .classic))])
+        let echo = Raw.EchoServer(url: broker.url, queue: rpcQueue)
+        let rawPipelined = Raw.rpc(url: broker.url, queue: rpcQueue, count: pipelined, inFlight: inFlight, body: body)
+        let rawSingle = Raw.rpc(url: broker.url, queue: rpcQueue, count: single, inFlight: 1, body: body)
+        echo.stop()
+        let quorumQueue = "bench.rpc.quorum"
+        try await client.declare(ContractTopology.declarations(queues: []) + [.queue(QueueDeclaration(quorumQueue, type: .quorum))])
+        let shaped = Raw.HandlerShapedServer(url: broker.url, queue: quorumQueue, eventsExchange: Topology.eventsExchange)
+        let shapedPipelined = Raw.rpc(url: broker.url, queue: quorumQueue, count: pipelined, inFlight: inFlight, body: body)
+        let shapedSingle = Raw.rpc(url: broker.url, queue: quorumQueue, count: single, inFlight: 1, body: body)
+        shaped.stop()
+        _ = try? await client.deleteQueue(quorumQueue)
+
+        // The set.
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("bench-pipeline-\(getpid())")
+        try? FileManager.default.removeItem(at: work)
+        defer { try? FileManager.default.removeItem(at: work) }
+        let directories = ["handler", "passes", "projector"].map { work.appendingPathComponent($0).path }
+        for d in directories { try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true) }
+        let roomsFile = work.appendingPathComponent("rooms.json")
+        try ContractJSON.encode((0..<rooms).map { RegisterRoom(name: "Room \($0)", capacity: 10) }).write(to: roomsFile)
+        let common = ["AMQP_URL": broker.url.urlStringWithCredentials, "LOG_LEVEL": "warning", "HTTP_PORT": "0"]
+        let services: [(name: String, queue: String, process: Process)] = try [
+            ("booking-handler", Topology.handlerCommandsQueue,
+             launch("booking-handler", common.merging(["DATA_DIR": directories[0], "ROOMS_FILE": roomsFile.path]) { $1 })),
+            ("pass-sender", Topology.passSenderEventsQueue, launch("pass-sender", common.merging(["DATA_DIR": directories[1]]) { $1 })),
+            ("availability-projector", Topology.projectorEventsQueue,
+             launch("availability-projector", common.merging(["DATA_DIR": directories[2]]) { $1 })),
+        ]
+        defer { for s in services where s.process.isRunning { s.process.terminate(); s.process.waitUntilExit() } }
+        for s in services {
+            while (try? await client.queueInfo(s.queue).consumerCount) != 1 { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        let spool = URL(fileURLWithPath: directories[1]).appendingPathComponent("outbox")
+        let slots = SlotSequence(rooms: rooms)
+        var booked = 0
+
+        /// One phase: book `count`, then wait until every pass is spooled
+        /// and the projector's queue is empty; CPU of each process over both.
+        func phase(_ name: String, count: Int, inFlight: Int) async throws -> PhaseResult {
+            let before = services.map { CPUTime.of(pid: $0.process.processIdentifier) }
+            let started = monotonicNow()
+            let result = try await BookingBenchmark.book(client, slots: slots, count: count, inFlight: inFlight)
+            let replied = monotonicNow()
+            booked += count - result.failures
+            while true {
+                let passes = (try? FileManager.default.contentsOfDirectory(atPath: spool.path))?.filter { $0.hasSuffix(".eml") }.count ?? 0
+                let projectorBacklog = try await client.queueInfo(Topology.projectorEventsQueue).messageCount
+                let passBacklog = try await client.queueInfo(Topology.passSenderEventsQueue).messageCount
+                if passes >= booked && projectorBacklog == 0 && passBacklog == 0 { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            let drained = monotonicNow()
+            let after = services.map { CPUTime.of(pid: $0.process.processIdentifier) }
+            let cpu = zip(before, after).map { b, a -> (user: Double, system: Double) in
+                guard let b, let a else { return (.nan, .nan) }
+                return ((a.user - b.user) / Double(count) * 1e6, (a.system - b.system) / Double(count) * 1e6)
+            }
+            return PhaseResult(name: name, result: result, replySeconds: Double(replied - started) / 1e9,
+                               drainSeconds: Double(drained - replied) / 1e9, cpuMicros: cpu)
+        }
+        let pipelinedResult = try await phase("\(inFlight) in flight", count: pipelined, inFlight: inFlight)
+        let singleResult = try await phase("one at a time", count: single, inFlight: 1)
+        let memory = services.map { currentRSSMiB(pid: $0.process.processIdentifier) ?? .nan }
+        for s in services {
+            s.process.terminate()
+            s.process.waitUntilExit()
+        }
+        await client.close()
+
+        print("")
+        for p in [pipelinedResult, singleResult] {
+            let shapedRate = p.name == "one at a time" ? shapedSingle : shapedPipelined
+            let raw = p.name == "one at a time" ? rawSingle : rawPipelined
+            print(String(format: "%@: %.0f bookings/s (p50 %.2f ms, p99 %.2f ms), %d failed; downstream caught up %.2f s after the last reply",
+                         p.name, p.result.rate, p.result.latencies.percentile(50), p.result.latencies.percentile(99),
+                         p.result.failures, p.drainSeconds))
+            print(String(format: "  vs booking-shaped echo %.0f calls/s (p50 %.2f ms): rate ratio %.2f, p50 ratio %.2f;"
+                         + " vs raw echo %.0f calls/s (p50 %.2f ms)",
+                         shapedRate.0, shapedRate.1.percentile(50), p.result.rate / shapedRate.0,
+                         p.result.latencies.percentile(50) / shapedRate.1.percentile(50), raw.0, raw.1.percentile(50)))
+            for (s, cpu) in zip(services, p.cpuMicros) {
+                print(String(format: "  %-23@ CPU per booking: user %.0f µs, system %.0f µs, total %.0f µs",
+                             s.name, cpu.user, cpu.system, cpu.user + cpu.system))
+            }
+        }
+        for (s, rss) in zip(services, memory) {
+            print(String(format: "%-23@ RSS after %d bookings: %.1f MiB; exit status %d", s.name, booked, rss, s.process.terminationStatus))
+        }
+        print("(CPU from /proc/<pid>/stat in clock ticks of 1/\(CPUTime.ticksPerSecond) s, over the phase and the drain after it)")
+    }
+
+    struct PhaseResult {
+        var name: String
+        var result: BookingBenchmark.Result
+        var replySeconds: Double
+        var drainSeconds: Double
+        var cpuMicros: [(user: Double, system: Double)]
+    }
+
+    /// A release service executable beside this one, output discarded.
+    func launch(_ name: String, _ environment: [String: String]) throws -> Process {
+        let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(name)
+        guard FileManager.default.isExecutableFile(atPath: binary.path) else {
+            throw ValidationError("build the services first: swift build -c release")
+        }
+        let process = Process()
+        process.executableURL = binary
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+}
+
+/// User and system CPU seconds a process has used (`/proc/<pid>/stat`,
+/// fields 14 and 15).
+struct CPUTime {
+    var user: Double
+    var system: Double
+
+    static let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
+
+    static func of(pid: Int32) -> CPUTime? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return nil }
+        // After "pid (comm) ": state is field 3, utime 14, stime 15.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return CPUTime(user: user / ticksPerSecond, system: system / ticksPerSecond)
+    }
+}
