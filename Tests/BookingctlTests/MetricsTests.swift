@@ -11,9 +11,8 @@ struct MetricsTests {
     @Test func metricsCountMessagesByQueueTypeAndOutcome() async throws {
         let url = try TestBroker.isolatedURL("ctl-metrics")
         defer { TestBroker.deleteVhost(url.vhost) }
-        let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("metrics"))
-        try FileManager.default.createDirectory(at: dataDir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dataDir) }
+        let dataDir = try TemporaryDirectory("metrics")
+        defer { dataDir.remove() }
         let port = try freeTCPPort()
 
         let process = Process()
@@ -25,7 +24,7 @@ struct MetricsTests {
         environment["ROOMS_FILE"] = Handler.roomsFile
         environment["LOG_LEVEL"] = "warning"
         process.environment = environment
-        let log = dataDir.appendingPathComponent("handler.log")
+        let log = dataDir.appending("handler.log")
         FileManager.default.createFile(atPath: log.path, contents: nil)
         let logHandle = try FileHandle(forWritingTo: log)
         process.standardOutput = logHandle
