@@ -20,6 +20,14 @@ struct PassSenderMetricsTests {
                        logger: Logger(label: "t"), metrics: PassSenderMetrics(factory: metrics))
     }
 
+    /// A ledger on the SQLite file in `dir`: call again for "another
+    /// instance on the same ledger"; `ahead` moves its clock.
+    static func ledger(in dir: TemporaryDirectory, claimLease: TimeInterval = 30, ahead: TimeInterval = 0) async throws
+        -> PassLedger {
+        PassLedger(database: try await LedgerKind.sqlite.database(directory: dir.url, url: ""), claimLease: claimLease,
+                   now: { Date().addingTimeInterval(ahead) })
+    }
+
     /// Deliveries, a retry, a pass given up, a stale message and notices
     /// written to the spool: each counted under its own dimensions, the
     /// gateway calls timed.
@@ -27,7 +35,7 @@ struct PassSenderMetricsTests {
         let metrics = TestMetrics()
         let dir = try TemporaryDirectory("metrics-ledger")
         defer { dir.remove() }
-        let ledger = PassLedger(database: try await LedgerKind.sqlite.database(directory: dir.url, url: ""))
+        let ledger = try await Self.ledger(in: dir)
         let passes = ScriptedGateway([.passFailed(index: 1, code: 4001, text: "busy"), .success,
                                       .rejected(code: 3000, text: "bad phone", index: nil)])
         let spool = try SpoolPassGateway(directory: dir.appending("spool"))
@@ -74,8 +82,7 @@ struct PassSenderMetricsTests {
         let metrics = TestMetrics()
         let dir = try TemporaryDirectory("metrics-claims")
         defer { dir.remove() }
-        let a = PassLedger(database: try await LedgerKind.sqlite.database(directory: dir.url, url: ""), claimLease: 30)
-        let b = PassLedger(database: try await LedgerKind.sqlite.database(directory: dir.url, url: ""), claimLease: 30)
+        let a = try await Self.ledger(in: dir), b = try await Self.ledger(in: dir)
         let booking = DispatcherTests.booking(attendees: 1)
         guard case .proceed = try await a.admit(event: .bookingConfirmed, booking: booking, previous: nil) else {
             Issue.record("A admitted nothing"); return
@@ -98,10 +105,9 @@ struct PassSenderMetricsTests {
         let metrics = TestMetrics()
         let dir = try TemporaryDirectory("metrics-claims")
         defer { dir.remove() }
-        let a = PassLedger(database: try await LedgerKind.sqlite.database(directory: dir.url, url: ""), claimLease: 60)
+        let a = try await Self.ledger(in: dir, claimLease: 60)
         // B's clock is past A's lease: it takes over while A's call hangs.
-        let b = PassLedger(database: try await LedgerKind.sqlite.database(directory: dir.url, url: ""), claimLease: 60,
-                           now: { Date().addingTimeInterval(120) })
+        let b = try await Self.ledger(in: dir, claimLease: 60, ahead: 120)
         let booking = DispatcherTests.booking(attendees: 2)
         let gateway = HangingGateway {
             guard case .proceed = try? await b.admit(event: .bookingConfirmed, booking: booking, previous: nil) else {
