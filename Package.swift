@@ -234,7 +234,10 @@ let package = Package(
         ),
         .testTarget(
             name: "PassSenderTests",
-            dependencies: ["PassSender", "BookingContracts", "PostgresSupport", "TestSupport"],
+            dependencies: [
+                "PassSender", "BookingContracts", "PostgresSupport", "TestSupport",
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ],
             path: "Tests/PassSenderTests"
         ),
         .testTarget(

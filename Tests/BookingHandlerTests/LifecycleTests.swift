@@ -92,6 +92,13 @@ struct TimerTests {
         return CommandProcessor(store: try await fixture.open(), policy: policy, now: { clock.now })
     }
 
+    /// A processor on `fixture` with ``rooms`` registered.
+    func roomsProcessor(_ fixture: StoreFixture, policy: CallerPolicy = CallerPolicy()) async throws -> CommandProcessor {
+        let processor = try await processor(fixture, policy: policy)
+        _ = try await processor.upsertRooms(fileContents: Data(Self.rooms.utf8))
+        return processor
+    }
+
     static let rooms = #"""
         [{"name": "Berlin", "capacity": 8},
          {"name": "Quiet", "capacity": 4, "autoReleaseMinutes": 10},
@@ -136,9 +143,8 @@ struct TimerTests {
     @Test(arguments: StoreKind.allCases)
     func eachTransitionAtItsDueSecondAndNotBefore(_ kind: StoreKind) async throws {
         let fixture = try StoreFixture(kind)
-        let processor = try await processor(fixture)
         defer { fixture.remove() }
-        _ = try await processor.upsertRooms(fileContents: Data(Self.rooms.utf8))
+        let processor = try await roomsProcessor(fixture)
         let berlin = try await book(processor, "Berlin")
         let quiet = try await book(processor, "Quiet")
         let board = try await book(processor, "Board")
@@ -171,9 +177,8 @@ struct TimerTests {
     @Test(arguments: StoreKind.allCases)
     func afterDowntimeMissedTransitionsComeInDueOrder(_ kind: StoreKind) async throws {
         let fixture = try StoreFixture(kind)
-        let processor = try await processor(fixture)
         defer { fixture.remove() }
-        _ = try await processor.upsertRooms(fileContents: Data(Self.rooms.utf8))
+        let processor = try await roomsProcessor(fixture)
         let early = try await book(processor, "Berlin", "08:00", "09:00")
         let late = try await book(processor, "Berlin", "09:15", "11:00")
         let quiet = try await book(processor, "Quiet", "08:30", "09:30")
@@ -193,9 +198,8 @@ struct TimerTests {
     @Test(arguments: StoreKind.allCases)
     func twoProcessesApplyEachTransitionOnce(_ kind: StoreKind) async throws {
         let fixture = try StoreFixture(kind)
-        let first = try await processor(fixture)
         defer { fixture.remove() }
-        _ = try await first.upsertRooms(fileContents: Data(Self.rooms.utf8))
+        let first = try await roomsProcessor(fixture)
         var ids: [String] = []
         for hour in 7..<19 { ids.append(try await book(first, "Berlin", String(format: "%02d:00", hour), String(format: "%02d:45", hour)).id) }
         for hour in 7..<19 { ids.append(try await book(first, "Quiet", String(format: "%02d:00", hour), String(format: "%02d:45", hour)).id) }
@@ -232,9 +236,8 @@ struct TimerTests {
     @Test(arguments: StoreKind.allCases)
     func checkinThenTheEndCompletesIt(_ kind: StoreKind) async throws {
         let fixture = try StoreFixture(kind)
-        let processor = try await processor(fixture, policy: CallerPolicy(administrators: ["desk"]))
         defer { fixture.remove() }
-        _ = try await processor.upsertRooms(fileContents: Data(Self.rooms.utf8))
+        let processor = try await roomsProcessor(fixture, policy: CallerPolicy(administrators: ["desk"]))
         let quiet = try await book(processor, "Quiet")
         set("2026-11-23T07:44:00Z")
         #expect(try await run(processor, .checkinBooking, #"{"bookingId":"\#(quiet.id)"}"#).errorValue?.code == .checkinNotPossible)
@@ -254,9 +257,8 @@ struct TimerTests {
     @Test(arguments: StoreKind.allCases)
     func cancellingInProgressFreesTheRestOfTheSlot(_ kind: StoreKind) async throws {
         let fixture = try StoreFixture(kind)
-        let processor = try await processor(fixture)
         defer { fixture.remove() }
-        _ = try await processor.upsertRooms(fileContents: Data(Self.rooms.utf8))
+        let processor = try await roomsProcessor(fixture)
         let berlin = try await book(processor, "Berlin", "09:00", "11:00")
         set("2026-11-23T08:00:00Z")
         _ = try await drain(processor)
@@ -275,9 +277,8 @@ struct TimerTests {
     @Test(arguments: StoreKind.allCases)
     func droppingCheckinRequirementStartsWaitingBookings(_ kind: StoreKind) async throws {
         let fixture = try StoreFixture(kind)
-        let processor = try await processor(fixture)
         defer { fixture.remove() }
-        _ = try await processor.upsertRooms(fileContents: Data(Self.rooms.utf8))
+        let processor = try await roomsProcessor(fixture)
         let quiet = try await book(processor, "Quiet")
         set("2026-11-23T08:02:00Z")
         #expect(try await drain(processor).isEmpty, "waiting for a check-in until 08:10")
@@ -288,9 +289,8 @@ struct TimerTests {
     @Test(arguments: StoreKind.allCases)
     func confirmAfterTheStartIsTooLateAndExpiryRejects(_ kind: StoreKind) async throws {
         let fixture = try StoreFixture(kind)
-        let processor = try await processor(fixture, policy: CallerPolicy(administrators: ["desk"]))
         defer { fixture.remove() }
-        _ = try await processor.upsertRooms(fileContents: Data(Self.rooms.utf8))
+        let processor = try await roomsProcessor(fixture, policy: CallerPolicy(administrators: ["desk"]))
         let board = try await book(processor, "Board")
         set("2026-11-23T08:00:01Z")
         #expect(try await run(processor, .confirmBooking, #"{"bookingId":"\#(board.id)"}"#, user: "desk").errorValue?.code

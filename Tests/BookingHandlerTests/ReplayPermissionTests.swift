@@ -3,17 +3,17 @@ import BookingContracts
 @testable import BookingHandler
 import Foundation
 import ServiceSupport
+import TestSupport
 import Testing
 
 /// `booking.replay`: who may ask and where it may publish.
 @Suite("Replay permission")
 struct ReplayPermissionTests {
     static func processor() throws -> (CommandProcessor, URL) {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("replay-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let store = try SQLiteBookingStore(path: dir.appendingPathComponent("h.sqlite").path)
+        let dir = try TemporaryDirectory("replay")
+        let store = try SQLiteBookingStore(path: dir.appending("h.sqlite").path)
         return (CommandProcessor(store: store, policy: CallerPolicy(administrators: ["ops"], replayUsers: ["availability-projector"]),
-                                 now: { Fixture.now }), dir)
+                                 now: { Fixture.now }), dir.url)
     }
 
     static func command(_ body: String, userID: String?) -> IncomingCommand {

@@ -1,5 +1,6 @@
 import BookingContracts
 import Foundation
+import TestSupport
 import Testing
 
 @testable import BookingHandler
@@ -136,12 +137,11 @@ struct FieldSizeLimitTests {
 @Suite("Size limits in the command pipeline")
 struct PipelineSizeLimitTests {
     static func processor() async throws -> (CommandProcessor, URL) {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("limits-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let store = try SQLiteBookingStore(path: dir.appendingPathComponent("h.sqlite").path)
+        let dir = try TemporaryDirectory("limits")
+        let store = try SQLiteBookingStore(path: dir.appending("h.sqlite").path)
         let processor = CommandProcessor(store: store, now: { Fixture.now })
         _ = try await processor.upsertRooms(fileContents: Data(#"[{"name": "Berlin", "capacity": 8}]"#.utf8))
-        return (processor, dir)
+        return (processor, dir.url)
     }
 
     static func command(_ type: CommandType, _ body: [UInt8]) -> IncomingCommand {

@@ -52,11 +52,10 @@ struct StoreTests {
     /// migration lock the second found the tables half made, "table room
     /// already exists"). Eight openers at once, on twenty fresh files.
     @Test func storesOpenedTogetherOnAFreshFileAllSucceed() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("open-race-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
+        let dir = try TemporaryDirectory("open-race")
+        defer { dir.remove() }
         for round in 0..<20 {
-            let path = dir.appendingPathComponent("db-\(round).sqlite").path
+            let path = dir.appending("db-\(round).sqlite").path
             let opened = try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<8 {
                     group.addTask { try await Task.detached { _ = try SQLiteBookingStore(path: path); return 1 }.value }

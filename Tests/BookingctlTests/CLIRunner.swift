@@ -27,10 +27,9 @@ struct CLIRunner {
     /// commands that talk to the broker) with output captured in files —
     /// never our own stdout, which a stray child would hold open.
     func run(_ arguments: [String], broker: Bool = true, stdin: String? = nil) async throws -> Result {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("bookingctl"))
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let out = dir.appendingPathComponent("out"), err = dir.appendingPathComponent("err")
+        let dir = try TemporaryDirectory("bookingctl")
+        defer { dir.remove() }
+        let out = dir.appending("out"), err = dir.appending("err")
         FileManager.default.createFile(atPath: out.path, contents: nil)
         FileManager.default.createFile(atPath: err.path, contents: nil)
         let outHandle = try FileHandle(forWritingTo: out), errHandle = try FileHandle(forWritingTo: err)
@@ -45,7 +44,7 @@ struct CLIRunner {
         process.standardOutput = outHandle
         process.standardError = errHandle
         if let stdin {
-            let input = dir.appendingPathComponent("in")
+            let input = dir.appending("in")
             FileManager.default.createFile(atPath: input.path, contents: Data(stdin.utf8))
             process.standardInput = try FileHandle(forReadingFrom: input)
         } else {

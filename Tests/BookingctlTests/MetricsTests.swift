@@ -11,30 +11,16 @@ struct MetricsTests {
     @Test func metricsCountMessagesByQueueTypeAndOutcome() async throws {
         let url = try TestBroker.isolatedURL("ctl-metrics")
         defer { TestBroker.deleteVhost(url.vhost) }
-        let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("metrics"))
-        try FileManager.default.createDirectory(at: dataDir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dataDir) }
+        let dataDir = try TemporaryDirectory("metrics")
+        defer { dataDir.remove() }
         let port = try freeTCPPort()
 
-        let process = Process()
-        process.executableURL = CLIRunner.binary.deletingLastPathComponent().appendingPathComponent("booking-handler")
-        var environment = ProcessInfo.processInfo.environment
-        environment["AMQP_URL"] = url.urlStringWithCredentials
-        environment["DATA_DIR"] = dataDir.path
-        environment["HTTP_PORT"] = "\(port)"
-        environment["ROOMS_FILE"] = Handler.roomsFile
-        environment["LOG_LEVEL"] = "warning"
-        process.environment = environment
-        let log = dataDir.appendingPathComponent("handler.log")
-        FileManager.default.createFile(atPath: log.path, contents: nil)
-        let logHandle = try FileHandle(forWritingTo: log)
-        process.standardOutput = logHandle
-        process.standardError = logHandle
-        try process.run()
-        defer {
-            if process.isRunning { process.terminate(); process.waitUntilExit() }
-            try? logHandle.close()
-        }
+        let process = try ServiceProcess.launch(
+            CLIRunner.binary.deletingLastPathComponent().appendingPathComponent("booking-handler"),
+            environment: ["AMQP_URL": url.urlStringWithCredentials, "DATA_DIR": dataDir.path, "HTTP_PORT": "\(port)",
+                          "ROOMS_FILE": Handler.roomsFile, "LOG_LEVEL": "warning"],
+            log: dataDir.appending("handler.log"))
+        defer { if process.isRunning { process.terminate(); process.waitUntilExit() } }
         let base = "http://127.0.0.1:\(port)"
         try await withTimeout(60, "handler ready") {
             while (try? await httpGet(base + "/readyz"))?.status != 200 { try await Task.sleep(for: .milliseconds(100)) }

@@ -12,12 +12,7 @@ import TestSupport
 /// passes of the contract's table.
 @Suite("Notices from the booking handler's own events", .serialized)
 struct HandlerNoticeTests {
-    static var handlerBinary: URL {
-        if let dir = ProcessInfo.processInfo.environment["SERVICE_BIN_DIR"] {
-            return URL(fileURLWithPath: dir).appendingPathComponent("booking-handler")
-        }
-        return CrashTests.repositoryRoot.appendingPathComponent(".build/debug/booking-handler")
-    }
+    static var handlerBinary: URL { ServiceProcess.binary("booking-handler") }
 
     static func command(_ h: PassHarness, _ type: CommandType, _ json: String) async throws -> CommandReply {
         let reply = try await h.client.call(Array(json.utf8), exchange: Topology.commandsExchange, routingKey: type.rawValue,
@@ -43,27 +38,14 @@ struct HandlerNoticeTests {
         // The handler's queues exist before it runs, so commands wait for it.
         try await h.client.declare(ContractTopology.declarations(queues: [Topology.handlerCommandsQueue,
                                                                           Topology.bookingQueriesQueue]))
-        let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("handler")).path
-        try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
-        let process = Process()
-        process.executableURL = Self.handlerBinary
-        var environment = ProcessInfo.processInfo.environment
-        environment["AMQP_URL"] = h.url.urlStringWithCredentials
-        environment["DATA_DIR"] = dataDirectory
-        environment["HTTP_PORT"] = "0"
-        environment["LOG_LEVEL"] = "warning"
-        process.environment = environment
-        let log = URL(fileURLWithPath: dataDirectory).appendingPathComponent("handler.log")
-        FileManager.default.createFile(atPath: log.path, contents: nil)
-        let handle = try FileHandle(forWritingTo: log)
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-        defer {
-            if process.isRunning { process.terminate(); process.waitUntilExit() }
-            try? handle.close()
-        }
+        let dataDirectory = try TemporaryDirectory("handler")
+        defer { dataDirectory.remove() }
+        let process = try ServiceProcess.launch(
+            Self.handlerBinary,
+            environment: ["AMQP_URL": h.url.urlStringWithCredentials, "DATA_DIR": dataDirectory.path, "HTTP_PORT": "0",
+                          "LOG_LEVEL": "warning"],
+            log: dataDirectory.appending("handler.log"))
+        defer { if process.isRunning { process.terminate(); process.waitUntilExit() } }
 
         let date = localDate(daysFromNow: 3)
         _ = try await Self.command(h, .registerRoom, #"{"name": "Berlin", "capacity": 8, "timeZone": "Europe/Berlin", "opens": "07:00", "closes": "19:00"}"#)

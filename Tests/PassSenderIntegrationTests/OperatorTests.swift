@@ -41,11 +41,7 @@ struct OperatorTests {
         #expect(try await queue.list().map(\.key) == ["\(b.id):1:1"], "only b's pass remains")
 
         // Retrying a pass that was meanwhile delivered sends nothing.
-        let stale = FailedPass(bookingId: a.id, version: 1, attendeeIndex: 1, name: a.attendees[1].name,
-                               email: a.attendees[1].email, phone: a.attendees[1].phone, attempts: 2,
-                               firstFailureAt: ContractFormat.timestamp(Date()), lastFailureAt: ContractFormat.timestamp(Date()),
-                               lastErrorCode: 4001, lastErrorText: "x", room: a.room, date: a.date, start: a.start,
-                               end: a.end, title: a.title)
+        let stale = failedPass(a, index: 1, attempts: 2)
         let again = PassRetryMessage.operatorRetry(of: stale, token: UUID().uuidString)
         let settledBefore = h.settled.current.count
         try await h.client.publish([UInt8](try ContractJSON.encode(again)), routingKey: PassQueues.retry,

@@ -77,11 +77,7 @@ struct SenderTrustTests {
         try await h.waitDelivered(real, indexes: [0])
         // An operator's retry is accepted (and finds the pass delivered).
         let settledBefore = h.settled.current.count
-        let pass = FailedPass(bookingId: real.id, version: 1, attendeeIndex: 0, name: real.attendees[0].name,
-                              email: real.attendees[0].email, phone: real.attendees[0].phone, attempts: 1,
-                              firstFailureAt: ContractFormat.timestamp(Date()), lastFailureAt: ContractFormat.timestamp(Date()),
-                              lastErrorCode: 4001, lastErrorText: "x", room: real.room, date: real.date, start: real.start,
-                              end: real.end, title: real.title)
+        let pass = failedPass(real, index: 0, attempts: 1)
         let retry = PassRetryMessage.operatorRetry(of: pass, token: UUID().uuidString)
         try await operators.publish([UInt8](try ContractJSON.encode(retry)), routingKey: PassQueues.retry,
                                     properties: .persistentJSON(type: PassQueues.retryMessageType, messageID: "op-1",

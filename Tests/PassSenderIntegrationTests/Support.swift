@@ -277,6 +277,16 @@ func makeBooking(id: String = uniqueName("bk"), version: Int = 1, attendees: Int
                    title: title, description: "Q4 demo", status: status, attendees: people, version: version)
 }
 
+/// What `passes.failed` holds for attendee `index` of `booking` given up
+/// after `attempts` attempts (gateway code 4001, "x", just now): what an
+/// operator retries.
+func failedPass(_ booking: Booking, index: Int, attempts: Int) -> FailedPass {
+    let a = booking.attendees[index], now = ContractFormat.timestamp(Date())
+    return FailedPass(bookingId: booking.id, version: booking.version, attendeeIndex: index, name: a.name, email: a.email,
+                      phone: a.phone, attempts: attempts, firstFailureAt: now, lastFailureAt: now, lastErrorCode: 4001, lastErrorText: "x",
+                      room: booking.room, date: booking.date, start: booking.start, end: booking.end, title: booking.title)
+}
+
 /// Publishes a booking event as the booking handler would.
 func publishEvent(_ type: EventType, _ booking: Booking, previous: BookingSnapshot? = nil,
                   on connection: AMQPConnection) async throws {

@@ -235,13 +235,12 @@ struct GroupCommitTests {
 
     @Test(arguments: LedgerKind.allCases)
     func concurrentLedgerWritesShareTransactionsAndAreCommittedBeforeTheyReturn(_ kind: LedgerKind) async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gc-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
+        let dir = try TemporaryDirectory("gc")
+        defer { dir.remove() }
         let url = try TestPostgres.url(schemaPrefix: "gc")
         let (events, sink) = AsyncStream<GroupCommit.Event>.makeStream()
-        let (database, group) = try await Self.open(kind, directory: dir, url: url) { sink.yield($0) }
-        let other = try await kind.database(directory: dir, url: url)
+        let (database, group) = try await Self.open(kind, directory: dir.url, url: url) { sink.yield($0) }
+        let other = try await kind.database(directory: dir.url, url: url)
         var iterator = events.makeAsyncIterator()
 
         // "a" holds the engine's transaction (on its thread) until the
@@ -281,10 +280,9 @@ struct GroupCommitTests {
     /// SQLite: commits are fsynced (`synchronous = FULL`, 2) on the writer,
     /// not GRDB's WAL default NORMAL (1), which does not sync at commit.
     @Test func theSQLiteWriterSyncsEveryCommit() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gc-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let database = try SQLiteLedgerDatabase(path: dir.appendingPathComponent("l.sqlite").path)
+        let dir = try TemporaryDirectory("gc")
+        defer { dir.remove() }
+        let database = try SQLiteLedgerDatabase(path: dir.appending("l.sqlite").path)
         let level = try await database.write(lockKey: nil) { db in try db.rows("PRAGMA synchronous", []).first?.int("synchronous") }
         #expect(level == 2)
     }

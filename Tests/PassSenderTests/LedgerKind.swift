@@ -37,14 +37,13 @@ enum LedgerKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
 @Suite("Ledger shared by instances")
 struct SharedLedgerTests {
     @Test(arguments: LedgerKind.allCases) func aLiveClaimMakesOthersWaitADeadOneIsTakenOver(_ kind: LedgerKind) async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("shared-ledger-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
+        let dir = try TemporaryDirectory("shared-ledger")
+        defer { dir.remove() }
         let url = try TestPostgres.url(schemaPrefix: "shared")
-        let a = PassLedger(database: try await kind.database(directory: dir, url: url), claimLease: 60)
+        let a = PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: 60)
         // B's clock is moved past A's lease below, instead of waiting for it.
         let ahead = LockedBox<TimeInterval>(0)
-        let b = PassLedger(database: try await kind.database(directory: dir, url: url), claimLease: 60,
+        let b = PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: 60,
                            now: { Date().addingTimeInterval(ahead.withLock { $0 }) })
         #expect(a.owner != b.owner)
         let booking = DispatcherTests.booking(attendees: 2)
@@ -109,12 +108,11 @@ struct SharedLedgerTests {
     /// The dispatcher waits for a live claimer instead of failing the
     /// delivery, and sends nothing the claimer delivered.
     @Test(arguments: LedgerKind.allCases) func theDispatcherWaitsForTheClaimer(_ kind: LedgerKind) async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("shared-ledger-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
+        let dir = try TemporaryDirectory("shared-ledger")
+        defer { dir.remove() }
         let url = try TestPostgres.url(schemaPrefix: "shared")
-        let a = PassLedger(database: try await kind.database(directory: dir, url: url), claimLease: 30)
-        let b = PassLedger(database: try await kind.database(directory: dir, url: url), claimLease: 30)
+        let a = PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: 30)
+        let b = PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: 30)
         let booking = DispatcherTests.booking(attendees: 2)
         guard case .proceed = try await a.admit(event: .bookingConfirmed, booking: booking, previous: nil) else {
             Issue.record("A admitted nothing"); return

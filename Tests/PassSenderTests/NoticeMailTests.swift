@@ -1,5 +1,6 @@
 import BookingContracts
 import Foundation
+import TestSupport
 import Testing
 @testable import PassSender
 
@@ -24,9 +25,9 @@ struct NoticeMailTests {
     /// v4: one calendar entry (same UID) that each message updates with a
     /// higher SEQUENCE; REQUEST for passes and reschedules, CANCEL for the rest.
     @Test func noticesUpdateTheSameCalendarEntry() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("notice-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let gateway = try SpoolPassGateway(directory: dir)
+        let dir = try TemporaryDirectory("notice")
+        defer { dir.remove() }
+        let gateway = try SpoolPassGateway(directory: dir.url)
         let v1 = PassMailTests.booking("2027-03-21", "09:00", "10:30")
         let v2 = PassMailTests.booking("2027-03-28", "11:00", "12:00", version: 2)
         var v3 = v2
@@ -42,7 +43,7 @@ struct NoticeMailTests {
         let files = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasSuffix(".eml") }.sorted()
         #expect(files == ["bk-1-v1-0.eml", "bk-1-v1-1.eml", "bk-1-v2-rescheduled-0.eml", "bk-1-v2-rescheduled-1.eml",
                           "bk-1-v3-removed-0.eml", "bk-1-v4-cancelled-0.eml"])
-        let byFile = Dictionary(uniqueKeysWithValues: try PassMailTests.summarise(files.map { dir.appendingPathComponent($0).path })
+        let byFile = Dictionary(uniqueKeysWithValues: try PassMailTests.summarise(files.map { dir.appending($0).path })
             .map { ($0.file, $0) })
         let moved = try #require(byFile["bk-1-v2-rescheduled-0.eml"])
         #expect(moved.method == "REQUEST" && moved.part_method_param == "REQUEST" && moved.uid == "bk-1" && moved.sequence == 2)
@@ -59,7 +60,7 @@ struct NoticeMailTests {
         #expect(cancelled.to_addr == "ada@example.com" && cancelled.subject.hasPrefix("Cancelled: "))
         #expect(cancelled.dtstart_utc_vtimezone == v4.startsAt)
         for s in byFile.values { #expect(s.defects == [], "\(s.file): \(s.defects ?? [])") }
-        let sms = try String(contentsOf: dir.appendingPathComponent("bk-1-v4-cancelled-0.sms"), encoding: .utf8)
+        let sms = try String(contentsOf: dir.appending("bk-1-v4-cancelled-0.sms"), encoding: .utf8)
         #expect(sms.hasPrefix("To: +491701234568\n\n") && sms.contains("is cancelled") && sms.contains("CEST"), "\(sms)")
     }
 
@@ -80,9 +81,9 @@ struct NoticeMailTests {
         String(repeating: "Ä", count: 120),
     ])
     func hostileNamesCannotInjectHeadersOrBreakMIME(name: String) async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hostile-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let gateway = try SpoolPassGateway(directory: dir)
+        let dir = try TemporaryDirectory("hostile")
+        defer { dir.remove() }
+        let gateway = try SpoolPassGateway(directory: dir.url)
         var b = PassMailTests.booking("2026-11-23", "09:00", "10:30",
                                       attendees: [Attendee(name: name, email: "eve@example.com", phone: "+491701234567")])
         b.title = "Review\r\nBcc: all@example.org"
@@ -94,7 +95,7 @@ struct NoticeMailTests {
         #expect(await spool(.pass, b, previous: nil, indexes: [0], into: gateway) == .success)
         #expect(await spool(.cancelled, v2, previous: BookingSnapshot(b), indexes: [0], into: gateway) == .success)
         let paths = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasSuffix(".eml") }.sorted()
-            .map { dir.appendingPathComponent($0).path }
+            .map { dir.appending($0).path }
         #expect(paths.count == 2)
         let expectedName = PassMail.oneLine(name)
         for s in try PassMailTests.summarise(paths) {

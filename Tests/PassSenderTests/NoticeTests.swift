@@ -1,6 +1,7 @@
 import BookingContracts
 import Foundation
 import Logging
+import TestSupport
 import Testing
 @testable import PassSender
 
@@ -176,13 +177,12 @@ struct NoticeTests {
         #expect(try await d.handle(retry: retry).gatewayCalls == 0)
         #expect(g.notices.map(\.kind) == [.removed, .removed])
         // The schema accepts it.
-        let samples = FileManager.default.temporaryDirectory.appendingPathComponent("samples-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: samples, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: samples) }
-        try Data(failedRow.message.body).write(to: samples.appendingPathComponent("passes.failed--notice.json"))
+        let samples = try TemporaryDirectory("samples")
+        defer { samples.remove() }
+        try Data(failedRow.message.body).write(to: samples.appending("passes.failed--notice.json"))
         let request = NotifyRequestBuilder.request(for: NoticeJob(kind: .removed, booking: v2, previous: p2, work: []), indexes: [0])
         #expect(request.recipients.map(\.email) == ["p0@example.com"] && request.previous?.title == v1.title)
-        try ContractJSON.encode(request).write(to: samples.appendingPathComponent("notify.request.json"))
+        try ContractJSON.encode(request).write(to: samples.appending("notify.request.json"))
         let (status, output) = try runValidator(["--samples", samples.path])
         #expect(status == 0, "\(output)")
     }
@@ -191,10 +191,9 @@ struct NoticeTests {
     /// is migrated: its passes are found by e-mail, so a redelivered event
     /// sends nothing and a later update adds only the new person.
     @Test func aV1LedgerIsMigrated() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-v1-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let path = dir.appendingPathComponent("pass-sender.sqlite").path
+        let dir = try TemporaryDirectory("ledger-v1")
+        defer { dir.remove() }
+        let path = dir.appending("pass-sender.sqlite").path
         let v1 = Self.booking([0, 1])
         let snapshot = String(decoding: try ContractJSON.encode(v1), as: UTF8.self)
         // Written by Python's sqlite3: the v1 schema as GRDB migrated it.

@@ -1,5 +1,6 @@
 import BookingContracts
 import Foundation
+import TestSupport
 import Testing
 @testable import PassSender
 
@@ -52,9 +53,9 @@ struct PassMailTests {
     /// reader resolves the TZID itself or uses the message's VTIMEZONE), for
     /// that attendee; the next version updates the same entry.
     @Test func spooledPassesCarryAnInvitationIndependentReadersAgreeWith() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ical-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let gateway = try SpoolPassGateway(directory: dir)
+        let dir = try TemporaryDirectory("ical")
+        defer { dir.remove() }
+        let gateway = try SpoolPassGateway(directory: dir.url)
         // Version 1 in winter time, version 2 moved onto the spring change day.
         let v1 = Self.booking("2027-03-21", "09:00", "10:30")
         let v2 = Self.booking("2027-03-28", "11:00", "12:00", version: 2)
@@ -65,7 +66,7 @@ struct PassMailTests {
         }
         let files = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasSuffix(".eml") }.sorted()
         #expect(files == ["bk-1-v1-0.eml", "bk-1-v1-1.eml", "bk-1-v2-0.eml", "bk-1-v2-1.eml"])
-        let summaries = try Self.summarise(files.map { dir.appendingPathComponent($0).path })
+        let summaries = try Self.summarise(files.map { dir.appending($0).path })
         #expect(summaries.count == 4)
         for s in summaries {
             let b = s.file.contains("-v1-") ? v1 : v2
@@ -83,7 +84,7 @@ struct PassMailTests {
             #expect(s.subject.contains(LocalTimeText.when(b)) && !s.subject.contains("UTC"), "\(s.subject)")
         }
         #expect(v2.startsAt == "2027-03-28T09:00:00Z", "11:00 CEST")
-        let sms = try String(contentsOf: dir.appendingPathComponent("bk-1-v2-1.sms"), encoding: .utf8)
+        let sms = try String(contentsOf: dir.appending("bk-1-v2-1.sms"), encoding: .utf8)
         #expect(sms.contains("Sun 28 Mar 2027, 11:00–12:00 CEST"), "\(sms)")
     }
 

@@ -1,6 +1,7 @@
 import BookingContracts
 import Foundation
 import PassSender
+import TestSupport
 import Testing
 import Logging
 
@@ -83,9 +84,9 @@ struct SpoolTests {
     }
 
     @Test func writesFilesAtomicallyAndValidatesFirst() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("spool-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let gateway = try SpoolPassGateway(directory: dir)
+        let dir = try TemporaryDirectory("spool")
+        defer { dir.remove() }
+        let gateway = try SpoolPassGateway(directory: dir.url)
         let good = SendPassRequest.Pass(name: "Ada", email: "ada@example.com", number: "+491701234567")
         let bad = SendPassRequest.Pass(name: "Bob", email: "bob@example.com", number: "0170 123")
         let rejected = await gateway.send(SendPassRequest(booking: booking, passes: [good, bad]),
@@ -138,12 +139,11 @@ struct DispatcherTests {
 
     func make(on kind: LedgerKind, _ answers: [GatewayOutcome], maxAttempts: Int = 3) async throws
         -> (PassDispatcher, ScriptedGateway, PassLedger, URL) {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let ledger = try await kind.open(directory: dir)
+        let dir = try TemporaryDirectory("ledger")
+        let ledger = try await kind.open(directory: dir.url)
         let gateway = ScriptedGateway(answers)
         let settings = PassSenderSettings(maxAttempts: maxAttempts, retryDelays: try RetryDelay.parseList("1s,5s"))
-        return (PassDispatcher(ledger: ledger, gateway: gateway, settings: settings, logger: Logger(label: "t")), gateway, ledger, dir)
+        return (PassDispatcher(ledger: ledger, gateway: gateway, settings: settings, logger: Logger(label: "t")), gateway, ledger, dir.url)
     }
 
     @Test(arguments: LedgerKind.allCases) func failureIndexSplitsTheBatch(_ kind: LedgerKind) async throws {
@@ -181,19 +181,18 @@ struct DispatcherTests {
         #expect(body.attempts == 2 && body.lastErrorCode == 4100 && failed.message.messageID == "\(b.id):1:0")
         #expect(failed.message.properties.headers["last-error-code"]?.intValue == 4100)
         // What we encode validates against the contract's JSON Schemas.
-        let samples = FileManager.default.temporaryDirectory.appendingPathComponent("samples-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: samples, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: samples) }
-        try Data(failed.message.body).write(to: samples.appendingPathComponent("passes.failed.json"))
+        let samples = try TemporaryDirectory("samples")
+        defer { samples.remove() }
+        try Data(failed.message.body).write(to: samples.appending("passes.failed.json"))
         let event = try #require(rows.first { $0.message.routingKey == EventType.passFailed.rawValue })
-        try Data(event.message.body).write(to: samples.appendingPathComponent("pass.failed.json"))
+        try Data(event.message.body).write(to: samples.appending("pass.failed.json"))
         let (d2, _, ledger2, dir2) = try await make(on: kind, [])
         defer { try? FileManager.default.removeItem(at: dir2) }
         _ = try await d2.handle(event: Self.booking(attendees: 1))
         let delivered = try #require(try await ledger2.unpublished().first { $0.message.routingKey == EventType.passDelivered.rawValue })
-        try Data(delivered.message.body).write(to: samples.appendingPathComponent("pass.delivered.json"))
+        try Data(delivered.message.body).write(to: samples.appending("pass.delivered.json"))
         let request = SendPassRequestBuilder.request(for: b, attendeeIndexes: [0])
-        try ContractJSON.encode(request).write(to: samples.appendingPathComponent("sendpass.request.json"))
+        try ContractJSON.encode(request).write(to: samples.appending("sendpass.request.json"))
         #expect(request.booking.date == 1_795_388_400, "local midnight in Berlin")
         let (status, output) = try runValidator(["--samples", samples.path])
         #expect(status == 0, "\(output)")

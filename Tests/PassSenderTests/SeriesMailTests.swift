@@ -1,6 +1,7 @@
 import BookingContracts
 import Foundation
 import Logging
+import TestSupport
 import Testing
 @testable import PassSender
 
@@ -35,11 +36,10 @@ struct SeriesMailTests {
     }
 
     @Test func oneEmailPerAttendeeForTheSeriesAndInstanceUpdates() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("series-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let ledger = try PassLedger(path: dir.appendingPathComponent("l.sqlite").path)
-        let outbox = dir.appendingPathComponent("outbox")
+        let dir = try TemporaryDirectory("series")
+        defer { dir.remove() }
+        let ledger = try PassLedger(path: dir.appending("l.sqlite").path)
+        let outbox = dir.appending("outbox")
         let spool = try SpoolPassGateway(directory: outbox, series: { try await ledger.seriesOccurrences(seriesId: $0) })
         let d = PassDispatcher(ledger: ledger, gateway: spool, settings: PassSenderSettings(), logger: Logger(label: "t"))
         // Weekly across the spring clock change (28 Mar 2027), 30 Mar skipped at booking.

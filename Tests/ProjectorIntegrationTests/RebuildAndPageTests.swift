@@ -16,10 +16,9 @@ struct RebuildAndPageTests {
     /// Runs a program, output to files (never the test's stdout); returns status and stdout.
     static func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
                     timeout: Double = 60) async throws -> (status: Int32, out: String, err: String) {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("proc"))
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let out = dir.appendingPathComponent("out"), err = dir.appendingPathComponent("err")
+        let dir = try TemporaryDirectory("proc")
+        defer { dir.remove() }
+        let out = dir.appending("out"), err = dir.appending("err")
         FileManager.default.createFile(atPath: out.path, contents: nil)
         FileManager.default.createFile(atPath: err.path, contents: nil)
         let process = Process()

@@ -9,27 +9,14 @@ import Foundation
 /// share it and keep apart by schema (``url(schema:)``).
 public enum TestPostgres {
     private static let shared: Result<(directory: String, url: String), any Error> = Result {
-        var dir = ProcessInfo.processInfo.environment["POSTGRES_TEST_DIR"] ?? ""
-        if dir.isEmpty {
-            dir = FileManager.default.temporaryDirectory.appendingPathComponent("pg-\(UUID().uuidString.prefix(8))").path
-            try script(["start", "--dir", dir])
-            let owned = dir
-            ownedDirectory.withLock { $0 = owned }
-            atexit {
-                TestPostgres.ownedDirectory.withLock { d in
-                    guard let d else { return }
-                    _ = try? TestPostgres.script(["stop", "--dir", d])
-                    try? FileManager.default.removeItem(atPath: d)
-                }
-            }
-        }
+        let dir = try RunServer.directory("POSTGRES_TEST_DIR", prefix: "pg", start: { try script(["start", "--dir", $0]) },
+                                          stop: { _ = try? script(["stop", "--dir", $0]) })
         let env = try String(contentsOfFile: dir + "/env", encoding: .utf8)
         guard let line = env.split(separator: "\n").first(where: { $0.hasPrefix("DATABASE_URL=") }) else {
             throw NodeError("\(dir)/env has no DATABASE_URL:\n\(env)")
         }
         return (dir, String(line.dropFirst("DATABASE_URL=".count)))
     }
-    static let ownedDirectory = LockedBox<String?>(nil)
 
     /// `DATABASE_URL` of the shared server (the `booking` database).
     public static func databaseURL() throws -> String { try shared.get().url }

@@ -23,20 +23,9 @@ public enum TestCluster {
     }
 
     private static let shared: Result<[Node], any Error> = Result {
-        var dir = ProcessInfo.processInfo.environment["RABBITMQ_CLUSTER_DIR"] ?? ""
-        if dir.isEmpty {
-            dir = FileManager.default.temporaryDirectory.appendingPathComponent("rmq-cluster-\(UUID().uuidString.prefix(8))").path
-            try script(["start", "--dir", dir])
-            let owned = dir
-            ownedDirectory.withLock { $0 = owned }
-            atexit {
-                TestCluster.ownedDirectory.withLock { d in
-                    guard let d else { return }
-                    _ = try? TestCluster.script(["stop", "--dir", d])
-                    try? FileManager.default.removeItem(atPath: d)
-                }
-            }
-        }
+        let dir = try RunServer.directory("RABBITMQ_CLUSTER_DIR", prefix: "rmq-cluster",
+                                          start: { try script(["start", "--dir", $0]) },
+                                          stop: { _ = try? script(["stop", "--dir", $0]) })
         let env = try String(contentsOfFile: dir + "/env", encoding: .utf8)
         func value(_ key: String) -> [String] {
             env.split(separator: "\n").first { $0.hasPrefix(key + "=") }
@@ -49,7 +38,6 @@ public enum TestCluster {
         }
         return (0..<urls.count).map { Node(url: urls[$0], name: names[$0], directory: dirs[$0]) }
     }
-    static let ownedDirectory = LockedBox<String?>(nil)
 
     /// The cluster's nodes, node 1 (the one the others joined) first.
     public static func nodes() throws -> [Node] { try shared.get() }

@@ -28,15 +28,22 @@ public struct PassDispatcher: Sendable {
     let settings: PassSenderSettings
     let logger: Logger
     let now: @Sendable () -> Date
-    private let gatewayTimer = Timer(label: "pass_gateway_duration_seconds")
+    let metrics: PassSenderMetrics
 
     public init(ledger: PassLedger, gateway: any PassGateway, settings: PassSenderSettings, logger: Logger,
                 now: @escaping @Sendable () -> Date = { Date() }) {
+        self.init(ledger: ledger, gateway: gateway, settings: settings, logger: logger, now: now, metrics: .shared)
+    }
+
+    /// A dispatcher counting in `metrics` (tests: a table on a test factory).
+    init(ledger: PassLedger, gateway: any PassGateway, settings: PassSenderSettings, logger: Logger,
+         now: @escaping @Sendable () -> Date = { Date() }, metrics: PassSenderMetrics) {
         self.ledger = ledger
         self.gateway = gateway
         self.settings = settings
         self.logger = logger
         self.now = now
+        self.metrics = metrics
     }
 
     /// What one message came to (for logs and tests).
@@ -83,7 +90,7 @@ public struct PassDispatcher: Sendable {
                 if !logged {
                     logger.info("another pass sender instance is sending to these recipients; waiting for it",
                                 metadata: ["booking.id": .string(held.bookingId), "claim.until": "\(held.until)"])
-                    Counter(label: "pass_claims_waited_total").increment()
+                    metrics.claimsWaited.increment()
                     logged = true
                 }
                 let left = held.until.timeIntervalSinceNow
@@ -97,7 +104,7 @@ public struct PassDispatcher: Sendable {
         switch admission {
         case .dropped(let reason):
             summary.dropped = reason
-            Counter(label: "pass_messages_dropped_total", dimensions: [("reason", reason.rawValue)]).increment()
+            metrics.dropped.increment(reason.rawValue)
             return summary
         case .proceed(let jobs):
             for job in jobs { try await run(job: job, summary: &summary) }
@@ -119,9 +126,8 @@ public struct PassDispatcher: Sendable {
             let outcome = job.kind == .pass
                 ? await gateway.send(SendPassRequestBuilder.request(for: booking, attendeeIndexes: indexes), batch: batchInfo)
                 : await gateway.notify(NotifyRequestBuilder.request(for: job, indexes: indexes), batch: batchInfo)
-            gatewayTimer.recordInterval(since: started)
-            Counter(label: "pass_gateway_requests_total", dimensions: [("outcome", outcome.label), ("kind", job.kind.rawValue)])
-                .increment()
+            metrics.gatewayDuration.recordInterval(since: started)
+            metrics.gatewayRequests.increment(outcome.label, job.kind.rawValue)
             summary.gatewayCalls += 1
 
             var delivered: [PassWork] = []
@@ -165,7 +171,7 @@ public struct PassDispatcher: Sendable {
                     "booking.id": .string(booking.id), "booking.version": "\(booking.version)", "kind": .string(job.kind.rawValue),
                     "recipients.taken_over": "\(lost.emails.count)",
                 ])
-                Counter(label: "pass_claims_lost_total").increment()
+                metrics.claimsLost.increment()
                 let email = { (w: PassWork) in PassLedger.normalised(job.recipients[w.attendeeIndex].email) }
                 try await commit(job: job, delivered: delivered, failures: failures.filter { !taken.contains(email($0.0)) },
                                  summary: &summary)
@@ -237,9 +243,9 @@ public struct PassDispatcher: Sendable {
                                             headers: ["booking-id": .string(booking.id), "attendee-index": .int64(Int64(work.attendeeIndex))]))
                 }
                 gaveUp.append(work.attendeeIndex)
-                let logger = self.logger
+                let logger = self.logger, metrics = self.metrics
                 afterCommit.append {
-                    Counter(label: "passes_failed_total", dimensions: [("error_code", codeLabel), ("kind", job.kind.rawValue)]).increment()
+                    metrics.passesFailed.increment(codeLabel, job.kind.rawValue)
                     logger.warning("pass given up; sent to passes.failed", metadata: [
                         "booking.id": .string(booking.id), "booking.version": "\(booking.version)", "kind": .string(job.kind.rawValue),
                         "attendee.index": "\(work.attendeeIndex)", "attempts": "\(attempts)", "error.code": .string(codeLabel),
@@ -251,9 +257,8 @@ public struct PassDispatcher: Sendable {
                     PassRetryMessage.Pass(attendeeIndex: work.attendeeIndex, attempts: attempts, firstFailureAt: first,
                                           lastFailureAt: stamp, lastErrorCode: code, lastErrorText: text))
                 scheduled.append(work.attendeeIndex)
-                afterCommit.append {
-                    Counter(label: "passes_retried_total", dimensions: [("error_code", codeLabel), ("kind", job.kind.rawValue)]).increment()
-                }
+                let metrics = self.metrics
+                afterCommit.append { metrics.passesRetried.increment(codeLabel, job.kind.rawValue) }
             }
         }
         for (delay, passes) in retryGroups.sorted(by: { $0.key.milliseconds < $1.key.milliseconds }) {
@@ -271,11 +276,9 @@ public struct PassDispatcher: Sendable {
         summary.scheduled += scheduled
         if !delivered.isEmpty {
             if isPass {
-                Counter(label: "passes_delivered_total", dimensions: [("channel", gateway.channel.rawValue)])
-                    .increment(by: delivered.count)
+                metrics.passesDelivered.increment(gateway.channel.rawValue, by: delivered.count)
             } else {
-                Counter(label: "notices_delivered_total", dimensions: [("kind", job.kind.rawValue)])
-                    .increment(by: delivered.count)
+                metrics.noticesDelivered.increment(job.kind.rawValue, by: delivered.count)
             }
         }
         if isPass {

@@ -2,7 +2,6 @@ import AsyncHTTPClient
 import BookingContracts
 import Foundation
 import Logging
-import Metrics
 import NIOCore
 import NIOHTTP1
 
@@ -119,11 +118,18 @@ public struct NoticeRoutingGateway: PassGateway {
     public let passes: any PassGateway
     public let http: HTTPPassGateway?
     public let spool: SpoolPassGateway
+    let metrics: PassSenderMetrics
 
     public init(passes: any PassGateway, http: HTTPPassGateway?, spool: SpoolPassGateway) {
+        self.init(passes: passes, http: http, spool: spool, metrics: .shared)
+    }
+
+    /// A router counting in `metrics` (tests: a table on a test factory).
+    init(passes: any PassGateway, http: HTTPPassGateway?, spool: SpoolPassGateway, metrics: PassSenderMetrics) {
         self.passes = passes
         self.http = http
         self.spool = spool
+        self.metrics = metrics
     }
 
     public var channel: PassChannel { passes.channel }
@@ -134,12 +140,12 @@ public struct NoticeRoutingGateway: PassGateway {
 
     public func notify(_ request: NotifyRequest, batch: PassBatch) async -> GatewayOutcome {
         guard let http, http.notifiesOverHTTP else {
-            Counter(label: "notices_spooled_total", dimensions: [("reason", "unset")]).increment(by: request.recipients.count)
+            metrics.noticesSpooled.increment("unset", by: request.recipients.count)
             return await spool.notify(request, batch: batch)
         }
         let (status, outcome) = await http.notifyAnswer(request, batch: batch)
         if status == 404 || status == 405 {
-            Counter(label: "notices_spooled_total", dimensions: [("reason", "unsupported")]).increment(by: request.recipients.count)
+            metrics.noticesSpooled.increment("unsupported", by: request.recipients.count)
             return await spool.notify(request, batch: batch)
         }
         return outcome

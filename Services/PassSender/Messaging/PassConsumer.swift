@@ -2,7 +2,6 @@ import AMQPClient
 import BookingContracts
 import Foundation
 import Logging
-import Metrics
 import ServiceSupport
 
 /// Serialises work per key (booking id) inside the process: two messages of
@@ -202,14 +201,14 @@ public struct PassConsumer: Sendable {
         } catch {
             await locks.unlock(bookingId)
             logger.error("message could not be finished; requeueing", metadata: ["error": "\(error)"])
-            Counter(label: "pass_messages_total", dimensions: [("type", label), ("outcome", "requeued")]).increment()
+            PassSenderMetrics.shared.messages.increment(label, "requeued")
             await delivery.requeueAfterPause()
             observer?(Settled(queue: queue, type: label, bookingId: bookingId, outcome: .requeued, summary: nil))
             return
         }
         do {
             try await delivery.ack()
-            Counter(label: "pass_messages_total", dimensions: [("type", label), ("outcome", "ok")]).increment()
+            PassSenderMetrics.shared.messages.increment(label, "ok")
         } catch {
             logger.warning("ack failed; the message will come again and find its work done", metadata: ["error": "\(error)"])
         }
@@ -218,7 +217,7 @@ public struct PassConsumer: Sendable {
 
     private func poison(_ delivery: AMQPDelivery, reason: String, logger: Logger, label: String) async {
         logger.warning("poison message dead-lettered", metadata: ["reason": .string(reason)])
-        Counter(label: "pass_messages_total", dimensions: [("type", label), ("outcome", "dead-lettered")]).increment()
+        PassSenderMetrics.shared.messages.increment(label, "dead-lettered")
         try? await delivery.reject(requeue: false)
     }
 

@@ -76,13 +76,14 @@ final class GroupCommit: Sendable {
     private let transaction: Transaction
     private let observer: (@Sendable (Event) -> Void)?
     private let state = Mutex(State())
-    private let batchSize = Recorder(label: "pass_ledger_batch_writes")
-    private let transactions = Counter(label: "pass_ledger_transactions_total")
+    private let metrics: PassSenderMetrics
 
-    init(maxBatch: Int = 256, observer: (@Sendable (Event) -> Void)? = nil, transaction: @escaping Transaction) {
+    init(maxBatch: Int = 256, observer: (@Sendable (Event) -> Void)? = nil, metrics: PassSenderMetrics = .shared,
+         transaction: @escaping Transaction) {
         precondition(maxBatch >= 1)
         self.maxBatch = maxBatch
         self.observer = observer
+        self.metrics = metrics
         self.transaction = transaction
     }
 
@@ -152,8 +153,8 @@ final class GroupCommit: Sendable {
             s.stats.largestBatch = max(s.stats.largestBatch, batch.count)
             if case .failure = outcome { s.stats.failedTransactions += 1 }
         }
-        transactions.increment()
-        batchSize.record(batch.count)
+        metrics.ledgerTransactions.increment()
+        metrics.ledgerBatchWrites.record(batch.count)
         switch outcome {
         case .success(let errors):
             observer?(.committed(writes: batch.count, failed: errors.count { $0 != nil }))
