@@ -34,32 +34,11 @@ struct BookingBenchmark: AsyncParsableCommand {
         logger.logLevel = .warning
         let client = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: broker.url, connectionName: "bench-client"),
                                                       logger: logger)
-        let body = Array(#"{"room":"Berlin","date":"2026-11-23","start":"09:00","end":"10:30"}"#.utf8)
-
-        // Raw baseline.
-        let rpcQueue = "bench.rpc"
-        try await client.declare([.queue(QueueDeclaration(rpcQueue, type: .classic))])
-        let server = Raw.EchoServer(url: broker.url, queue: rpcQueue)
-        let rawPipelined = Raw.rpc(url: broker.url, queue: rpcQueue, count: pipelined, inFlight: inFlight, body: body)
-        let rawSingle = Raw.rpc(url: broker.url, queue: rpcQueue, count: single, inFlight: 1, body: body)
-        server.stop()
-        // The same echo through a durable quorum queue, as booking-handler.commands
-        // is: what the broker alone costs on the handler's path.
-        let quorumQueue = "bench.rpc.quorum"
-        try await client.declare([.queue(QueueDeclaration(quorumQueue, type: .quorum))])
-        let quorumServer = Raw.EchoServer(url: broker.url, queue: quorumQueue)
-        let rawQuorumPipelined = Raw.rpc(url: broker.url, queue: quorumQueue, count: pipelined, inFlight: inFlight, body: body)
-        let rawQuorumSingle = Raw.rpc(url: broker.url, queue: quorumQueue, count: single, inFlight: 1, body: body)
-        quorumServer.stop()
-        // The broker's work of a booking with no handler work at all: the
-        // same quorum queue, and per request a persistent reply plus two
-        // persistent events, each confirmed before the request is acked.
-        try await client.declare(ContractTopology.declarations(queues: []))
-        let shapedServer = Raw.HandlerShapedServer(url: broker.url, queue: quorumQueue, eventsExchange: Topology.eventsExchange)
-        let rawShapedPipelined = Raw.rpc(url: broker.url, queue: quorumQueue, count: pipelined, inFlight: inFlight, body: body)
-        let rawShapedSingle = Raw.rpc(url: broker.url, queue: quorumQueue, count: single, inFlight: 1, body: body)
-        shapedServer.stop()
-        _ = try? await client.deleteQueue(quorumQueue)
+        let baseline = try await BrokerBaseline.measure(client, url: broker.url, pipelined: pipelined, single: single,
+                                                        inFlight: inFlight)
+        let rawPipelined = baseline.raw.pipelined, rawSingle = baseline.raw.single
+        let rawQuorumPipelined = baseline.quorum.pipelined, rawQuorumSingle = baseline.quorum.single
+        let rawShapedPipelined = baseline.shaped.pipelined, rawShapedSingle = baseline.shaped.single
 
         // The handler, as users run it.
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("bench-handler-\(getpid())")

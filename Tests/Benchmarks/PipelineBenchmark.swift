@@ -38,22 +38,10 @@ struct PipelineBenchmark: AsyncParsableCommand {
         logger.logLevel = .warning
         let client = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: broker.url, connectionName: "bench-client"),
                                                       logger: logger)
-        let body = Array(#"{"room":"Berlin","date":"2026-11-23","start":"09:00","end":"10:30"}"#.utf8)
-
-        // The broker alone, same run.
-        let rpcQueue = "bench.rpc"
-        try await client.declare([.queue(QueueDeclaration(rpcQueue, type: .classic))])
-        let echo = Raw.EchoServer(url: broker.url, queue: rpcQueue)
-        let rawPipelined = Raw.rpc(url: broker.url, queue: rpcQueue, count: pipelined, inFlight: inFlight, body: body)
-        let rawSingle = Raw.rpc(url: broker.url, queue: rpcQueue, count: single, inFlight: 1, body: body)
-        echo.stop()
-        let quorumQueue = "bench.rpc.quorum"
-        try await client.declare(ContractTopology.declarations(queues: []) + [.queue(QueueDeclaration(quorumQueue, type: .quorum))])
-        let shaped = Raw.HandlerShapedServer(url: broker.url, queue: quorumQueue, eventsExchange: Topology.eventsExchange)
-        let shapedPipelined = Raw.rpc(url: broker.url, queue: quorumQueue, count: pipelined, inFlight: inFlight, body: body)
-        let shapedSingle = Raw.rpc(url: broker.url, queue: quorumQueue, count: single, inFlight: 1, body: body)
-        shaped.stop()
-        _ = try? await client.deleteQueue(quorumQueue)
+        let baseline = try await BrokerBaseline.measure(client, url: broker.url, pipelined: pipelined, single: single,
+                                                        inFlight: inFlight)
+        let rawPipelined = baseline.raw.pipelined, rawSingle = baseline.raw.single
+        let shapedPipelined = baseline.shaped.pipelined, shapedSingle = baseline.shaped.single
 
         // The set.
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("bench-pipeline-\(getpid())")

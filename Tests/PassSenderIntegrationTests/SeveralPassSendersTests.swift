@@ -16,6 +16,22 @@ import TestSupport
 /// runs out (PASS_GATEWAY_TIMEOUT 1 s: lease 32 s).
 @Suite("Several pass senders on one ledger", .serialized)
 struct SeveralPassSendersTests {
+    /// Declares the pass sender's queues in `url`'s vhost and publishes
+    /// `booking.confirmed` of 40 bookings × 5 attendees, each twice (the
+    /// handler's relay may publish an event again), so both instances see
+    /// the same booking at once. Returns the client and every pass owed.
+    static func confirmTwice(url: AMQPURL, name: String) async throws -> (AMQPConnection, Set<PassKey>) {
+        let client = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: "\(name)-client"),
+                                                      logger: testLogger(name))
+        try await client.declare(PassQueues.declarations(delays: [RetryDelay(milliseconds: 100)]))
+        let bookings = (0..<40).map { _ in makeBooking(attendees: 5) }
+        for b in bookings {
+            try await publishEvent(.bookingConfirmed, b, on: client)
+            try await publishEvent(.bookingConfirmed, b, on: client)
+        }
+        return (client, Set(bookings.flatMap { b in b.attendees.indices.map { PassKey(bookingId: b.id, version: 1, index: $0) } }))
+    }
+
     @Test func twoInstancesDuplicateEventsAndAKillSendEveryPassOnce() async throws {
         try #require(FileManager.default.isExecutableFile(atPath: CrashTests.binary.path), "build pass-sender first")
         let url = try TestBroker.isolatedURL("pass-pair")
@@ -26,16 +42,7 @@ struct SeveralPassSendersTests {
         let log = URL(fileURLWithPath: root).appendingPathComponent("pass-senders.log")
 
         let (gateway, blocking) = try await CrashTests.gatewayHolding(after: 60)
-        let client = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: "pair-client"),
-                                                      logger: testLogger("pass-pair"))
-        try await client.declare(PassQueues.declarations(delays: [RetryDelay(milliseconds: 100)]))
-        let bookings = (0..<40).map { _ in makeBooking(attendees: 5) }
-        for b in bookings {
-            // Twice: the handler's relay may publish an event again.
-            try await publishEvent(.bookingConfirmed, b, on: client)
-            try await publishEvent(.bookingConfirmed, b, on: client)
-        }
-        let expected = Set(bookings.flatMap { b in b.attendees.indices.map { PassKey(bookingId: b.id, version: 1, index: $0) } })
+        let (client, expected) = try await Self.confirmTwice(url: url, name: "pass-pair")
 
         func launch(_ directory: String) throws -> Process {
             try CrashTests.launch(url: url, dataDirectory: directory, gateway: gateway.url, log: log,
@@ -116,15 +123,7 @@ struct SeveralPassSendersTests {
         defer { namespace.remove() }
         let insideHost = "\(namespace.hostAddress):\(gatewayPort)"
 
-        let client = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: "netns-pass-client"),
-                                                      logger: testLogger("pass-netns"))
-        try await client.declare(PassQueues.declarations(delays: [RetryDelay(milliseconds: 100)]))
-        let bookings = (0..<40).map { _ in makeBooking(attendees: 5) }
-        for b in bookings {
-            try await publishEvent(.bookingConfirmed, b, on: client)
-            try await publishEvent(.bookingConfirmed, b, on: client)
-        }
-        let expected = Set(bookings.flatMap { b in b.attendees.indices.map { PassKey(bookingId: b.id, version: 1, index: $0) } })
+        let (client, expected) = try await Self.confirmTwice(url: url, name: "pass-netns")
 
         // Heartbeat 2 s: the broker drops the one inside about 4 s into the
         // cut and hands its unacknowledged events to the other.
