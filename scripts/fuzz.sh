@@ -12,7 +12,7 @@
 #   command-decoder: Command.decode(type:body:) for every command type and
 #                    AvailabilityQuery.decode(body:) (Shared/BookingContracts)
 #   header-decoder:  rabbitmq-c's amqp_decode_properties, then
-#                    CDecode.properties (Shared/AMQPClient/Internal/CArena.swift)
+#                    CDecode.properties (Shared/AMQPClient/Internal/CDecode.swift)
 # A crash, trap, leak or timeout fails the script (exit status 1) and leaves
 # the input in test-artifacts/fuzz/<target>/; replay it with
 #   .build-fuzz/<target> test-artifacts/fuzz/<target>/crash-…
@@ -47,7 +47,7 @@ build() {
     command-decoder)
       sources=(Shared/BookingContracts/*.swift Tests/Fuzz/CommandDecoderFuzz.swift) ;;
     header-decoder)
-      sources=(Shared/AMQPClient/Internal/CArena.swift Shared/AMQPClient/AMQPFieldValue.swift
+      sources=(Shared/AMQPClient/Internal/CArena.swift Shared/AMQPClient/Internal/CDecode.swift Shared/AMQPClient/AMQPFieldValue.swift
                Shared/AMQPClient/AMQPProperties.swift Tests/Fuzz/HeaderDecoderFuzz.swift)
       flags+=(-I Shared/CRabbitMQ -lrabbitmq) ;;
   esac
