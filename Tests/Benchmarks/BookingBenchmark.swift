@@ -126,8 +126,10 @@ struct BookingBenchmark: AsyncParsableCommand {
         try await Self.book(client, slots: slots, count: count, inFlight: inFlight)
     }
 
-    /// Books `count` slots, `inFlight` at a time, each a `call` answered by the handler.
-    static func book(_ client: AMQPConnection, slots: SlotSequence, count: Int, inFlight: Int) async throws -> Result {
+    /// Books `count` slots, `inFlight` at a time, each a `call` answered by
+    /// the handler; `onReply` sees each reply with its arrival time.
+    static func book(_ client: AMQPConnection, slots: SlotSequence, count: Int, inFlight: Int,
+                     onReply: (@Sendable (CommandReply, UInt64) -> Void)? = nil) async throws -> Result {
         let start = monotonicNow()
         let perWorker = try await withThrowingTaskGroup(of: ([UInt64], Int).self) { group in
             for _ in 0..<inFlight {
@@ -139,8 +141,11 @@ struct BookingBenchmark: AsyncParsableCommand {
                         let t0 = monotonicNow()
                         let reply = try await client.call(command, exchange: Topology.commandsExchange, routingKey: "booking.create",
                                                           properties: properties, timeout: .seconds(60))
-                        samples.append(monotonicNow() - t0)
-                        if !(try ContractJSON.decode(CommandReply.self, from: reply.body)).isOK { failures += 1 }
+                        let t1 = monotonicNow()
+                        samples.append(t1 - t0)
+                        let decoded = try ContractJSON.decode(CommandReply.self, from: reply.body)
+                        if !decoded.isOK { failures += 1 }
+                        onReply?(decoded, t1)
                     }
                     return (samples, failures)
                 }

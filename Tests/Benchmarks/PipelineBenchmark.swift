@@ -63,6 +63,25 @@ struct PipelineBenchmark: AsyncParsableCommand {
         for s in services {
             while (try? await client.queueInfo(s.queue).consumerCount) != 1 { try await Task.sleep(for: .milliseconds(100)) }
         }
+        // Projector lag: from a booking's reply to the first
+        // `availability.changed` of its room and date that shows its slot taken.
+        let lag = ProjectorLag()
+        let changes = "bench.availability.changed"
+        try await client.declare([.queue(QueueDeclaration(changes, type: .classic)),
+                                  .binding(QueueBinding(queue: changes, exchange: Topology.publicExchange,
+                                                        routingKey: EventType.availabilityChanged.rawValue))])
+        let changeConsumer = try await client.consume(queue: changes, prefetch: 500)
+        let watcher = Task {
+            // Ends when the client closes.
+            for try await delivery in changeConsumer {
+                let arrived = monotonicNow()
+                if let change = try? ContractJSON.decode(AvailabilityChanged.self, from: delivery.body) {
+                    lag.changed(change, at: arrived)
+                }
+                try? await delivery.ack()
+            }
+        }
+        defer { watcher.cancel() }
         let spool = URL(fileURLWithPath: directories[1]).appendingPathComponent("outbox")
         let slots = SlotSequence(rooms: rooms)
         var booked = 0
@@ -72,14 +91,17 @@ struct PipelineBenchmark: AsyncParsableCommand {
         func phase(_ name: String, count: Int, inFlight: Int) async throws -> PhaseResult {
             let before = services.map { CPUTime.of(pid: $0.process.processIdentifier) }
             let started = monotonicNow()
-            let result = try await BookingBenchmark.book(client, slots: slots, count: count, inFlight: inFlight)
+            lag.startPhase()
+            let result = try await BookingBenchmark.book(client, slots: slots, count: count, inFlight: inFlight) { reply, at in
+                if let booking = reply.bookingValue { lag.replied(booking, at: at) }
+            }
             let replied = monotonicNow()
             booked += count - result.failures
             while true {
                 let passes = (try? FileManager.default.contentsOfDirectory(atPath: spool.path))?.filter { $0.hasSuffix(".eml") }.count ?? 0
                 let projectorBacklog = try await client.queueInfo(Topology.projectorEventsQueue).messageCount
                 let passBacklog = try await client.queueInfo(Topology.passSenderEventsQueue).messageCount
-                if passes >= booked && projectorBacklog == 0 && passBacklog == 0 { break }
+                if passes >= booked && projectorBacklog == 0 && passBacklog == 0 && lag.waiting == 0 { break }
                 try await Task.sleep(for: .milliseconds(20))
             }
             let drained = monotonicNow()
@@ -89,7 +111,7 @@ struct PipelineBenchmark: AsyncParsableCommand {
                 return ((a.user - b.user) / Double(count) * 1e6, (a.system - b.system) / Double(count) * 1e6)
             }
             return PhaseResult(name: name, result: result, replySeconds: Double(replied - started) / 1e9,
-                               drainSeconds: Double(drained - replied) / 1e9, cpuMicros: cpu)
+                               drainSeconds: Double(drained - replied) / 1e9, cpuMicros: cpu, projectorLag: lag.phaseLatencies)
         }
         let pipelinedResult = try await phase("\(inFlight) in flight", count: pipelined, inFlight: inFlight)
         let singleResult = try await phase("one at a time", count: single, inFlight: 1)
@@ -111,6 +133,8 @@ struct PipelineBenchmark: AsyncParsableCommand {
                          + " vs raw echo %.0f calls/s (p50 %.2f ms)",
                          shapedRate.0, shapedRate.1.percentile(50), p.result.rate / shapedRate.0,
                          p.result.latencies.percentile(50) / shapedRate.1.percentile(50), raw.0, raw.1.percentile(50)))
+            print(String(format: "  projector lag, reply → availability.changed showing the slot taken: p50 %.2f ms, p99 %.2f ms (%d bookings)",
+                         p.projectorLag.percentile(50), p.projectorLag.percentile(99), p.projectorLag.samples.count))
             for (s, cpu) in zip(services, p.cpuMicros) {
                 print(String(format: "  %-23@ CPU per booking: user %.0f µs, system %.0f µs, total %.0f µs",
                              s.name, cpu.user, cpu.system, cpu.user + cpu.system))
@@ -128,6 +152,7 @@ struct PipelineBenchmark: AsyncParsableCommand {
         var replySeconds: Double
         var drainSeconds: Double
         var cpuMicros: [(user: Double, system: Double)]
+        var projectorLag: Latencies
     }
 
     /// A release service executable beside this one, output discarded.
@@ -161,5 +186,56 @@ struct CPUTime {
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
         return CPUTime(user: user / ticksPerSecond, system: system / ticksPerSecond)
+    }
+}
+
+/// Matches bookings to the `availability.changed` that first shows their
+/// slot taken. A change may arrive before the reply (the projector is
+/// fed by the relay, the reply by the handler): then the lag is 0.
+final class ProjectorLag: @unchecked Sendable {  // all state behind `lock`
+    private let lock = NSLock()
+    /// Per "room|date": start minute → reply time, for slots not yet seen taken.
+    private var pending: [String: [Int: UInt64]] = [:]
+    /// Per "room|date": start minutes a change showed taken before the reply came.
+    private var seenTaken: [String: Set<Int>] = [:]
+    private var latencies = Latencies()
+
+    var waiting: Int { lock.withLock { pending.values.reduce(0) { $0 + $1.count } } }
+    var phaseLatencies: Latencies { lock.withLock { latencies } }
+    func startPhase() { lock.withLock { latencies = Latencies() } }
+
+    func replied(_ booking: Booking, at time: UInt64) {
+        guard let start = Self.minutes(booking.start) else { return }
+        let key = booking.room + "|" + booking.date
+        lock.withLock {
+            if seenTaken[key]?.remove(start) != nil { latencies.add(0); return }
+            pending[key, default: [:]][start] = time
+        }
+    }
+
+    func changed(_ change: AvailabilityChanged, at time: UInt64) {
+        let key = change.room + "|" + change.date
+        let free: [(Int, Int)] = change.avail.compactMap { range in
+            let parts = range.split(separator: "-").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard parts.count == 2, let a = Self.minutes(parts[0]), let b = Self.minutes(parts[1]) else { return nil }
+            return (a, b)
+        }
+        func taken(_ start: Int) -> Bool { !free.contains { $0.0 <= start && start + 15 <= $0.1 } }
+        lock.withLock {
+            for (start, replied) in pending[key] ?? [:] where taken(start) {
+                latencies.add(time >= replied ? time - replied : 0)
+                pending[key]?[start] = nil
+            }
+            // The benchmark's slots: 07:00 on, 48 quarters.
+            for quarter in 0..<48 where taken(7 * 60 + quarter * 15) && pending[key]?[7 * 60 + quarter * 15] == nil {
+                seenTaken[key, default: []].insert(7 * 60 + quarter * 15)
+            }
+        }
+    }
+
+    static func minutes(_ hhmm: some StringProtocol) -> Int? {
+        let p = hhmm.split(separator: ":")
+        guard p.count == 2, let h = Int(p[0]), let m = Int(p[1]) else { return nil }
+        return h * 60 + m
     }
 }
