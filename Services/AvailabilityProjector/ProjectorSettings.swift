@@ -23,6 +23,6 @@ public struct ProjectorSettings: Sendable {
     /// Whose events the projector takes: `BOOKING_HANDLER_USER`, else the
     /// projector's own broker user (the one-user embedded set).
     public func eventSender(ownUser: String) -> SenderCheck {
-        SenderCheck.bookingHandler(environment: bookingHandlerUser.map { ["BOOKING_HANDLER_USER": $0] } ?? [:], ownUser: ownUser)
+        SenderCheck.bookingHandler(configured: bookingHandlerUser, ownUser: ownUser)
     }
 }

@@ -49,7 +49,7 @@ public struct PassSenderApp: Sendable {
         try await connection.declare(PassQueues.declarations(delays: settings.retryDelays))
         let dispatcher = PassDispatcher(ledger: ledger, gateway: chosen, settings: settings, logger: logger, now: now)
         let consumer = PassConsumer(connection: connection, dispatcher: dispatcher, ledger: ledger, logger: logger,
-                                    eventSender: SenderCheck(trustedUser: settings.bookingHandlerUser ?? connection.user),
+                                    eventSender: SenderCheck.bookingHandler(configured: settings.bookingHandlerUser, ownUser: connection.user),
                                     retryOperators: settings.administrators,
                                     observer: observer)
         try await consumer.flush(bookingId: nil)

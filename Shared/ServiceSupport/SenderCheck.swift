@@ -26,8 +26,9 @@ public struct SenderCheck: Sendable, Equatable {
     /// The check for events of the booking handler: `BOOKING_HANDLER_USER`
     /// when set, else `ownUser`, the consumer's own broker user — right for
     /// the one-user embedded set, where every service logs in alike.
-    public static func bookingHandler(environment: [String: String], ownUser: String) -> SenderCheck {
-        let configured = environment["BOOKING_HANDLER_USER"]?.trimmingCharacters(in: .whitespaces)
+    /// `configured` is that variable's value (blank counts as unset).
+    public static func bookingHandler(configured: String?, ownUser: String) -> SenderCheck {
+        let configured = configured?.trimmingCharacters(in: .whitespaces)
         return SenderCheck(trustedUser: configured.flatMap { $0.isEmpty ? nil : $0 } ?? ownUser)
     }
 

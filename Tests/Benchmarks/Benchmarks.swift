@@ -34,6 +34,13 @@ struct BenchmarkBroker {
     }
 
     func stop() { node?.stop() }
+
+    /// A client connection to the broker, logging warnings only.
+    func client(_ name: String) async throws -> AMQPConnection {
+        var logger = Logger(label: "benchmarks")
+        logger.logLevel = .warning
+        return try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: name), logger: logger)
+    }
 }
 
 struct AMQPBenchmark: AsyncParsableCommand {

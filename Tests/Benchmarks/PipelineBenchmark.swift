@@ -34,10 +34,7 @@ struct PipelineBenchmark: AsyncParsableCommand {
         let broker = try BenchmarkBroker.start()
         defer { broker.stop() }
         print("broker: \(broker.url)")
-        var logger = Logger(label: "benchmarks")
-        logger.logLevel = .warning
-        let client = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: broker.url, connectionName: "bench-client"),
-                                                      logger: logger)
+        let client = try await broker.client("bench-client")
         let baseline = try await BrokerBaseline.measure(client, url: broker.url, pipelined: pipelined, single: single,
                                                         inFlight: inFlight)
         let rawPipelined = baseline.raw.pipelined, rawSingle = baseline.raw.single

@@ -29,10 +29,7 @@ struct ReadsBenchmark: AsyncParsableCommand {
     func run() async throws {
         let broker = try BenchmarkBroker.start()
         defer { broker.stop() }
-        var logger = Logger(label: "benchmarks")
-        logger.logLevel = .warning
-        let client = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: broker.url, connectionName: "bench-reads"),
-                                                      logger: logger)
+        let client = try await broker.client("bench-reads")
 
         // Raw baseline: one-at-a-time echo through a quorum queue.
         let quorumQueue = "bench.reads.rpc"

@@ -36,10 +36,7 @@ struct ScaleBenchmark: AsyncParsableCommand {
         defer { broker.stop() }
         let databaseURL = try TestPostgres.databaseURL()
         print("broker: \(broker.url); PostgreSQL: \(databaseURL.replacingOccurrences(of: #":[^:@/]+@"#, with: ":***@", options: .regularExpression))")
-        var logger = Logger(label: "benchmarks")
-        logger.logLevel = .warning
-        let client = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: broker.url, connectionName: "bench-scale"),
-                                                      logger: logger)
+        let client = try await broker.client("bench-scale")
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("bench-scale-\(getpid())")
         try? FileManager.default.removeItem(at: work)
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
