@@ -21,3 +21,36 @@ enum HandlerMetrics {
     /// Lifecycle transitions the timers applied.
     static let timerTransitions = Counter(label: "booking_timer_transitions_total")
 }
+
+/// Where a command's time goes inside the handler, one timer per stage
+/// (`booking_command_stage_seconds{stage}`): what `benchmarks pipeline`
+/// reads for docs/performance.md's breakdown of a lone command, and what
+/// an operator reads when commands get slow. The stages nest: `store` is
+/// part of `process`, and `store_queued` and `store_transaction` are parts
+/// of `store` (what is left of it is the hop back to the command's task).
+enum CommandStage: String, CaseIterable, Sendable {
+    /// The I/O thread decoded the delivery → the command's task runs.
+    case dispatch
+    /// Validation, the store, and encoding of the reply.
+    case process
+    /// Submitted to group commit → the command's task resumed with its outcome.
+    case store
+    /// Submitted to group commit → its group started on the writer.
+    case storeQueued = "store_queued"
+    /// Its group started → COMMIT returned (the whole group's work).
+    case storeTransaction = "store_transaction"
+    /// The reply handed to the connection → confirmed by the broker.
+    case reply
+    /// The ack handed to the connection → written.
+    case ack
+
+    private static let timers: [CommandStage: Timer] = Dictionary(uniqueKeysWithValues: allCases.map {
+        ($0, Timer(label: "booking_command_stage_seconds", dimensions: [("stage", $0.rawValue)]))
+    })
+
+    /// Records the time from `start` to now for this stage.
+    func record(since start: ContinuousClock.Instant, now: ContinuousClock.Instant = .now) {
+        let elapsed = (now - start).components
+        Self.timers[self]?.recordNanoseconds(elapsed.seconds * 1_000_000_000 + elapsed.attoseconds / 1_000_000_000)
+    }
+}

@@ -18,6 +18,9 @@ public struct AMQPDelivery: Sendable {
     public let deliveryTag: UInt64
     /// The consumer it was delivered to.
     public let consumerTag: String
+    /// When the I/O thread decoded it: the start of a delivery's time in
+    /// this process, before any hop to the handler's task.
+    public let receivedAt: ContinuousClock.Instant
 
     let settler: DeliverySettler
 

@@ -49,9 +49,13 @@ struct PipelineBenchmark: AsyncParsableCommand {
         let roomsFile = work.appendingPathComponent("rooms.json")
         try ContractJSON.encode((0..<rooms).map { RegisterRoom(name: "Room \($0)", capacity: 10) }).write(to: roomsFile)
         let common = ["AMQP_URL": broker.url.urlStringWithCredentials, "LOG_LEVEL": "warning", "HTTP_PORT": "0"]
+        // The handler's /metrics: its stage timers give the breakdown of a command.
+        let handlerHTTP = try freeTCPPort()
+        let stages = StageTimes(metricsURL: "http://127.0.0.1:\(handlerHTTP)/metrics")
         let services: [(name: String, queue: String, process: Process)] = try [
             ("booking-handler", Topology.handlerCommandsQueue,
-             launch("booking-handler", common.merging(["DATA_DIR": directories[0], "ROOMS_FILE": roomsFile.path]) { $1 })),
+             launch("booking-handler", common.merging(["DATA_DIR": directories[0], "ROOMS_FILE": roomsFile.path,
+                                                       "HTTP_PORT": "\(handlerHTTP)"]) { $1 })),
             ("pass-sender", Topology.passSenderEventsQueue, launch("pass-sender", common.merging(["DATA_DIR": directories[1]]) { $1 })),
             ("availability-projector", Topology.projectorEventsQueue,
              launch("availability-projector", common.merging(["DATA_DIR": directories[2]]) { $1 })),
@@ -87,12 +91,14 @@ struct PipelineBenchmark: AsyncParsableCommand {
         /// and the projector's queue is empty; CPU of each process over both.
         func phase(_ name: String, count: Int, inFlight: Int) async throws -> PhaseResult {
             let before = services.map { CPUTime.of(pid: $0.process.processIdentifier) }
+            let stagesBefore = try await stages.read()
             let started = monotonicNow()
             lag.startPhase()
             let result = try await BookingBenchmark.book(client, slots: slots, count: count, inFlight: inFlight) { reply, at in
                 if let booking = reply.bookingValue { lag.replied(booking, at: at) }
             }
             let replied = monotonicNow()
+            let stagesAfter = try await stages.read()
             booked += count - result.failures
             while true {
                 let passes = (try? FileManager.default.contentsOfDirectory(atPath: spool.path))?.filter { $0.hasSuffix(".eml") }.count ?? 0
@@ -108,7 +114,8 @@ struct PipelineBenchmark: AsyncParsableCommand {
                 return ((a.user - b.user) / Double(count) * 1e6, (a.system - b.system) / Double(count) * 1e6)
             }
             return PhaseResult(name: name, result: result, replySeconds: Double(replied - started) / 1e9,
-                               drainSeconds: Double(drained - replied) / 1e9, cpuMicros: cpu, projectorLag: lag.phaseLatencies)
+                               drainSeconds: Double(drained - replied) / 1e9, cpuMicros: cpu, projectorLag: lag.phaseLatencies,
+                               stageMicros: StageTimes.meanMicros(from: stagesBefore, to: stagesAfter))
         }
         let pipelinedResult = try await phase("\(inFlight) in flight", count: pipelined, inFlight: inFlight)
         let singleResult = try await phase("one at a time", count: single, inFlight: 1)
@@ -132,6 +139,19 @@ struct PipelineBenchmark: AsyncParsableCommand {
                          p.result.latencies.percentile(50) / shapedRate.1.percentile(50), raw.0, raw.1.percentile(50)))
             print(String(format: "  projector lag, reply → availability.changed showing the slot taken: p50 %.2f ms, p99 %.2f ms (%d bookings)",
                          p.projectorLag.percentile(50), p.projectorLag.percentile(99), p.projectorLag.samples.count))
+            let st = p.stageMicros
+            if let dispatch = st["dispatch"], let process = st["process"], let store = st["store"],
+               let queued = st["store_queued"], let transaction = st["store_transaction"], let reply = st["reply"],
+               let ack = st["ack"] {
+                let p50 = p.result.latencies.percentile(50) * 1000, mean = p.result.latencies.mean * 1000
+                print(String(format: "  inside the handler, mean µs: I/O thread → task %.0f; process %.0f (validate + encode %.0f,"
+                             + " store %.0f = queued %.0f + transaction %.0f + hop back %.0f); reply published → confirmed %.0f;"
+                             + " ack %.0f", dispatch, process, process - store, store, queued, transaction,
+                             store - queued - transaction, reply, ack))
+                print(String(format: "  client's reply latency: mean %.0f µs (p50 %.0f µs), of which delivery → reply handed over %.0f µs"
+                             + " in the handler; the rest (%.0f µs) is client → broker → handler and reply → broker → client",
+                             mean, p50, dispatch + process, mean - dispatch - process))
+            }
             for (s, cpu) in zip(services, p.cpuMicros) {
                 print(String(format: "  %-23@ CPU per booking: user %.0f µs, system %.0f µs, total %.0f µs",
                              s.name, cpu.user, cpu.system, cpu.user + cpu.system))
@@ -150,6 +170,8 @@ struct PipelineBenchmark: AsyncParsableCommand {
         var drainSeconds: Double
         var cpuMicros: [(user: Double, system: Double)]
         var projectorLag: Latencies
+        /// Mean µs per command of each ``StageTimes`` stage over the phase.
+        var stageMicros: [String: Double]
     }
 
     /// A release service executable beside this one, output discarded.
@@ -234,5 +256,39 @@ final class ProjectorLag: @unchecked Sendable {  // all state behind `lock`
         let p = hhmm.split(separator: ":")
         guard p.count == 2, let h = Int(p[0]), let m = Int(p[1]) else { return nil }
         return h * 60 + m
+    }
+}
+
+/// The handler's `booking_command_stage_seconds{stage}` timers, read from
+/// its /metrics (sum and count per stage), for the mean of each stage over
+/// a phase.
+struct StageTimes {
+    let metricsURL: String
+
+    /// stage → (sum of seconds, count).
+    func read() async throws -> [String: (sum: Double, count: Double)] {
+        let (status, body) = try await httpGet(metricsURL)
+        guard status == 200 else { throw ValidationError("GET \(metricsURL): \(status)") }
+        var result: [String: (sum: Double, count: Double)] = [:]
+        for line in body.split(separator: "\n") where line.hasPrefix("booking_command_stage_seconds_") {
+            // booking_command_stage_seconds_sum{stage="store"} 0.123
+            guard let open = line.firstIndex(of: "\""), let close = line[line.index(after: open)...].firstIndex(of: "\""),
+                  let value = line.split(separator: " ").last.flatMap({ Double($0) }) else { continue }
+            let stage = String(line[line.index(after: open)..<close])
+            if line.hasPrefix("booking_command_stage_seconds_sum") { result[stage, default: (0, 0)].sum = value }
+            if line.hasPrefix("booking_command_stage_seconds_count") { result[stage, default: (0, 0)].count = value }
+        }
+        return result
+    }
+
+    static func meanMicros(from a: [String: (sum: Double, count: Double)],
+                           to b: [String: (sum: Double, count: Double)]) -> [String: Double] {
+        var means: [String: Double] = [:]
+        for (stage, after) in b {
+            let before = a[stage] ?? (0, 0)
+            let n = after.count - before.count
+            if n > 0 { means[stage] = (after.sum - before.sum) / n * 1e6 }
+        }
+        return means
     }
 }

@@ -7,6 +7,11 @@ struct Latencies {
     mutating func add(_ nanos: UInt64) { samples.append(nanos) }
     mutating func add(contentsOf other: [UInt64]) { samples.append(contentsOf: other) }
 
+    /// The mean, in milliseconds.
+    var mean: Double {
+        samples.isEmpty ? .nan : Double(samples.reduce(0, +)) / Double(samples.count) / 1e6
+    }
+
     func percentile(_ p: Double) -> Double {
         guard !samples.isEmpty else { return .nan }
         let sorted = samples.sorted()

@@ -56,6 +56,8 @@ public struct CommandConsumer: Sendable {
 
     public func handle(_ delivery: AMQPDelivery) async {
         let started = DispatchTime.now()
+        let running = ContinuousClock.now
+        CommandStage.dispatch.record(since: delivery.receivedAt, now: running)
         let p = delivery.properties
         var log = LogContext(base: logger, messageID: p.messageID, correlationID: p.correlationID,
                              commandType: p.type ?? delivery.routingKey)
@@ -69,6 +71,7 @@ public struct CommandConsumer: Sendable {
         let result: ProcessingResult
         do {
             result = try await processor.process(command)
+            CommandStage.process.record(since: running)
         } catch {
             // Database trouble: requeue and let the broker redeliver (the
             // queue's delivery limit dead-letters a command that never works).
@@ -83,8 +86,12 @@ public struct CommandConsumer: Sendable {
             case .handled(let reply, let type, let duplicate, let json):
                 if case .booking(let booking) = reply { log.bookingID = booking.id }
                 if case .error(let error) = reply { log.errorCode = error.code.rawValue }
+                let replying = ContinuousClock.now
                 try await sendReply(json.map { [UInt8]($0) } ?? [UInt8](try ContractJSON.encode(reply)), to: delivery, log: log)
+                let acking = ContinuousClock.now
+                CommandStage.reply.record(since: replying, now: acking)
                 try await delivery.ack()
+                CommandStage.ack.record(since: acking)
                 if !duplicate { relay.kick() }
                 let outcome = duplicate ? "duplicate" : (reply.isOK ? "ok" : (replyCode(reply) == 2003 ? "refused" : "rejected"))
                 HandlerMetrics.commands.increment(type.rawValue, outcome)

@@ -8,6 +8,25 @@ struct StoreJob: Sendable {
     let commandType: String
     let body: @Sendable (any StoreTransaction) throws -> ReplyBody
     let promise: CheckedContinuation<StoreOutcome, any Error>
+    /// When it was submitted (``CommandStage/storeQueued``).
+    var submitted = ContinuousClock.now
+}
+
+extension [StoreJob] {
+    /// Records how long each job of a group that starts now waited, and
+    /// returns the start for ``recordCommitted(startedAt:)``.
+    func recordStarted() -> ContinuousClock.Instant {
+        let now = ContinuousClock.now
+        for job in self { CommandStage.storeQueued.record(since: job.submitted, now: now) }
+        return now
+    }
+
+    /// Records the group's transaction time once per job in it (a job's
+    /// ``CommandStage/storeTransaction`` is its whole group's).
+    func recordCommitted(startedAt start: ContinuousClock.Instant) {
+        let now = ContinuousClock.now
+        for _ in self { CommandStage.storeTransaction.record(since: start, now: now) }
+    }
 }
 
 /// The queue behind group commit, shared by both stores: commands submitted

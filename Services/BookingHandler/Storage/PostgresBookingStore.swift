@@ -82,8 +82,10 @@ public final class PostgresBookingStore: BookingStore {
     public func execute(
         key: InboxKey?, commandType: String, _ body: @Sendable @escaping (any StoreTransaction) throws -> ReplyBody
     ) async throws -> Outcome {
-        try await withCheckedThrowingContinuation { (promise: CheckedContinuation<Outcome, any Error>) in
-            let lead = batch.submit(StoreJob(key: key, commandType: commandType, body: body, promise: promise))
+        let submitted = ContinuousClock.now
+        defer { CommandStage.store.record(since: submitted) }
+        return try await withCheckedThrowingContinuation { (promise: CheckedContinuation<Outcome, any Error>) in
+            let lead = batch.submit(StoreJob(key: key, commandType: commandType, body: body, promise: promise, submitted: submitted))
             if lead { writer.enqueue { self.drain() } }
         }
     }
@@ -96,6 +98,7 @@ public final class PostgresBookingStore: BookingStore {
         let group = batch.takeGroup()
         if group.isEmpty { return }
         defer { writer.enqueue { self.drain() } }
+        let started = group.recordStarted()
         do {
             let connection = try writer.connectionOnQueue()
             let claim = handOver.claimOnInsert()
@@ -121,6 +124,7 @@ public final class PostgresBookingStore: BookingStore {
                 }
                 return results
             }
+            group.recordCommitted(startedAt: started)
             if let overflow = handOver.committed(events) { try? release(overflow, connection) }
             for (job, result) in zip(group, results) { job.promise.resume(with: result) }
         } catch {

@@ -535,7 +535,8 @@ final class IOLoop: @unchecked Sendable {
                                       queue: queue, routingKey: routingKey)
         consumer.handler.yield(AMQPDelivery(
             body: body, properties: properties, exchange: exchange, routingKey: routingKey,
-            redelivered: redelivered, deliveryTag: deliveryTag, consumerTag: consumerTag, settler: settler))
+            redelivered: redelivered, deliveryTag: deliveryTag, consumerTag: consumerTag,
+            receivedAt: .now, settler: settler))
     }
 
     private func brokerCancelledConsumer(tag: String) {
@@ -729,7 +730,7 @@ final class IOLoop: @unchecked Sendable {
                                               queue: queue, routingKey: r.routingKey)
                 return AMQPDelivery(body: r.message.body, properties: r.message.properties, exchange: r.exchange,
                                     routingKey: r.routingKey, redelivered: r.redelivered, deliveryTag: r.tag,
-                                    consumerTag: "", settler: settler)
+                                    consumerTag: "", receivedAt: .now, settler: settler)
             }
         case .close(let promise):
             if let promise { io.closePromises.append(promise) }
