@@ -96,6 +96,43 @@ struct PassMailTests {
         #expect(line.hasSuffix("\\;\\,\\\\"))
     }
 
+    /// Rewritten without Foundation's string search (issue 18); these pin
+    /// what the old code did.
+    @Test func bodyTextEndsEveryLineWithCRLFAndBlanksControls() {
+        #expect(PassMail.bodyText("a\r\nb\nc\rd") == "a\r\nb\r\nc\r\nd")
+        #expect(PassMail.bodyText("\r\r\n\n") == "\r\n\r\n\r\n")
+        #expect(PassMail.bodyText("tab\there\u{7}bell\u{85}nel\u{2028}ls") == "tab\there bell nel ls")
+        #expect(PassMail.bodyText("e\u{301}\r\n") == "e\u{301}\r\n")
+    }
+
+    @Test func spoolChecksE164ByHand() {
+        for good in ["+491701234567", "+12", "+123456789012345"] { #expect(SpoolPassGateway.isE164(good), "\(good)") }
+        for bad in ["+0123", "+1", "+1234567890123456", "491701234567", "+49 170", "+49170\n", "+４９170", ""] {
+            #expect(!SpoolPassGateway.isE164(bad), "\(bad)")
+        }
+    }
+
+    @Test func headerTextIsEncodedForNonASCIIOrAnEncodedWordStart() {
+        #expect(!PassMail.needsEncoding("Ada Lovelace"))
+        #expect(PassMail.needsEncoding("Jürgen"))
+        #expect(PassMail.needsEncoding("=?utf-8?B?QWRtaW4=?="))
+        #expect(!PassMail.needsEncoding("a = b ?"))
+    }
+
+    @Test func theVTimeZoneOfAZoneIsTheSameForEveryBookingOfADay() {
+        let nine = ContractFormat.instant(date: "2027-03-28", time: "09:00", timeZone: "Europe/Berlin")!
+        let eleven = ContractFormat.instant(date: "2027-03-28", time: "11:00", timeZone: "Europe/Berlin")!
+        let a = PassCalendar.timeZone("Europe/Berlin", around: nine, nine.addingTimeInterval(3600))
+        let b = PassCalendar.timeZone("Europe/Berlin", around: eleven, eleven.addingTimeInterval(3600))
+        #expect(a == b)
+        // A year either side: the changes of 2026, 2027 and 2028 around the event's.
+        #expect(a.filter { $0 == "BEGIN:DAYLIGHT" }.count == 3 && a.filter { $0 == "BEGIN:STANDARD" }.count == 2, "\(a)")
+        #expect(a.contains("DTSTART:20270328T020000"), "the day's own change, in CET")
+        let utc = PassCalendar.timeZone("UTC", around: nine, nine)
+        #expect(utc.contains("TZOFFSETTO:+0000") && utc.contains("BEGIN:STANDARD"), "\(utc)")
+        #expect(PassCalendar.timeZone("Not/AZone", around: nine, nine).isEmpty)
+    }
+
     struct Summary: Decodable {
         struct Attendee: Decodable, Equatable {
             var email: String

@@ -1,5 +1,6 @@
 import BookingContracts
 import Foundation
+import Synchronization
 
 /// The iCalendar part (RFC 5545) of the spool e-mails, so calendar
 /// programs import a pass as an event in the room's zone and update it in
@@ -62,11 +63,37 @@ public enum PassCalendar {
     /// exact onset (no `RRULE` to interpret), so a reader needs nothing but
     /// this part to place the event; a zone without changes gets one
     /// `STANDARD` observance.
+    ///
+    /// The window is widened to whole UTC days, so that every booking of a
+    /// zone on the same days shares one cached answer: walking a zone's
+    /// transitions through Foundation was a fifth of composing a pass.
     static func timeZone(_ zone: String, around start: Date, _ end: Date) -> [String] {
+        let key = VTimeZoneKey(zone: zone, firstDay: Self.day(start), lastDay: Self.day(end))
+        if let lines = vTimeZones.withLock({ $0[key] }) { return lines }
+        let lines = computeTimeZone(zone, from: Date(timeIntervalSince1970: Double(key.firstDay - 366) * 86_400),
+                                    to: Date(timeIntervalSince1970: Double(key.lastDay + 367) * 86_400))
+        vTimeZones.withLock { cache in
+            if cache.count >= 1024 { cache.removeAll(keepingCapacity: true) }  // bounded; refills from the current days
+            cache[key] = lines
+        }
+        return lines
+    }
+
+    private struct VTimeZoneKey: Hashable {
+        var zone: String
+        var firstDay: Int
+        var lastDay: Int
+    }
+
+    private static let vTimeZones = Mutex<[VTimeZoneKey: [String]]>([:])
+
+    private static func day(_ date: Date) -> Int { Int((date.timeIntervalSince1970 / 86_400).rounded(.down)) }
+
+    private static func computeTimeZone(_ zone: String, from first: Date, to last: Date) -> [String] {
         guard let tz = TimeZone(identifier: zone) else { return [] }
         var lines = ["BEGIN:VTIMEZONE", "TZID:\(zone)"]
-        var cursor = start.addingTimeInterval(-366 * 86_400)
-        let last = end.addingTimeInterval(366 * 86_400)
+        var cursor = first
+        let start = first.addingTimeInterval(366 * 86_400)
         var observances = 0
         while let change = tz.nextDaylightSavingTimeTransition(after: cursor), change <= last {
             let before = tz.secondsFromGMT(for: change.addingTimeInterval(-1)), after = tz.secondsFromGMT(for: change)
@@ -94,7 +121,7 @@ public enum PassCalendar {
 
     /// `20261123T090000` from the booking's local date and `HH:mm`.
     static func local(date: String, time: String) -> String {
-        date.replacingOccurrences(of: "-", with: "") + "T" + time.replacingOccurrences(of: ":", with: "") + "00"
+        String(date.filter { $0 != "-" }) + "T" + String(time.filter { $0 != ":" }) + "00"
     }
 
     /// `20261123T080000Z`.
@@ -142,10 +169,11 @@ public enum PassCalendar {
     /// Folds a content line at 75 octets (RFC 5545 3.1) without splitting a
     /// UTF-8 sequence: CRLF and one space before each continuation.
     static func fold(_ line: String) -> String {
+        if line.utf8.count <= 75 { return line }
         var out = ""
         var used = 0
         for scalar in line.unicodeScalars {
-            let size = String(scalar).utf8.count
+            let size = UTF8.width(scalar)
             if used + size > 75 {
                 out += "\r\n "
                 used = 1
