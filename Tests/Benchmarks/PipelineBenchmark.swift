@@ -29,6 +29,12 @@ struct PipelineBenchmark: AsyncParsableCommand {
     var inFlight = 64
     @Option(help: "Rooms to spread the bookings over.")
     var rooms = 200
+    @Option(help: "A paced phase at this many bookings/s (open loop; repeat for several): the projector's lag at a rate the set sustains.")
+    var rate: [Int] = []
+    @Option(help: "Commands per paced phase.")
+    var paced = 2_000
+    @Flag(help: "Book through this package's Swift client instead of a raw rabbitmq-c loop (the echo baselines always use the raw loop).")
+    var swiftClient = false
 
     func run() async throws {
         let broker = try BenchmarkBroker.start()
@@ -89,14 +95,17 @@ struct PipelineBenchmark: AsyncParsableCommand {
 
         /// One phase: book `count`, then wait until every pass is spooled
         /// and the projector's queue is empty; CPU of each process over both.
-        func phase(_ name: String, count: Int, inFlight: Int) async throws -> PhaseResult {
+        func phase(_ name: String, count: Int, inFlight: Int, rate: Double? = nil) async throws -> PhaseResult {
             let before = services.map { CPUTime.of(pid: $0.process.processIdentifier) }
             let stagesBefore = try await stages.read()
             let started = monotonicNow()
             lag.startPhase()
-            let result = try await BookingBenchmark.book(client, slots: slots, count: count, inFlight: inFlight) { reply, at in
+            let onReply: @Sendable (CommandReply, UInt64) -> Void = { reply, at in
                 if let booking = reply.bookingValue { lag.replied(booking, at: at) }
             }
+            let result = swiftClient && rate == nil
+                ? try await BookingBenchmark.book(client, slots: slots, count: count, inFlight: inFlight, onReply: onReply)
+                : await Self.rawBook(url: broker.url, slots: slots, count: count, inFlight: inFlight, rate: rate, onReply: onReply)
             let replied = monotonicNow()
             let stagesAfter = try await stages.read()
             booked += count - result.failures
@@ -119,6 +128,8 @@ struct PipelineBenchmark: AsyncParsableCommand {
         }
         let pipelinedResult = try await phase("\(inFlight) in flight", count: pipelined, inFlight: inFlight)
         let singleResult = try await phase("one at a time", count: single, inFlight: 1)
+        var pacedResults: [PhaseResult] = []
+        for r in rate { pacedResults.append(try await phase("paced at \(r)/s", count: paced, inFlight: 0, rate: Double(r))) }
         let memory = services.map { currentRSSMiB(pid: $0.process.processIdentifier) ?? .nan }
         for s in services {
             s.process.terminate()
@@ -127,16 +138,16 @@ struct PipelineBenchmark: AsyncParsableCommand {
         await client.close()
 
         print("")
-        for p in [pipelinedResult, singleResult] {
+        for p in [pipelinedResult, singleResult] + pacedResults {
             let shapedRate = p.name == "one at a time" ? shapedSingle : shapedPipelined
             let raw = p.name == "one at a time" ? rawSingle : rawPipelined
             print(String(format: "%@: %.0f bookings/s (p50 %.2f ms, p99 %.2f ms), %d failed; downstream caught up %.2f s after the last reply",
                          p.name, p.result.rate, p.result.latencies.percentile(50), p.result.latencies.percentile(99),
                          p.result.failures, p.drainSeconds))
-            print(String(format: "  vs booking-shaped echo %.0f calls/s (p50 %.2f ms): rate ratio %.2f, p50 ratio %.2f;"
+            if !p.name.hasPrefix("paced") { print(String(format: "  vs booking-shaped echo %.0f calls/s (p50 %.2f ms): rate ratio %.2f, p50 ratio %.2f;"
                          + " vs raw echo %.0f calls/s (p50 %.2f ms)",
                          shapedRate.0, shapedRate.1.percentile(50), p.result.rate / shapedRate.0,
-                         p.result.latencies.percentile(50) / shapedRate.1.percentile(50), raw.0, raw.1.percentile(50)))
+                         p.result.latencies.percentile(50) / shapedRate.1.percentile(50), raw.0, raw.1.percentile(50))) }
             print(String(format: "  projector lag, reply → availability.changed showing the slot taken: p50 %.2f ms, p99 %.2f ms (%d bookings)",
                          p.projectorLag.percentile(50), p.projectorLag.percentile(99), p.projectorLag.samples.count))
             let st = p.stageMicros
@@ -172,6 +183,32 @@ struct PipelineBenchmark: AsyncParsableCommand {
         var projectorLag: Latencies
         /// Mean µs per command of each ``StageTimes`` stage over the phase.
         var stageMicros: [String: Double]
+    }
+
+    /// Books `count` slots through a raw rabbitmq-c loop (``Raw/rpc(url:exchange:routingKey:type:count:inFlight:body:onReply:)``)
+    /// on a thread of its own, as the echo baselines are measured: the
+    /// load generator's own cost is then the same on both sides of a
+    /// ratio. Each reply is decoded in the loop (for `onReply`).
+    static func rawBook(url: AMQPURL, slots: SlotSequence, count: Int, inFlight: Int, rate: Double? = nil,
+                        onReply: @escaping @Sendable (CommandReply, UInt64) -> Void) async -> BookingBenchmark.Result {
+        await withCheckedContinuation { continuation in
+            let thread = Thread {
+                var failures = 0
+                let (achieved, latencies) = Raw.rpc(
+                    url: url, exchange: Topology.commandsExchange, routingKey: "booking.create", type: "booking.create",
+                    count: count, inFlight: inFlight, rate: rate, body: { _ in slots.next(limit: count) ?? [] },
+                    onReply: { body, at in
+                        guard let reply = try? ContractJSON.decode(CommandReply.self, from: Array(body)), reply.isOK else {
+                            failures += 1
+                            return
+                        }
+                        onReply(reply, at)
+                    })
+                slots.resetLimit()
+                continuation.resume(returning: BookingBenchmark.Result(rate: achieved, latencies: latencies, failures: failures))
+            }
+            thread.start()
+        }
     }
 
     /// A release service executable beside this one, output discarded.

@@ -187,6 +187,21 @@ enum Raw {
     /// RPC client over direct reply-to with confirms on (as the Swift layer
     /// does), keeping `inFlight` requests outstanding. Returns (calls/s, latencies).
     static func rpc(url: AMQPURL, queue: String, count: Int, inFlight: Int, body: [UInt8]) -> (Double, Latencies) {
+        rpc(url: url, exchange: "", routingKey: queue, count: count, inFlight: inFlight, body: { _ in body })
+    }
+
+    /// The same loop for any request: `body(i)` is request i, published to
+    /// `exchange` with `routingKey`, with `type` and a unique `message_id`
+    /// when `type` is set (a command, as `booking.create`); `onReply` sees
+    /// each reply's body and arrival time (`monotonicNow`).
+    ///
+    /// With `rate`, the loop is open: request i is due `i / rate` seconds
+    /// after the start whatever the replies do (`inFlight` is ignored), and
+    /// its latency counts from when it was due, so a set that falls behind
+    /// shows it (no coordinated omission).
+    static func rpc(url: AMQPURL, exchange: String, routingKey: String, type: String? = nil, count: Int, inFlight: Int,
+                    rate: Double? = nil,
+                    body: (Int) -> [UInt8], onReply: ((UnsafeRawBufferPointer, UInt64) -> Void)? = nil) -> (Double, Latencies) {
         let conn = connect(url)
         defer { close(conn) }
         amqp_confirm_select(conn, 1)
@@ -195,35 +210,57 @@ enum Raw {
         var props = persistentProperties()
         props._flags |= UInt32(AMQP_BASIC_REPLY_TO_FLAG | AMQP_BASIC_CORRELATION_ID_FLAG)
         props.reply_to = bytes("amq.rabbitmq.reply-to")
-        let rk = bytes(queue)
+        if let type {
+            props._flags |= UInt32(AMQP_BASIC_TYPE_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG)
+            props.type = bytes(type)
+        }
+        let rk = bytes(routingKey), ex = bytes(exchange)
+        let run = "\(getpid())-\(monotonicNow())"
         var sentAt = [UInt64](repeating: 0, count: count)
         var latencies = Latencies()
         var sent = 0, received = 0
         let start = monotonicNow()
+        func due(_ i: Int) -> UInt64 { start + UInt64(Double(i) * 1e9 / (rate ?? 1)) }
         func send(_ i: Int) {
             var id = "\(i)"
+            var messageID = "bench-\(run)-\(i)"
+            let request = body(i)
             id.withUTF8 { idBytes in
-                props.correlation_id = crabbitmq_bytes(idBytes.baseAddress, idBytes.count)
-                sentAt[i] = monotonicNow()
-                body.withUnsafeBytes { raw in
-                    precondition(amqp_basic_publish(conn, 1, crabbitmq_bytes(nil, 0), rk, 0, 0, &props,
-                                                    crabbitmq_bytes(raw.baseAddress, raw.count)) == 0)
+                messageID.withUTF8 { messageIDBytes in
+                    props.correlation_id = crabbitmq_bytes(idBytes.baseAddress, idBytes.count)
+                    props.message_id = crabbitmq_bytes(messageIDBytes.baseAddress, messageIDBytes.count)
+                    sentAt[i] = rate == nil ? monotonicNow() : due(i)
+                    request.withUnsafeBytes { raw in
+                        precondition(amqp_basic_publish(conn, 1, ex, rk, 0, 0, &props,
+                                                        crabbitmq_bytes(raw.baseAddress, raw.count)) == 0)
+                    }
                 }
             }
         }
-        while sent < min(inFlight, count) { send(sent); sent += 1 }
+        if rate == nil { while sent < min(inFlight, count) { send(sent); sent += 1 } }
         while received < count {
             var frame = amqp_frame_t()
-            precondition(amqp_simple_wait_frame(conn, &frame) == 0)
+            if rate != nil {
+                while sent < count && due(sent) <= monotonicNow() { send(sent); sent += 1 }
+                let wait = sent < count ? due(sent) - min(due(sent), monotonicNow()) : 100_000_000
+                var timeout = timeval(tv_sec: Int(wait / 1_000_000_000), tv_usec: Int(wait % 1_000_000_000 / 1000))
+                let status = amqp_simple_wait_frame_noblock(conn, &frame, &timeout)
+                if status == AMQP_STATUS_TIMEOUT.rawValue { continue }
+                precondition(status == 0)
+            } else {
+                precondition(amqp_simple_wait_frame(conn, &frame) == 0)
+            }
             if frame.frame_type == UInt8(AMQP_FRAME_METHOD) && crabbitmq_frame_method_id(&frame) == deliverMethod {
                 var message = amqp_message_t()
                 precondition(amqp_read_message(conn, 1, &message, 0).reply_type == AMQP_RESPONSE_NORMAL)
                 let id = Int(String(decoding: UnsafeRawBufferPointer(start: message.properties.correlation_id.bytes,
                                                                     count: message.properties.correlation_id.len), as: UTF8.self))!
-                latencies.add(monotonicNow() - sentAt[id])
+                let arrived = monotonicNow()
+                latencies.add(arrived - sentAt[id])
+                onReply?(UnsafeRawBufferPointer(start: message.body.bytes, count: message.body.len), arrived)
                 amqp_destroy_message(&message)
                 received += 1
-                if sent < count { send(sent); sent += 1 }
+                if rate == nil && sent < count { send(sent); sent += 1 }
             }
             amqp_maybe_release_buffers(conn)
         }

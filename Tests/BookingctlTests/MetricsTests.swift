@@ -55,5 +55,12 @@ struct MetricsTests {
         #expect(value("booking_commands_total", [type, #"outcome="rejected""#]) == 1)
         #expect(metrics.contains("booking_command_duration_seconds"))
         #expect(metrics.contains("booking_outbox_backlog"))
+        // Where the two commands' time went: every stage timed once per
+        // command (the rejected one too: it was stored, replied and acked).
+        for stage in ["dispatch", "process", "store", "store_queued", "store_transaction", "reply", "ack"] {
+            let label = "stage=\"\(stage)\""
+            #expect(value("booking_command_stage_seconds_count", [label]) == 2, "\(stage): \(metrics)")
+            #expect((value("booking_command_stage_seconds_sum", [label]) ?? 0) > 0, "\(stage)")
+        }
     }
 }
