@@ -194,6 +194,33 @@ struct StoreTests {
         #expect(handed.map(\.id) == handed.map(\.id).sorted(), "in commit order")
     }
 
+    /// Events handed over in memory carry their value, from which the
+    /// relay builds the `booking.public` copy without decoding the body:
+    /// the value must be exactly what the body says, for a create's events
+    /// and for a change's (with `previous`).
+    @Test(arguments: StoreKind.allCases)
+    func handedOverEventsCarryTheValueTheirBodyEncodes(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (store, processor) = try await makeProcessor(fixture)
+        defer { fixture.remove() }
+        _ = store.takeCommitted(limit: 100)  // room.registered
+        guard case .handled(let created, _, _, _) = try await processor.process(create("09:00", "10:00", key: "v-1")),
+              let id = created.bookingValue?.id else { Issue.record("no booking"); return }
+        let cancel = IncomingCommand(body: Array(#"{"bookingId":"\#(id)","reason":"moved"}"#.utf8), typeProperty: "booking.cancel",
+                                     routingKey: "booking.cancel", messageID: "v-2", idempotencyKeyHeader: nil, userID: nil)
+        guard case .handled(let cancelled, _, _, _) = try await processor.process(cancel) else { Issue.record("not handled"); return }
+        #expect(cancelled.isOK, "\(cancelled)")
+        let handed = store.takeCommitted(limit: 100)
+        #expect(handed.map(\.routingKey) == ["booking.created", "booking.confirmed", "booking.cancelled"])
+        for event in handed {
+            let value = try #require(event.value, "\(event.routingKey)")
+            #expect(try ContractJSON.decode(BookingEvent.self, from: event.body) == value, "\(event.routingKey)")
+            #expect(try ContractJSON.encode(PublicBookingEvent(value))
+                    == ContractJSON.encode(PublicBookingEvent(ContractJSON.decode(BookingEvent.self, from: event.body))))
+        }
+        #expect(handed.last?.value?.previous?.attendees.first?.email == "ada@example.com", "a change carries previous")
+    }
+
     @Test(arguments: StoreKind.allCases)
     func aRoomReRegisteredByAnotherProcessIsWhatTheNextCreateSees(_ kind: StoreKind) async throws {
         let fixture = try StoreFixture(kind)

@@ -154,7 +154,8 @@ public struct CommandProcessor: Sendable {
         let encoded: EncodedBooking
         let room: Room
         let slot: BookingSlot
-        let events: [(type: EventType, id: String, body: Data)]
+        /// Each event's body and the value it encodes (``OutboxEvent/value``).
+        let events: [(type: EventType, id: String, body: Data, value: BookingEvent)]
     }
 
     /// Nil when the room is not cached (first command for it in this
@@ -197,7 +198,8 @@ public struct CommandProcessor: Sendable {
         let occurredAt = ContractFormat.timestamp(now)
         return PreparedBooking(encoded: encoded, room: valid.room, slot: valid.slot, events: types.map { type in
             let id = newID()
-            return (type, id, encoded.event(eventId: id, occurredAt: occurredAt))
+            return (type, id, encoded.event(eventId: id, occurredAt: occurredAt),
+                    BookingEvent(eventId: id, occurredAt: occurredAt, booking: booking))
         })
     }
 
@@ -207,7 +209,7 @@ public struct CommandProcessor: Sendable {
         try tx.save(prepared.encoded, startsAt: prepared.slot.startsAt, endsAt: prepared.slot.endsAt)
         for event in prepared.events {
             try tx.enqueue(routingKey: event.type.rawValue, messageID: event.id, body: event.body,
-                           orderKey: OutboxKey.booking(prepared.encoded.booking.id))
+                           orderKey: OutboxKey.booking(prepared.encoded.booking.id), value: event.value)
         }
         return ReplyBody(.booking(prepared.encoded.booking), json: prepared.encoded.reply)
     }
@@ -396,11 +398,14 @@ public struct CommandProcessor: Sendable {
         let encoded = try EncodedBooking(changed)
         try tx.save(encoded, startsAt: startsAt, endsAt: endsAt)
         let eventID = newID()
-        let previous = try ContractJSON.encode(BookingSnapshot(booking))
+        let snapshot = BookingSnapshot(booking)
+        let previous = try ContractJSON.encode(snapshot)
+        let occurredAt = ContractFormat.timestamp(now)
         try tx.enqueue(routingKey: event.rawValue, messageID: eventID,
-                       body: encoded.event(eventId: eventID, occurredAt: ContractFormat.timestamp(now), previous: previous,
-                                           released: released),
-                       orderKey: OutboxKey.booking(changed.id))
+                       body: encoded.event(eventId: eventID, occurredAt: occurredAt, previous: previous, released: released),
+                       orderKey: OutboxKey.booking(changed.id),
+                       value: BookingEvent(eventId: eventID, occurredAt: occurredAt, booking: encoded.booking, previous: snapshot,
+                                           released: released ? true : nil))
         return encoded
     }
 

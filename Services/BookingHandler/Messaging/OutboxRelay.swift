@@ -198,8 +198,9 @@ public final class OutboxRelay: Service, Sendable {
                                             properties: properties))
             owners.append(index)
             if let type = EventType(rawValue: event.routingKey), type.isBookingEvent {
-                guard let decoded = try? ContractJSON.decode(BookingEvent.self, from: event.body),
-                      let redacted = try? ContractJSON.encode(PublicBookingEvent(decoded)) else {
+                // The value when this process made the event, else the body.
+                guard let value = event.value ?? (try? ContractJSON.decode(BookingEvent.self, from: event.body)),
+                      let redacted = try? ContractJSON.encode(PublicBookingEvent(value)) else {
                     logger.error("booking event unreadable; not published to booking.public",
                                  metadata: ["event.id": .string(event.messageID)])
                     continue

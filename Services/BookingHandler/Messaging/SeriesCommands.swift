@@ -100,7 +100,7 @@ extension CommandProcessor {
             try tx.save(booking.encoded, startsAt: booking.slot.startsAt, endsAt: booking.slot.endsAt)
             for event in booking.events {
                 try tx.enqueue(routingKey: event.type.rawValue, messageID: event.id, body: event.body,
-                               orderKey: OutboxKey.booking(booking.encoded.booking.id))
+                               orderKey: OutboxKey.booking(booking.encoded.booking.id), value: event.value)
             }
         }
         try tx.insertSeries(id: id, room: plan.room.name, requestedBy: requester, recurrence: plan.recurrence,

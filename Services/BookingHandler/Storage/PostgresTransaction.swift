@@ -129,7 +129,7 @@ struct PostgresTransaction: StoreTransaction {
         try run("UPDATE booking SET nextDueAt = \(due.map { StoreRules.dueSeconds($0) }) WHERE id = \(bookingID)")
     }
 
-    func enqueue(routingKey: String, messageID: String, body: Data, orderKey: String?) throws {
+    func enqueue(routingKey: String, messageID: String, body: Data, orderKey: String?, value: BookingEvent?) throws {
         // Behind an older unpublished event of the same key that another
         // process holds (or nobody does), the new one waits unclaimed: a
         // table read takes it only after that one is published. Writes run
@@ -153,7 +153,7 @@ struct PostgresTransaction: StoreTransaction {
             RETURNING id
             """).first?.decode(Int64.self) ?? 0
         if claim != nil {
-            events.list.append(OutboxEvent(id: id, routingKey: routingKey, messageID: messageID, body: [UInt8](body)))
+            events.list.append(OutboxEvent(id: id, routingKey: routingKey, messageID: messageID, body: [UInt8](body), value: value))
         }
     }
 }

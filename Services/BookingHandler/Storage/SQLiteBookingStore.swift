@@ -776,7 +776,7 @@ struct SQLiteTransaction: StoreTransaction {
     /// and after the commit the event reaches this process's relay in
     /// memory; while hand-over is suspended it is left unclaimed for the
     /// relay's table reads.
-    public func enqueue(routingKey: String, messageID: String, body: Data, orderKey: String?) throws {
+    public func enqueue(routingKey: String, messageID: String, body: Data, orderKey: String?, value: BookingEvent?) throws {
         let now = Date().timeIntervalSince1970
         // Behind an older unpublished event of the same key that another
         // process holds (or nobody does), the new one waits unclaimed (see
@@ -794,7 +794,7 @@ struct SQLiteTransaction: StoreTransaction {
             """).execute(arguments: [routingKey, messageID, body, now, claim.map { now + $0.lease }, claim?.owner, orderKey])
         if claim != nil {
             events.list.append(OutboxEvent(id: db.lastInsertedRowID, routingKey: routingKey, messageID: messageID,
-                                           body: [UInt8](body)))
+                                           body: [UInt8](body), value: value))
         }
     }
 }

@@ -139,7 +139,17 @@ public protocol StoreTransaction {
     /// Queues an event for the relay, in this transaction. Events of one
     /// `orderKey` (`booking:<id>`, `room:<name>`; see ``OutboxKey``) are
     /// published in the order they were queued, across processes too.
-    func enqueue(routingKey: String, messageID: String, body: Data, orderKey: String?) throws
+    /// `value` is the booking event `body` encodes, when the caller has it:
+    /// handed over in memory with the event (``OutboxEvent/value``).
+    func enqueue(routingKey: String, messageID: String, body: Data, orderKey: String?, value: BookingEvent?) throws
+}
+
+extension StoreTransaction {
+    /// Queues an event whose value the relay need not see (not a booking
+    /// event, or one read back from elsewhere).
+    public func enqueue(routingKey: String, messageID: String, body: Data, orderKey: String?) throws {
+        try enqueue(routingKey: routingKey, messageID: messageID, body: body, orderKey: orderKey, value: nil)
+    }
 }
 
 extension StoreTransaction {
@@ -200,6 +210,11 @@ public struct OutboxEvent: Sendable, Equatable {
     public var routingKey: String
     public var messageID: String
     public var body: [UInt8]
+    /// The booking event `body` encodes, for events this process committed
+    /// and handed over in memory: the relay builds the `booking.public`
+    /// copy from it instead of decoding `body` (that decode was 3.6 % of
+    /// the handler's CPU). Nil for events read from the table.
+    public var value: BookingEvent? = nil
 }
 
 /// One booking version as ``BookingStore/listVersions(at:from:to:room:statuses:requestedBy:seriesId:after:limit:)``
