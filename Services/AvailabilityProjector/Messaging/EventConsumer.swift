@@ -103,9 +103,9 @@ public struct EventConsumer: Sendable {
             do {
                 let publisher = self.publisher
                 let box = TicketBox()
-                // The event's id makes the availability.changed ids the same
-                // in every replica that applies it (see ChangePublisher).
-                let cause = delivery.properties.messageID
+                // The same cause in every replica that applies this state
+                // makes the availability.changed ids the same (ChangePublisher).
+                let cause = Self.cause(of: change, messageID: delivery.properties.messageID)
                 let outcome = try await store.apply(change) { changes in box.ticket = publisher.enqueue(changes, cause: cause) }
                 try await box.ticket.wait()
                 if !outcome.applied, delivery.redelivered, !outcome.touched.isEmpty {
@@ -122,6 +122,20 @@ public struct EventConsumer: Sendable {
             }
         }
         ProjectorMetrics.eventApply.recordInterval(since: started)
+    }
+
+    /// What an `availability.changed` id is derived from: for a booking,
+    /// its id and version — not the event's `message_id`. A booking
+    /// confirmed at once has two events of one version (`booking.created`,
+    /// `booking.confirmed`, the same state), and with concurrent handling
+    /// either may be the one that changes a replica's model; by the event's
+    /// id, two replicas then published one change under two ids (CI caught
+    /// it: `ProjectorReplicaTests`). A room change keeps its event's id.
+    static func cause(of change: ModelChange, messageID: String?) -> String? {
+        switch change {
+        case .booking(let state): "booking:\(state.id)#\(state.version)"
+        case .room: messageID
+        }
     }
 
     /// Publishes the current `avail` of `days` again under ids derived from
