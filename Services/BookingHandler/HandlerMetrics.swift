@@ -39,9 +39,11 @@ enum CommandStage: String, CaseIterable, Sendable {
     case storeQueued = "store_queued"
     /// Its group started → COMMIT returned (the whole group's work).
     case storeTransaction = "store_transaction"
-    /// The reply handed to the connection → confirmed by the broker.
+    /// The reply handed to the connection → confirmed by the broker
+    /// (commands answered from their processing; not poison, refusals or
+    /// replays, whose timing says nothing about the hot path).
     case reply
-    /// The ack handed to the connection → written.
+    /// The ack handed to the connection → written (as `reply`).
     case ack
 
     private static let timers: [CommandStage: Timer] = Dictionary(uniqueKeysWithValues: allCases.map {

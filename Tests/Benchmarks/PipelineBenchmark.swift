@@ -33,7 +33,7 @@ struct PipelineBenchmark: AsyncParsableCommand {
     var rate: [Int] = []
     @Option(help: "Commands per paced phase.")
     var paced = 2_000
-    @Flag(help: "Book through this package's Swift client instead of a raw rabbitmq-c loop (the echo baselines always use the raw loop).")
+    @Flag(help: "Book the pipelined and one-at-a-time phases through this package's Swift client instead of a raw rabbitmq-c loop (the echo baselines and paced phases always use the raw loop).")
     var swiftClient = false
 
     func run() async throws {

@@ -97,7 +97,9 @@ struct PassMailTests {
     }
 
     /// Rewritten without Foundation's string search (issue 18); these pin
-    /// what the old code did.
+    /// what the old code did — except one tightening: the old E.164 regex's
+    /// `$` (ICU) also matched before a final line break, so "+49170\n"
+    /// passed it; the check by hand refuses it.
     @Test func bodyTextEndsEveryLineWithCRLFAndBlanksControls() {
         #expect(PassMail.bodyText("a\r\nb\nc\rd") == "a\r\nb\r\nc\r\nd")
         #expect(PassMail.bodyText("\r\r\n\n") == "\r\n\r\n\r\n")

@@ -67,10 +67,11 @@ public final class ChangePublisher: Service, Sendable {
     /// Queues the events of `changes` (call on the store's writer, so the
     /// order is commit order).
     ///
-    /// `cause` is the id of the booking event that made the change. With it
-    /// the `eventId` (and `message_id`) is derived from the cause and the
-    /// result — the same in every projector replica that applies that event
-    /// to the same model — so consumers drop the copies by `message_id`.
+    /// `cause` names what made the change (``EventConsumer/cause(of:messageID:)``:
+    /// a booking's id and version, or a room event's id). With it the
+    /// `eventId` (and `message_id`) is derived from the cause and the result
+    /// — the same in every projector replica that applies that state to the
+    /// same model — so consumers drop the copies by `message_id`.
     /// Changes without one (a rebuild's corrections) get a random id.
     public func enqueue(_ changes: [DayChange], cause: String? = nil) -> Ticket {
         guard !changes.isEmpty else { return .done }

@@ -48,8 +48,8 @@ enum EventReader {
 /// changed and wait for the broker's confirm, then ack. A redelivered
 /// event that turns out to be a no-op publishes the current `avail` of its
 /// room-days again, because its first delivery may have committed without
-/// its `availability.changed` being confirmed; the ids are derived from the
-/// event's `message_id` as on the first delivery, so a copy that did reach
+/// its `availability.changed` being confirmed; the ids are derived as on
+/// the first delivery (``cause(of:messageID:)``), so a copy that did reach
 /// consumers is dropped by them as a repeat. Unreadable events are
 /// dead-lettered (`availability-projector.events.dead`); database errors
 /// and unconfirmed changes requeue after a pause.
