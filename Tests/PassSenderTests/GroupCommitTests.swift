@@ -188,6 +188,32 @@ struct GroupCommitTests {
         #expect(f.store.committed == ["b"])
     }
 
+    /// `submit` (how the consumer marks outbox rows published) returns at
+    /// once; a write queued after it runs after it, in the same transaction;
+    /// `idle()` (closing the ledger) waits for it.
+    @Test func aSubmittedWriteReturnsAtOnceRunsBeforeLaterWritesAndIdleWaitsForIt() async throws {
+        let f = Fixture()
+        var events = f.events.makeAsyncIterator()
+        let first = Task { try await f.write("a") }
+        await Self.awaitEvent(&events, .started(writes: 1))
+        let settled = LockedBox<[String]>([])
+        f.group.submit(lockKey: nil, { db in try db.execute("INSERT", [.text("mark")]) },
+                       settle: { error in settled.withLock { $0.append(error == nil ? "committed" : "\(error!)") } })
+        // Back at once, though the transaction before it is still held.
+        #expect(settled.withLock { $0 }.isEmpty && f.store.committed.isEmpty)
+        let idle = Task { await f.group.idle(); return f.store.committed }
+        let later = Task { try await f.write("b") }
+        await Self.awaitEvent(&events, .queued(pending: 2))
+        f.releaseFirst()
+        _ = try await first.value
+        #expect(try await later.value == "b")
+        #expect(f.store.committed == ["a", "mark", "b"], "first in, first out")
+        #expect(settled.withLock { $0 } == ["committed"])
+        #expect(await idle.value == ["a", "mark", "b"], "idle returned only after the queue ran dry")
+        #expect(f.group.stats.transactions == 2 && f.group.stats.largestBatch == 2)
+        await f.group.idle()  // nothing queued: at once
+    }
+
     // MARK: Real engines
 
     /// A database of `kind` with the group commit's events, and a second

@@ -55,13 +55,19 @@ public struct PassDispatcher: Sendable {
         public var gatewayCalls = 0
         /// Notices delivered, by kind: recipient indexes (``NoticeJob/recipients``).
         public var notices: [NoticeKind: [Int]] = [:]
+        /// The follow-up messages to publish before the message is acked,
+        /// oldest first: what earlier messages of the booking left
+        /// unpublished (found by the admission), then what this one's
+        /// gateway answers committed. Published from here, so nothing is
+        /// read back from the outbox per message.
+        public var outbox: [OutboxRow] = []
     }
 
     /// Handles a booking event (`booking.confirmed`, `.rescheduled`,
     /// `.updated`, `.cancelled`, `.rejected`): the notices and passes it
     /// calls for, in order.
     public func handle(event type: EventType, booking: Booking, previous: BookingSnapshot?) async throws -> Summary {
-        try await run(admission: try await admitted { try await ledger.admit(event: type, booking: booking, previous: previous) })
+        try await run(try await admitted { try await ledger.admitCollecting(event: type, booking: booking, previous: previous) })
     }
 
     /// Handles `booking.confirmed` / `booking.rescheduled` without `previous`
@@ -72,7 +78,7 @@ public struct PassDispatcher: Sendable {
 
     /// Handles a retry message.
     public func handle(retry message: PassRetryMessage) async throws -> Summary {
-        try await run(admission: try await admitted { try await ledger.admit(retry: message) })
+        try await run(try await admitted { try await ledger.admitCollecting(retry: message) })
     }
 
     /// Runs an admission again while another instance sending to the same
@@ -81,7 +87,7 @@ public struct PassDispatcher: Sendable {
     /// queues dead-letter a message requeued too often). The claimer
     /// finishes, or its lease runs out because it died; we look again every
     /// second until then.
-    private func admitted(_ admit: () async throws -> Admission) async throws -> Admission {
+    private func admitted(_ admit: () async throws -> PassLedger.Admitted) async throws -> PassLedger.Admitted {
         var logged = false
         while true {
             do {
@@ -99,9 +105,10 @@ public struct PassDispatcher: Sendable {
         }
     }
 
-    private func run(admission: Admission) async throws -> Summary {
+    private func run(_ admitted: PassLedger.Admitted) async throws -> Summary {
         var summary = Summary()
-        switch admission {
+        summary.outbox = admitted.leftovers
+        switch admitted.admission {
         case .dropped(let reason):
             summary.dropped = reason
             metrics.dropped.increment(reason.rawValue)
@@ -268,9 +275,9 @@ public struct PassDispatcher: Sendable {
                                         messageID: RandomID.uuidString(), type: PassQueues.retryMessageType,
                                         body: [UInt8](try ContractJSON.encode(message)), headers: message.headers))
         }
-        try await ledger.record(bookingId: booking.id, version: booking.version, kind: job.kind,
-                                delivered: delivered.map { PassLedger.normalised(list[$0.attendeeIndex].email) },
-                                deliveredAt: stamp, failures: updates, outbox: outbox)
+        summary.outbox += try await ledger.record(bookingId: booking.id, version: booking.version, kind: job.kind,
+                                                  delivered: delivered.map { PassLedger.normalised(list[$0.attendeeIndex].email) },
+                                                  deliveredAt: stamp, failures: updates, outbox: outbox)
         for effect in afterCommit { effect() }
         summary.failed += gaveUp
         summary.scheduled += scheduled

@@ -29,12 +29,13 @@ actor KeyedLock {
 
 /// Handles deliveries of `pass-sender.events` and `pass-sender.retry`.
 ///
-/// Per delivery: publish what the ledger's outbox still holds for that
-/// booking; admit the message to the ledger; run the gateway calls (each
-/// committed to the ledger with its follow-up messages); publish those
-/// follow-ups with publisher confirms and mark them published; only then
-/// ack. Poison (undecodable, unknown type, unusable retry) is rejected
-/// without requeue, which dead-letters it to `<queue>.dead`.
+/// Per delivery: admit the message to the ledger (which also finds what
+/// its outbox still holds for that booking); run the gateway calls (each
+/// committed to the ledger with its follow-up messages); publish the
+/// leftovers and then those follow-ups with publisher confirms, in order,
+/// and mark them published; only then ack. Poison (undecodable, unknown
+/// type, unusable retry) is rejected without requeue, which dead-letters it
+/// to `<queue>.dead`.
 public struct PassConsumer: Sendable {
     /// How one delivery was settled (for the optional observer: tests, tracing).
     public struct Settled: Sendable {
@@ -181,16 +182,23 @@ public struct PassConsumer: Sendable {
         }
     }
 
-    /// Runs `work` under the booking's lock between two outbox flushes, then
-    /// acks; on failure waits a moment and requeues.
+    /// Runs `work` under the booking's lock and publishes the follow-ups it
+    /// returns (``PassDispatcher/Summary/outbox``), then acks; on failure
+    /// waits a moment and requeues. An unusable message is dead-lettered
+    /// after the booking's leftovers are published (its admission, which
+    /// would have returned them, threw).
     private func settle(_ delivery: AMQPDelivery, queue: String, bookingId: String, logger: Logger, label: String,
                         _ work: @Sendable () async throws -> PassDispatcher.Summary?) async {
         await locks.lock(bookingId)
         let summary: PassDispatcher.Summary?
         do {
-            try await flush(bookingId: bookingId)
-            summary = try await work()
-            try await flush(bookingId: bookingId)
+            do {
+                summary = try await work()
+            } catch let error as PassLedger.UnusableMessage {
+                try await flush(bookingId: bookingId)
+                throw error
+            }
+            try await publish(summary?.outbox ?? [], waitForMark: false)
             await locks.unlock(bookingId)
         } catch let error as PassLedger.UnusableMessage {
             await locks.unlock(bookingId)
@@ -222,24 +230,44 @@ public struct PassConsumer: Sendable {
     }
 
     /// Publishes (with confirms, in order) the outbox messages not yet
-    /// published for `bookingId` (nil: all), and marks them published.
+    /// published for `bookingId` (nil: all, at start-up), and marks them
+    /// published.
     public func flush(bookingId: String?) async throws {
         while true {
             let rows = try await ledger.unpublished(bookingId: bookingId, limit: 500)
             guard !rows.isEmpty else { return }
-            // user_id: consumers (this service's retry consumer among them)
-            // trust only what the broker vouches this user published.
-            let user = connection.user
-            let results = await connection.publish(batch: rows.map {
-                var properties = $0.message.properties
-                properties.userID = user
-                return AMQPClient.OutgoingMessage(body: $0.message.body, exchange: $0.message.exchange,
-                                                  routingKey: $0.message.routingKey, properties: properties)
-            })
-            let confirmed = zip(rows, results).compactMap { $1 == nil ? $0.id : nil }
-            try await ledger.markPublished(confirmed)
-            if let failure = results.compactMap({ $0 }).first { throw failure }
+            try await publish(rows, waitForMark: true)
             if rows.count < 500 { return }
         }
+    }
+
+    /// Publishes `rows` with confirms, in order, and marks the confirmed
+    /// ones published; throws the first failure after marking. Without
+    /// `waitForMark` the mark is queued ahead of every later ledger write but
+    /// not awaited (``PassLedger/markPublishedSoon(_:onError:)``): the
+    /// delivery is acked without one more commit, and the booking's next
+    /// message, whose admission is queued later, finds them published.
+    func publish(_ rows: [OutboxRow], waitForMark: Bool) async throws {
+        guard !rows.isEmpty else { return }
+        // user_id: consumers (this service's retry consumer among them)
+        // trust only what the broker vouches this user published.
+        let user = connection.user
+        let results = await connection.publish(batch: rows.map {
+            var properties = $0.message.properties
+            properties.userID = user
+            return AMQPClient.OutgoingMessage(body: $0.message.body, exchange: $0.message.exchange,
+                                              routingKey: $0.message.routingKey, properties: properties)
+        })
+        let confirmed = zip(rows, results).compactMap { $1 == nil ? $0.id : nil }
+        if waitForMark {
+            try await ledger.markPublished(confirmed)
+        } else {
+            let logger = self.logger
+            ledger.markPublishedSoon(confirmed) { error in
+                logger.warning("could not mark published outbox rows; they will be published once more",
+                               metadata: ["outbox.rows": "\(confirmed.count)", "error": "\(error)"])
+            }
+        }
+        if let failure = results.compactMap({ $0 }).first { throw failure }
     }
 }

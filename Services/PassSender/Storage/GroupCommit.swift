@@ -70,6 +70,8 @@ final class GroupCommit: Sendable {
         var pending: [Entry] = []
         var running = false
         var stats = Stats()
+        /// ``idle()`` callers, resumed when the queue runs dry.
+        var idleWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
     let maxBatch: Int
@@ -109,6 +111,29 @@ final class GroupCommit: Sendable {
         }
     }
 
+    /// Queues `body` for the next transaction and returns at once, without
+    /// waiting for it; `settle` gets nil after its commit, else the error.
+    /// The queue is first in, first out: a write queued after this one —
+    /// ``write(lockKey:_:)`` or `submit` — runs after it, in the same
+    /// transaction or a later one, so it sees what this one wrote.
+    func submit(lockKey: String?, _ body: @Sendable @escaping (any LedgerSQL) throws -> Void,
+                settle: @escaping @Sendable ((any Error)?) -> Void) {
+        enqueue(Entry(lockKey: lockKey, apply: body, settle: settle))
+    }
+
+    /// Returns once nothing is queued or running: what was submitted has
+    /// been committed or has failed (closing the database waits for it).
+    func idle() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { s -> Bool in
+                if !s.running && s.pending.isEmpty { return true }
+                s.idleWaiters.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
     private func enqueue(_ entry: Entry) {
         let (lead, pending) = state.withLock { s -> (Bool, Int) in
             s.pending.append(entry)
@@ -123,17 +148,21 @@ final class GroupCommit: Sendable {
     /// Runs batches until the queue is empty.
     private func drain() async {
         while true {
-            let batch: [Entry]? = state.withLock { s in
+            let (batch, idle): ([Entry]?, [CheckedContinuation<Void, Never>]) = state.withLock { s in
                 guard !s.pending.isEmpty else {
                     s.running = false
-                    return nil
+                    defer { s.idleWaiters = [] }
+                    return (nil, s.idleWaiters)
                 }
                 let n = min(maxBatch, s.pending.count)
                 let batch = Array(s.pending.prefix(n))
                 s.pending.removeFirst(n)
-                return batch
+                return (batch, [])
             }
-            guard let batch else { return }
+            guard let batch else {
+                for waiter in idle { waiter.resume() }
+                return
+            }
             await run(batch)
         }
     }

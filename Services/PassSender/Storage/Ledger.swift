@@ -95,10 +95,14 @@ public final class PassLedger: Sendable {
     /// `scheduled` (a third send) nor give it up. A delivery is recorded
     /// whoever claims the row (the gateway took the pass: that is true),
     /// but a row already `delivered` keeps its first time.
+    ///
+    /// - Returns: the outbox rows it wrote, in order, for the caller to
+    ///   publish without reading them back.
+    @discardableResult
     public func record(bookingId: String, version: Int, kind: NoticeKind = .pass, delivered: [String], deliveredAt: String,
-                       failures: [FailureUpdate], outbox: [OutboxMessage]) async throws {
+                       failures: [FailureUpdate], outbox: [OutboxMessage]) async throws -> [OutboxRow] {
         let owner = self.owner, lease = claimLease, clock = self.now
-        try await database.write(lockKey: bookingId) { db in
+        return try await database.write(lockKey: bookingId) { db in
             let now = clock().timeIntervalSince1970
             var lost: Set<String> = []
             for f in failures {
@@ -128,35 +132,45 @@ public final class PassLedger: Sendable {
                 UPDATE notice SET leaseUntil = ? WHERE bookingId = ? AND version = ? AND status = 'attempting' AND claimedBy = ?
                 """, now + lease, bookingId, version, owner)
             let encoder = JSONEncoder()
+            var written: [OutboxRow] = []
             for m in outbox {
-                try db.execute("""
+                // RETURNING: SQLite ≥ 3.35 and PostgreSQL alike.
+                let id = try db.row("""
                     INSERT INTO outbox (bookingId, exchange, routingKey, messageId, type, body, headers, createdAt)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
                     """, bookingId, m.exchange, m.routingKey, m.messageID, m.type, Data(m.body),
-                    try encoder.encode(m.headers), now)
+                    try encoder.encode(m.headers), now)?.int("id")
+                guard let id else { throw LedgerError("the outbox insert returned no id") }
+                written.append(OutboxRow(id: Int64(id), message: m))
             }
+            return written
         }
     }
 
     /// Outbox messages not yet confirmed by the broker, oldest first: of one
     /// booking, or of all (at start-up).
     public func unpublished(bookingId: String? = nil, limit: Int = 1000) async throws -> [OutboxRow] {
-        try await database.read { db in
-            let rows: [SQLRow]
-            if let bookingId {
-                rows = try db.rows("SELECT * FROM outbox WHERE bookingId = ? AND publishedAt IS NULL ORDER BY id LIMIT ?",
-                                   bookingId, limit)
-            } else {
-                rows = try db.rows("SELECT * FROM outbox WHERE publishedAt IS NULL ORDER BY id LIMIT ?", limit)
-            }
-            let decoder = JSONDecoder()
-            return try rows.map { row in
-                var message = OutboxMessage(exchange: row.string("exchange") ?? "", routingKey: row.string("routingKey") ?? "",
-                                            messageID: row.string("messageId") ?? "", type: row.string("type") ?? "",
-                                            body: [UInt8](row.data("body") ?? Data()))
-                message.headers = try decoder.decode([String: OutboxMessage.HeaderValue].self, from: row.data("headers") ?? Data())
-                return OutboxRow(id: Int64(row.int("id") ?? 0), message: message)
-            }
+        try await database.read { db in try Self.unpublished(db, bookingId: bookingId, limit: limit) }
+    }
+
+    /// ``unpublished(bookingId:limit:)`` inside a transaction (admissions
+    /// read a booking's leftovers in their own write).
+    static func unpublished(_ db: any LedgerSQL, bookingId: String?, limit: Int) throws -> [OutboxRow] {
+        let rows: [SQLRow]
+        if let bookingId {
+            rows = try db.rows("SELECT * FROM outbox WHERE bookingId = ? AND publishedAt IS NULL ORDER BY id LIMIT ?",
+                               bookingId, limit)
+        } else {
+            rows = try db.rows("SELECT * FROM outbox WHERE publishedAt IS NULL ORDER BY id LIMIT ?", limit)
+        }
+        guard !rows.isEmpty else { return [] }
+        let decoder = JSONDecoder()
+        return try rows.map { row in
+            var message = OutboxMessage(exchange: row.string("exchange") ?? "", routingKey: row.string("routingKey") ?? "",
+                                        messageID: row.string("messageId") ?? "", type: row.string("type") ?? "",
+                                        body: [UInt8](row.data("body") ?? Data()))
+            message.headers = try decoder.decode([String: OutboxMessage.HeaderValue].self, from: row.data("headers") ?? Data())
+            return OutboxRow(id: Int64(row.int("id") ?? 0), message: message)
         }
     }
 
@@ -169,6 +183,23 @@ public final class PassLedger: Sendable {
                 try db.execute("UPDATE outbox SET publishedAt = ? WHERE id = ?", now, id)
             }
         }
+    }
+
+    /// Marks outbox rows as published without waiting for the commit: the
+    /// write is queued now, ahead of every later ledger write (a booking's
+    /// next admission, queued after it, finds them published). The ack of
+    /// the message that published them need not wait: if the mark is lost
+    /// (a crash before its commit, or `onError`), the rows are published
+    /// once more — a repeat consumers drop by `message_id`, and a retry
+    /// message repeated is ignored by the attempt count.
+    public func markPublishedSoon(_ ids: [Int64], onError: @escaping @Sendable (any Error) -> Void) {
+        guard !ids.isEmpty else { return }
+        database.submit(lockKey: nil, { db in
+            let now = Date().timeIntervalSince1970
+            for id in ids {
+                try db.execute("UPDATE outbox SET publishedAt = ? WHERE id = ?", now, id)
+            }
+        }, settle: { error in if let error { onError(error) } })
     }
 
     /// Deletes outbox rows published more than `age` seconds ago; returns how many.

@@ -20,65 +20,90 @@ extension PassLedger {
     ///   left alone unless it is `attempting` (a previous process died
     ///   sending it). Passes only for a confirmed booking.
     public func admit(event type: EventType, booking: Booking, previous: BookingSnapshot?) async throws -> Admission {
+        try await admitCollecting(event: type, booking: booking, previous: previous).admission
+    }
+
+    /// An admission, and the booking's outbox rows that earlier messages
+    /// left unpublished (a crash or a failed publish between commit and
+    /// confirm), read in the admission's own transaction — the dispatcher
+    /// hands them on to be published before this message's follow-ups, so
+    /// the pass sender needs no read of its own per message for them.
+    public struct Admitted: Sendable {
+        public var admission: Admission
+        /// Oldest first.
+        public var leftovers: [OutboxRow]
+    }
+
+    /// ``admit(event:booking:previous:)`` and the booking's leftovers (``Admitted``).
+    public func admitCollecting(event type: EventType, booking: Booking, previous: BookingSnapshot?) async throws -> Admitted {
         let claimer = Claimer(owner: owner, lease: claimLease, now: now())
         return try await database.write(lockKey: booking.id) { db in
-            let now = claimer.now
-            let isEnd = type == .bookingCancelled || type == .bookingRejected
-            let row = try db.row("SELECT latestVersion, cancelled, timesVersion FROM booking WHERE id = ?", booking.id)
-            let latest = row?.int("latestVersion") ?? 0
-            if let row, row.bool("cancelled") == true, !(isEnd && latest == booking.version) { return .dropped(.cancelled) }
-            if latest > booking.version { return .dropped(.stale) }
-            var timesVersion = row?.int("timesVersion") ?? 0
-            if type == .bookingConfirmed || type == .bookingRescheduled || timesVersion == 0 { timesVersion = booking.version }
-            // `OR` of two booleans: SQLite's integers and PostgreSQL's
-            // booleans alike (a cancellation is for ever).
-            try db.execute("""
-                INSERT INTO booking (id, latestVersion, cancelled, timesVersion, updatedAt) VALUES (?, ?, ?, ?, ?)
-                ON CONFLICT(id) DO UPDATE SET latestVersion = excluded.latestVersion,
-                                              cancelled = (booking.cancelled OR excluded.cancelled),
-                                              timesVersion = excluded.timesVersion, updatedAt = excluded.updatedAt
-                """, booking.id, booking.version, isEnd, timesVersion, now)
-            try Self.storeSnapshot(db, booking, previous)
-            try Self.storeOccurrence(db, booking)
-            try Self.supersede(db, bookingId: booking.id, below: booking.version)
-
-            let confirmed = booking.status == .confirmed
-            var jobs: [NoticeJob] = []
-            func claim(_ kind: NoticeKind, where wanted: (Attendee) throws -> Bool) throws {
-                let list = NoticeJob.recipients(kind, booking, previous)
-                let indexes = try list.indices.filter { try wanted(list[$0]) }
-                let work = try Self.claim(db, booking: booking, kind: kind, recipients: list, indexes: indexes, claimer: claimer)
-                jobs.append(NoticeJob(kind: kind, booking: booking, previous: previous, work: work))
-            }
-            let everHeld = try Self.passHolders(db, bookingId: booking.id, from: 0, below: .max)
-            switch type {
-            case .bookingCancelled, .bookingRejected:
-                try claim(.cancelled) { everHeld.contains(Self.normalised($0.email)) }
-            case .bookingRescheduled:
-                // Passes for the previous time are void; who held one is told.
-                let held = try Self.passHolders(db, bookingId: booking.id, from: 0, below: booking.version)
-                try claim(.rescheduled) { held.contains(Self.normalised($0.email)) }
-                if confirmed { try claim(.pass) { _ in true } }
-            case .bookingConfirmed:
-                if confirmed { try claim(.pass) { _ in true } }
-            case .bookingUpdated:
-                let current = Set(booking.attendees.map { Self.normalised($0.email) })
-                try claim(.removed) { !current.contains(Self.normalised($0.email)) && everHeld.contains(Self.normalised($0.email)) }
-                if confirmed {
-                    // Added attendees, and anyone whose pass for these times
-                    // has not gone out (its older version's retry is void now)
-                    // or was voided by a `removed` notice since (removed, then
-                    // added again).
-                    let valid = try Self.passHolders(db, bookingId: booking.id, from: timesVersion, below: .max,
-                                                     unlessRemovedSince: true)
-                    try claim(.pass) { !valid.contains(Self.normalised($0.email)) }
-                }
-            default:
-                throw UnusableMessage(description: "event type \(type.rawValue) is not handled by the pass sender")
-            }
-            if !confirmed && !isEnd && jobs.allSatisfy(\.work.isEmpty) { return .dropped(.notConfirmed) }
-            return .proceed(jobs.filter { !$0.work.isEmpty })
+            Admitted(admission: try Self.admission(db, event: type, booking: booking, previous: previous, claimer: claimer),
+                     leftovers: try Self.unpublished(db, bookingId: booking.id, limit: Self.leftoverLimit))
         }
+    }
+
+    /// No bound in practice: a booking's outbox rows are a few per attendee and message.
+    static let leftoverLimit = Int(Int32.max)
+
+    private static func admission(_ db: any LedgerSQL, event type: EventType, booking: Booking, previous: BookingSnapshot?,
+                                  claimer: Claimer) throws -> Admission {
+        let now = claimer.now
+        let isEnd = type == .bookingCancelled || type == .bookingRejected
+        let row = try db.row("SELECT latestVersion, cancelled, timesVersion FROM booking WHERE id = ?", booking.id)
+        let latest = row?.int("latestVersion") ?? 0
+        if let row, row.bool("cancelled") == true, !(isEnd && latest == booking.version) { return .dropped(.cancelled) }
+        if latest > booking.version { return .dropped(.stale) }
+        var timesVersion = row?.int("timesVersion") ?? 0
+        if type == .bookingConfirmed || type == .bookingRescheduled || timesVersion == 0 { timesVersion = booking.version }
+        // `OR` of two booleans: SQLite's integers and PostgreSQL's
+        // booleans alike (a cancellation is for ever).
+        try db.execute("""
+            INSERT INTO booking (id, latestVersion, cancelled, timesVersion, updatedAt) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT(id) DO UPDATE SET latestVersion = excluded.latestVersion,
+                                          cancelled = (booking.cancelled OR excluded.cancelled),
+                                          timesVersion = excluded.timesVersion, updatedAt = excluded.updatedAt
+            """, booking.id, booking.version, isEnd, timesVersion, now)
+        try Self.storeSnapshot(db, booking, previous)
+        try Self.storeOccurrence(db, booking)
+        try Self.supersede(db, bookingId: booking.id, below: booking.version)
+
+        let confirmed = booking.status == .confirmed
+        var jobs: [NoticeJob] = []
+        func claim(_ kind: NoticeKind, where wanted: (Attendee) throws -> Bool) throws {
+            let list = NoticeJob.recipients(kind, booking, previous)
+            let indexes = try list.indices.filter { try wanted(list[$0]) }
+            let work = try Self.claim(db, booking: booking, kind: kind, recipients: list, indexes: indexes, claimer: claimer)
+            jobs.append(NoticeJob(kind: kind, booking: booking, previous: previous, work: work))
+        }
+        let everHeld = try Self.passHolders(db, bookingId: booking.id, from: 0, below: .max)
+        switch type {
+        case .bookingCancelled, .bookingRejected:
+            try claim(.cancelled) { everHeld.contains(Self.normalised($0.email)) }
+        case .bookingRescheduled:
+            // Passes for the previous time are void; who held one is told.
+            let held = try Self.passHolders(db, bookingId: booking.id, from: 0, below: booking.version)
+            try claim(.rescheduled) { held.contains(Self.normalised($0.email)) }
+            if confirmed { try claim(.pass) { _ in true } }
+        case .bookingConfirmed:
+            if confirmed { try claim(.pass) { _ in true } }
+        case .bookingUpdated:
+            let current = Set(booking.attendees.map { Self.normalised($0.email) })
+            try claim(.removed) { !current.contains(Self.normalised($0.email)) && everHeld.contains(Self.normalised($0.email)) }
+            if confirmed {
+                // Added attendees, and anyone whose pass for these times
+                // has not gone out (its older version's retry is void now)
+                // or was voided by a `removed` notice since (removed, then
+                // added again).
+                let valid = try Self.passHolders(db, bookingId: booking.id, from: timesVersion, below: .max,
+                                                 unlessRemovedSince: true)
+                try claim(.pass) { !valid.contains(Self.normalised($0.email)) }
+            }
+        default:
+            throw UnusableMessage(description: "event type \(type.rawValue) is not handled by the pass sender")
+        }
+        if !confirmed && !isEnd && jobs.allSatisfy(\.work.isEmpty) { return .dropped(.notConfirmed) }
+        return .proceed(jobs.filter { !$0.work.isEmpty })
     }
 
     /// Thrown when a retry message cannot be used (poison).
@@ -94,105 +119,116 @@ extension PassLedger {
     /// claimed. Dropped when a newer version of the booking is known, or,
     /// except for `cancelled` notices, when it was cancelled.
     public func admit(retry message: PassRetryMessage) async throws -> Admission {
+        try await admitCollecting(retry: message).admission
+    }
+
+    /// ``admit(retry:)`` and the booking's leftovers (``Admitted``). An
+    /// unusable message throws ``UnusableMessage`` and returns no leftovers.
+    public func admitCollecting(retry message: PassRetryMessage) async throws -> Admitted {
         let claimer = Claimer(owner: owner, lease: claimLease, now: now())
         return try await database.write(lockKey: message.bookingId) { db in
-            let now = claimer.now
-            let kind = message.noticeKind
-            let bookingRow = try db.row("SELECT latestVersion, cancelled FROM booking WHERE id = ?", message.bookingId)
-            if let bookingRow {
-                if bookingRow.bool("cancelled") == true && kind != .cancelled { return .dropped(.cancelled) }
-                if (bookingRow.int("latestVersion") ?? 0) > message.version { return .dropped(.stale) }
+            Admitted(admission: try Self.admission(db, retry: message, claimer: claimer),
+                     leftovers: try Self.unpublished(db, bookingId: message.bookingId, limit: Self.leftoverLimit))
+        }
+    }
+
+    private static func admission(_ db: any LedgerSQL, retry message: PassRetryMessage, claimer: Claimer) throws -> Admission {
+        let now = claimer.now
+        let kind = message.noticeKind
+        let bookingRow = try db.row("SELECT latestVersion, cancelled FROM booking WHERE id = ?", message.bookingId)
+        if let bookingRow {
+            if bookingRow.bool("cancelled") == true && kind != .cancelled { return .dropped(.cancelled) }
+            if (bookingRow.int("latestVersion") ?? 0) > message.version { return .dropped(.stale) }
+        }
+        var booking = message.booking
+        var previous = message.previous
+        if booking == nil, let row = try db.row("SELECT json, previous FROM snapshot WHERE bookingId = ? AND version = ?",
+                                                message.bookingId, message.version) {
+            booking = try? ContractJSON.decode(Booking.self, from: row.data("json") ?? Data())
+            if previous == nil, let data = row.data("previous") {
+                previous = try? ContractJSON.decode(BookingSnapshot.self, from: data)
             }
-            var booking = message.booking
-            var previous = message.previous
-            if booking == nil, let row = try db.row("SELECT json, previous FROM snapshot WHERE bookingId = ? AND version = ?",
-                                                    message.bookingId, message.version) {
-                booking = try? ContractJSON.decode(Booking.self, from: row.data("json") ?? Data())
-                if previous == nil, let data = row.data("previous") {
-                    previous = try? ContractJSON.decode(BookingSnapshot.self, from: data)
+        }
+        guard let booking, booking.id == message.bookingId, booking.version == message.version else {
+            throw UnusableMessage(description: "no snapshot of booking \(message.bookingId) v\(message.version) (neither in the message nor in the ledger)")
+        }
+        if (kind == .rescheduled || kind == .removed) && previous == nil {
+            throw UnusableMessage(description: "a \(kind.rawValue) retry of booking \(booking.id) v\(booking.version) without the booking's previous state")
+        }
+        if bookingRow == nil {
+            try db.execute("""
+                INSERT INTO booking (id, latestVersion, cancelled, timesVersion, updatedAt) VALUES (?, ?, ?, ?, ?)
+                """, booking.id, booking.version, kind == .cancelled, booking.version, now)
+        }
+        // Untrusted counts: an attempt count past any PASS_MAX_ATTEMPTS
+        // (1...100) would overflow or dodge the limit, a repeated index
+        // would send one attendee twice in a call.
+        if let bad = message.passes.first(where: { !(0...100).contains($0.attempts) }) {
+            throw UnusableMessage(description: "attempts \(bad.attempts) of attendee \(bad.attendeeIndex) is outside 0...100")
+        }
+        if Set(message.passes.map(\.attendeeIndex)).count != message.passes.count {
+            throw UnusableMessage(description: "an attendee index is listed twice")
+        }
+        try Self.storeSnapshot(db, booking, previous)
+        try Self.storeOccurrence(db, booking)
+        let list = NoticeJob.recipients(kind, booking, previous)
+        var work: [PassWork] = []
+        for p in message.passes.sorted(by: { $0.attendeeIndex < $1.attendeeIndex }) {
+            guard list.indices.contains(p.attendeeIndex) else {
+                throw UnusableMessage(description: "attendee index \(p.attendeeIndex) is not in booking \(booking.id) v\(booking.version) (\(kind.rawValue))")
+            }
+            let email = Self.normalised(list[p.attendeeIndex].email)
+            let key = RowKey(bookingId: booking.id, version: booking.version, kind: kind, email: email)
+            let existing = try Self.row(db, key)
+            switch message.kind {
+            case .backoff:
+                if let existing {
+                    guard existing.status == .scheduled || existing.status == .attempting,
+                          existing.attempts == p.attempts else { continue }
+                    if existing.status == .attempting { try claimer.mayTakeOver(existing) }
+                    try Self.setStatus(db, key, .attempting, now: now)
+                    try claimer.stamp(db, key)
+                    work.append(Self.work(existing, index: p.attendeeIndex))
+                } else {
+                    try db.execute("""
+                        INSERT INTO notice (bookingId, version, kind, email, attendeeIndex, status, attempts, firstFailureAt,
+                                            lastFailureAt, lastErrorCode, lastErrorText, updatedAt, claimedBy, leaseUntil)
+                        VALUES (?, ?, ?, ?, ?, 'attempting', ?, ?, ?, ?, ?, ?, ?, ?)
+                        """, booking.id, booking.version, kind.rawValue, email, p.attendeeIndex, p.attempts,
+                        p.firstFailureAt, p.lastFailureAt, p.lastErrorCode, p.lastErrorText, now, claimer.owner, claimer.until)
+                    work.append(p)
                 }
-            }
-            guard let booking, booking.id == message.bookingId, booking.version == message.version else {
-                throw UnusableMessage(description: "no snapshot of booking \(message.bookingId) v\(message.version) (neither in the message nor in the ledger)")
-            }
-            if (kind == .rescheduled || kind == .removed) && previous == nil {
-                throw UnusableMessage(description: "a \(kind.rawValue) retry of booking \(booking.id) v\(booking.version) without the booking's previous state")
-            }
-            if bookingRow == nil {
-                try db.execute("""
-                    INSERT INTO booking (id, latestVersion, cancelled, timesVersion, updatedAt) VALUES (?, ?, ?, ?, ?)
-                    """, booking.id, booking.version, kind == .cancelled, booking.version, now)
-            }
-            // Untrusted counts: an attempt count past any PASS_MAX_ATTEMPTS
-            // (1...100) would overflow or dodge the limit, a repeated index
-            // would send one attendee twice in a call.
-            if let bad = message.passes.first(where: { !(0...100).contains($0.attempts) }) {
-                throw UnusableMessage(description: "attempts \(bad.attempts) of attendee \(bad.attendeeIndex) is outside 0...100")
-            }
-            if Set(message.passes.map(\.attendeeIndex)).count != message.passes.count {
-                throw UnusableMessage(description: "an attendee index is listed twice")
-            }
-            try Self.storeSnapshot(db, booking, previous)
-            try Self.storeOccurrence(db, booking)
-            let list = NoticeJob.recipients(kind, booking, previous)
-            var work: [PassWork] = []
-            for p in message.passes.sorted(by: { $0.attendeeIndex < $1.attendeeIndex }) {
-                guard list.indices.contains(p.attendeeIndex) else {
-                    throw UnusableMessage(description: "attendee index \(p.attendeeIndex) is not in booking \(booking.id) v\(booking.version) (\(kind.rawValue))")
-                }
-                let email = Self.normalised(list[p.attendeeIndex].email)
-                let key = RowKey(bookingId: booking.id, version: booking.version, kind: kind, email: email)
-                let existing = try Self.row(db, key)
-                switch message.kind {
-                case .backoff:
-                    if let existing {
-                        guard existing.status == .scheduled || existing.status == .attempting,
-                              existing.attempts == p.attempts else { continue }
-                        if existing.status == .attempting { try claimer.mayTakeOver(existing) }
-                        try Self.setStatus(db, key, .attempting, now: now)
+            case .operator:
+                let token = message.retryToken ?? ""
+                if let existing {
+                    let storedToken = try db.rows(
+                        "SELECT retryToken FROM notice WHERE bookingId = ? AND version = ? AND kind = ? AND email = ?",
+                        key.arguments).first?.string("retryToken")
+                    if existing.status == .failed && (token.isEmpty || storedToken != token) {
+                        try db.execute("""
+                            UPDATE notice SET status = 'attempting', attempts = 0, firstFailureAt = NULL, lastFailureAt = NULL,
+                                   lastErrorCode = NULL, lastErrorText = NULL, retryToken = ?, updatedAt = ?
+                            WHERE bookingId = ? AND version = ? AND kind = ? AND email = ?
+                            """, [.text(token), .double(now)] + key.arguments)
+                        try claimer.stamp(db, key)
+                        work.append(PassWork(attendeeIndex: p.attendeeIndex, attempts: 0))
+                    } else if existing.status == .attempting && !token.isEmpty && storedToken == token {
+                        try claimer.mayTakeOver(existing)
                         try claimer.stamp(db, key)
                         work.append(Self.work(existing, index: p.attendeeIndex))
-                    } else {
-                        try db.execute("""
-                            INSERT INTO notice (bookingId, version, kind, email, attendeeIndex, status, attempts, firstFailureAt,
-                                                lastFailureAt, lastErrorCode, lastErrorText, updatedAt, claimedBy, leaseUntil)
-                            VALUES (?, ?, ?, ?, ?, 'attempting', ?, ?, ?, ?, ?, ?, ?, ?)
-                            """, booking.id, booking.version, kind.rawValue, email, p.attendeeIndex, p.attempts,
-                            p.firstFailureAt, p.lastFailureAt, p.lastErrorCode, p.lastErrorText, now, claimer.owner, claimer.until)
-                        work.append(p)
                     }
-                case .operator:
-                    let token = message.retryToken ?? ""
-                    if let existing {
-                        let storedToken = try db.rows(
-                            "SELECT retryToken FROM notice WHERE bookingId = ? AND version = ? AND kind = ? AND email = ?",
-                            key.arguments).first?.string("retryToken")
-                        if existing.status == .failed && (token.isEmpty || storedToken != token) {
-                            try db.execute("""
-                                UPDATE notice SET status = 'attempting', attempts = 0, firstFailureAt = NULL, lastFailureAt = NULL,
-                                       lastErrorCode = NULL, lastErrorText = NULL, retryToken = ?, updatedAt = ?
-                                WHERE bookingId = ? AND version = ? AND kind = ? AND email = ?
-                                """, [.text(token), .double(now)] + key.arguments)
-                            try claimer.stamp(db, key)
-                            work.append(PassWork(attendeeIndex: p.attendeeIndex, attempts: 0))
-                        } else if existing.status == .attempting && !token.isEmpty && storedToken == token {
-                            try claimer.mayTakeOver(existing)
-                            try claimer.stamp(db, key)
-                            work.append(Self.work(existing, index: p.attendeeIndex))
-                        }
-                    } else {
-                        try db.execute("""
-                            INSERT INTO notice (bookingId, version, kind, email, attendeeIndex, status, attempts, retryToken, updatedAt,
-                                                claimedBy, leaseUntil)
-                            VALUES (?, ?, ?, ?, ?, 'attempting', 0, ?, ?, ?, ?)
-                            """, booking.id, booking.version, kind.rawValue, email, p.attendeeIndex, token, now,
-                            claimer.owner, claimer.until)
-                        work.append(PassWork(attendeeIndex: p.attendeeIndex, attempts: 0))
-                    }
+                } else {
+                    try db.execute("""
+                        INSERT INTO notice (bookingId, version, kind, email, attendeeIndex, status, attempts, retryToken, updatedAt,
+                                            claimedBy, leaseUntil)
+                        VALUES (?, ?, ?, ?, ?, 'attempting', 0, ?, ?, ?, ?)
+                        """, booking.id, booking.version, kind.rawValue, email, p.attendeeIndex, token, now,
+                        claimer.owner, claimer.until)
+                    work.append(PassWork(attendeeIndex: p.attendeeIndex, attempts: 0))
                 }
             }
-            return .proceed([NoticeJob(kind: kind, booking: booking, previous: previous, work: work)])
         }
+        return .proceed([NoticeJob(kind: kind, booking: booking, previous: previous, work: work)])
     }
 
     /// Claims `indexes` of `recipients` for `kind` at the booking's version:

@@ -122,6 +122,11 @@ public protocol LedgerDatabase: Sendable {
     /// and claim the same booking's rows at the same time; SQLite has one
     /// writer anyway. Throwing rolls everything back.
     func write<T: Sendable>(lockKey: String?, _ body: @Sendable @escaping (any LedgerSQL) throws -> T) async throws -> T
+    /// Queues a write like ``write(lockKey:_:)`` and returns at once;
+    /// `settle` gets nil after its commit, else the error. Writes are run in
+    /// the order they were queued, so one queued after this sees it.
+    func submit(lockKey: String?, _ body: @Sendable @escaping (any LedgerSQL) throws -> Void,
+                settle: @escaping @Sendable ((any Error)?) -> Void)
     /// Runs `body` on a consistent read view.
     func read<T: Sendable>(_ body: @Sendable @escaping (any LedgerSQL) throws -> T) async throws -> T
     /// Closes connections (PostgreSQL); nothing for SQLite.

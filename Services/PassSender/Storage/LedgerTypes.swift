@@ -143,7 +143,7 @@ public struct OutboxMessage: Sendable, Equatable {
 }
 
 /// A row of the outbox.
-public struct OutboxRow: Sendable {
+public struct OutboxRow: Sendable, Equatable {
     public var id: Int64
     public var message: OutboxMessage
 }
@@ -160,4 +160,11 @@ public struct FailureUpdate: Sendable, Equatable {
     public var lastFailureAt: String
     public var lastErrorCode: Int?
     public var lastErrorText: String
+}
+
+/// A statement answered in a way the ledger's SQL rules out (a database
+/// that is not what the migrations made).
+struct LedgerError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
 }

@@ -78,7 +78,14 @@ public final class PostgresLedgerDatabase: LedgerDatabase {
         try await write(lockKey: nil, body)
     }
 
+    public func submit(lockKey: String?, _ body: @Sendable @escaping (any LedgerSQL) throws -> Void,
+                       settle: @escaping @Sendable ((any Error)?) -> Void) {
+        groupCommit.submit(lockKey: lockKey, body, settle: settle)
+    }
+
+    /// Waits for queued writes (``submit(lockKey:_:settle:)``), then closes the connection.
     public func close() async {
+        await groupCommit.idle()
         await writer.close()
     }
 }

@@ -52,7 +52,16 @@ public final class SQLiteLedgerDatabase: LedgerDatabase {
         try await pool.read { db in try body(GRDBLedgerSQL(db: db)) }
     }
 
-    public func close() async {}
+    public func submit(lockKey: String?, _ body: @Sendable @escaping (any LedgerSQL) throws -> Void,
+                       settle: @escaping @Sendable ((any Error)?) -> Void) {
+        groupCommit.submit(lockKey: lockKey, body, settle: settle)
+    }
+
+    /// Waits for queued writes (``submit(lockKey:_:settle:)``); the pool
+    /// closes when it is released.
+    public func close() async {
+        await groupCommit.idle()
+    }
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()

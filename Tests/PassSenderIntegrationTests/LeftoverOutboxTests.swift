@@ -1,0 +1,93 @@
+import AMQPClient
+import BookingContracts
+import Foundation
+import PassSender
+import Testing
+import TestSupport
+
+/// What the ledger's outbox still holds for a booking (committed, never
+/// confirmed: another instance died between its commit and its publish, or
+/// a publish of ours failed) goes out with the booking's next message,
+/// before that message's own follow-ups and before its ack. The admission
+/// finds these rows in its own transaction; nothing reads the outbox per
+/// message any more (docs/pass-sender.md, "Delivery and the ledger").
+@Suite("Pass sender leftover outbox rows", .serialized)
+struct LeftoverOutboxTests {
+    /// A `pass.delivered` event for `booking`'s attendee `index` under `eventId`, as the dispatcher writes one.
+    private func deliveredEvent(_ booking: Booking, index: Int, eventId: String) throws -> OutboxMessage {
+        let a = booking.attendees[index]
+        let event = PassDelivered(eventId: eventId, occurredAt: ContractFormat.timestamp(Date()), bookingId: booking.id,
+                                  version: booking.version, attendeeIndex: index, name: a.name, email: a.email, phone: a.phone,
+                                  channel: .gateway)
+        return OutboxMessage(exchange: Topology.eventsExchange, routingKey: EventType.passDelivered.rawValue,
+                             messageID: eventId, type: EventType.passDelivered.rawValue, body: [UInt8](try ContractJSON.encode(event)),
+                             headers: ["booking-id": .string(booking.id)])
+    }
+
+    /// Leaves a committed, unpublished outbox row for `booking` (after the
+    /// pass sender's start-up flush, so only the next message can find it).
+    private func leaveRow(_ h: PassHarness, _ booking: Booking, eventId: String) async throws {
+        let written = try await h.app.ledger.record(bookingId: booking.id, version: booking.version, delivered: [],
+                                                    deliveredAt: ContractFormat.timestamp(Date()), failures: [],
+                                                    outbox: [try deliveredEvent(booking, index: 0, eventId: eventId)])
+        #expect(written.count == 1 && written[0].message.messageID == eventId, "record returns the rows it wrote")
+        #expect(try await h.app.ledger.unpublished(bookingId: booking.id).map(\.id) == written.map(\.id))
+    }
+
+    @Test func aBookingsLeftoverGoesOutWithItsNextMessageBeforeThatMessagesOwnEvents() async throws {
+        let gateway = try await FaultGateway.start()
+        let h = try await PassHarness.start(gateway: gateway, name: "pass-leftover")
+        let b = makeBooking(attendees: 2)
+        let other = makeBooking(attendees: 1)
+        try await leaveRow(h, b, eventId: "leftover-\(b.id)")
+
+        // Another booking's message does not publish b's row.
+        try await h.publish(.bookingConfirmed, other)
+        try await h.waitDelivered(other, indexes: [0])
+        try await h.settled.wait("the other booking's event acked") { all in
+            all.contains { $0.bookingId == other.id && $0.outcome == .acked }
+        }
+        #expect(!h.events.current.delivered.contains { $0.eventId == "leftover-\(b.id)" })
+        #expect(try await h.app.ledger.unpublished(bookingId: b.id).count == 1)
+
+        try await h.publish(.bookingConfirmed, b)
+        try await h.waitDelivered(b, indexes: [0, 1])
+        try await h.settled.wait("b's event acked") { all in all.contains { $0.bookingId == b.id && $0.outcome == .acked } }
+        let ofB = h.events.current.delivered.filter { $0.bookingId == b.id }
+        // Published on one channel in outbox order: the leftover first.
+        #expect(ofB.first?.eventId == "leftover-\(b.id)", "order: \(ofB.map(\.eventId))")
+        #expect(ofB.count == 3 && ofB.filter { $0.eventId == "leftover-\(b.id)" }.count == 1)
+        // The marks are queued, not awaited before the ack; a write queued
+        // after them runs after them (the group commit is first in, first out).
+        try await h.app.ledger.prunePublished(olderThan: 1e9)
+        #expect(try await h.app.ledger.unpublished().isEmpty, "every published row is marked")
+        #expect(gateway.sentCounts.values.allSatisfy { $0 == 1 })
+        await h.stop()
+    }
+
+    /// An unusable retry message (its admission throws, so it returns no
+    /// leftovers) still publishes the booking's leftovers before it is
+    /// dead-lettered.
+    @Test func anUnusableRetryStillPublishesTheBookingsLeftover() async throws {
+        let gateway = try await FaultGateway.start()
+        let h = try await PassHarness.start(gateway: gateway, name: "pass-leftover-poison")
+        let b = makeBooking(attendees: 1)
+        try await leaveRow(h, b, eventId: "leftover-\(b.id)")
+        let retry = PassRetryMessage(kind: .backoff, bookingId: b.id, version: b.version, booking: b,
+                                     passes: [PassRetryMessage.Pass(attendeeIndex: 5, attempts: 1, firstFailureAt: nil,
+                                                                    lastFailureAt: nil, lastErrorCode: 4001, lastErrorText: "x")])
+        try await h.client.publish([UInt8](try ContractJSON.encode(retry)), routingKey: PassQueues.retry,
+                                   properties: .persistentJSON(type: PassQueues.retryMessageType, messageID: "unusable-\(b.id)",
+                                                               userID: h.client.user))
+        try await h.settled.wait("the retry dead-lettered") { all in
+            all.contains { s in
+                guard s.bookingId == b.id, case .deadLettered(let why) = s.outcome else { return false }
+                return why.contains("attendee index 5")
+            }
+        }
+        try await h.events.wait("the leftover published") { log in log.delivered.contains { $0.eventId == "leftover-\(b.id)" } }
+        #expect(try await h.app.ledger.unpublished().isEmpty, "marked (awaited on this path)")
+        #expect(gateway.state.current.calls == 0, "nothing sent")
+        await h.stop()
+    }
+}
