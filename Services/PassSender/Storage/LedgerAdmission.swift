@@ -76,9 +76,11 @@ extension PassLedger {
             let work = try Self.claim(db, booking: booking, kind: kind, recipients: list, indexes: indexes, claimer: claimer)
             jobs.append(NoticeJob(kind: kind, booking: booking, previous: previous, work: work))
         }
-        let everHeld = try Self.passHolders(db, bookingId: booking.id, from: 0, below: .max)
+        // Who was ever sent a pass: a query only the events that notify need.
+        func passesEverSent() throws -> Set<String> { try Self.passHolders(db, bookingId: booking.id, from: 0, below: .max) }
         switch type {
         case .bookingCancelled, .bookingRejected:
+            let everHeld = try passesEverSent()
             try claim(.cancelled) { everHeld.contains(Self.normalised($0.email)) }
         case .bookingRescheduled:
             // Passes for the previous time are void; who held one is told.
@@ -88,6 +90,7 @@ extension PassLedger {
         case .bookingConfirmed:
             if confirmed { try claim(.pass) { _ in true } }
         case .bookingUpdated:
+            let everHeld = try passesEverSent()
             let current = Set(booking.attendees.map { Self.normalised($0.email) })
             try claim(.removed) { !current.contains(Self.normalised($0.email)) && everHeld.contains(Self.normalised($0.email)) }
             if confirmed {

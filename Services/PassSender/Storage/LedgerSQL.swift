@@ -24,8 +24,12 @@ extension String: SQLBindable {
     /// (through GRDB) reads a string back only up to it. Keys never contain
     /// it (booking ids are the handler's, e-mails validated); a gateway's
     /// error text might, and must not fail the transaction that records it.
+    ///
+    /// The check looks for the byte 0 in the UTF-8 view (U+0000 is the only
+    /// scalar that encodes to it): `contains("\u{0}")` went through
+    /// Foundation's `NSString` search, 1.5 % of the pass sender's CPU.
     public var sqlValue: SQLValue {
-        .text(contains("\u{0}") ? replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : self)
+        .text(utf8.contains(0) ? replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : self)
     }
 }
 extension Data: SQLBindable { public var sqlValue: SQLValue { .blob(self) } }
