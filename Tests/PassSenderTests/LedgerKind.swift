@@ -154,3 +154,43 @@ struct SharedLedgerTests {
         }
     }
 }
+
+/// The outbox hand-over that spares the pass sender a read per message:
+/// `record` returns the rows it wrote with their ids, an admission returns
+/// its booking's unpublished rows (and only its booking's), and a queued
+/// mark is seen by every write queued after it.
+@Suite("Ledger outbox hand-over")
+struct LedgerOutboxHandOverTests {
+    @Test(arguments: LedgerKind.allCases) func recordReturnsItsRowsAndTheNextAdmissionFindsThemUntilMarked(_ kind: LedgerKind) async throws {
+        let dir = try TemporaryDirectory("ledger-outbox")
+        defer { dir.remove() }
+        let ledger = try await kind.open(directory: dir.url)
+        let booking = DispatcherTests.booking(attendees: 1)
+        let other = DispatcherTests.booking(attendees: 1)
+        func message(_ id: String) -> OutboxMessage {
+            OutboxMessage(exchange: "booking.events", routingKey: "pass.delivered", messageID: id, type: "pass.delivered",
+                          body: Array("{\"id\":\"\(id)\"}".utf8), headers: ["booking-id": .string(booking.id), "n": .int64(7)])
+        }
+        let written = try await ledger.record(bookingId: booking.id, version: 1, delivered: [], deliveredAt: "2026-11-24T00:00:00Z",
+                                              failures: [], outbox: [message("m1"), message("m2")])
+        #expect(written.map(\.message) == [message("m1"), message("m2")], "in order, as given")
+        #expect(written[0].id < written[1].id)
+        let unpublished = try await ledger.unpublished()
+        #expect(unpublished == written, "what record returned is what the table holds, ids and all")
+        _ = try await ledger.record(bookingId: other.id, version: 1, delivered: [], deliveredAt: "2026-11-24T00:00:00Z",
+                                    failures: [], outbox: [message("o1")])
+
+        let admitted = try await ledger.admitCollecting(event: .bookingConfirmed, booking: booking, previous: nil)
+        #expect(admitted.leftovers == written, "the booking's leftovers, oldest first, not the other booking's")
+        guard case .proceed(let jobs) = admitted.admission else { Issue.record("nothing admitted"); return }
+        #expect(jobs.flatMap(\.work).map(\.attendeeIndex) == [0])
+
+        // Marked by a queued write: the booking's next admission, queued
+        // after it, finds nothing left.
+        ledger.markPublishedSoon(written.map(\.id)) { error in Issue.record("mark failed: \(error)") }
+        let again = try await ledger.admitCollecting(event: .bookingConfirmed, booking: booking, previous: nil)
+        #expect(again.leftovers.isEmpty)
+        #expect(try await ledger.unpublished().map(\.message.messageID) == ["o1"])
+        await ledger.close()
+    }
+}
