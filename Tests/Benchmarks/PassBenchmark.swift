@@ -42,21 +42,8 @@ struct PassBenchmark: AsyncParsableCommand {
         var logger = Logger(label: "benchmarks")
         logger.logLevel = .warning
 
-        // A local HTTP gateway that always succeeds.
-        let router = Router()
-        for path in ["sendpass", "notify"] {
-            router.post(RouterPath(stringLiteral: path)) { request, _ -> Response in
-                _ = try await request.body.collect(upTo: 1 << 24)
-                return Response(status: .ok, headers: [.contentType: "application/json"],
-                                body: .init(byteBuffer: ByteBuffer(string: #"{"success":true}"#)))
-            }
-        }
-        let port = try freeTCPPort()
-        let httpApp = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)),
-                                  logger: logger)
-        let server = Task { try await httpApp.runService(gracefulShutdownSignals: []) }
-        defer { server.cancel() }
-        try await Task.sleep(for: .milliseconds(300))  // let the listener bind (benchmark only)
+        let gateway = try await LocalGateway.start(logger: logger)
+        defer { gateway.stop() }
 
         print("")
         // CPU µs/pass: this whole process (pass sender, HTTP gateway and the
@@ -69,7 +56,7 @@ struct PassBenchmark: AsyncParsableCommand {
                                                                          booking: sample)))
             let raw = passesOnly ? 0 : try await rawRate(url: broker.url, body: eventBody, count: bookings, logger: logger)
             for _ in 0..<rounds {
-                for (label, gatewayURL) in [("spool", nil as String?), ("http", "http://127.0.0.1:\(port)")]
+                for (label, gatewayURL) in [("spool", nil as String?), ("http", gateway.url)]
                     where gateways.contains(label) {
                     let (rate, noticeRate, cpu) = try await measure(url: broker.url, gatewayURL: gatewayURL, attendees: attendees,
                                                                     bookings: bookings, logger: logger)

@@ -7,8 +7,8 @@ import ServiceSupport
 import TestSupport
 
 /// The whole set as deployed — `booking-handler`, `pass-sender` (spool
-/// gateway) and `availability-projector` as release processes on one
-/// broker — booking `booking.create` with one attendee, 64 in flight and
+/// gateway, or with `--pass-gateway http` a local HTTP gateway) and
+/// `availability-projector` as release processes on one broker — booking `booking.create` with one attendee, 64 in flight and
 /// one at a time. Per phase: commands/s and reply p50/p99, how long the
 /// downstream services took to catch up (every pass spooled, the
 /// projector's queue empty), and each process's CPU per booking (user and
@@ -33,6 +33,8 @@ struct PipelineBenchmark: AsyncParsableCommand {
     var rate: [Int] = []
     @Option(help: "Commands per paced phase.")
     var paced = 2_000
+    @Option(help: "The pass sender's gateway: spool (files in its DATA_DIR, as the README runs it) or http (a local gateway in this process that always succeeds; its CPU is this process's, not the pass sender's).")
+    var passGateway = "spool"
     @Flag(help: "Book the pipelined and one-at-a-time phases through this package's Swift client instead of a raw rabbitmq-c loop (the echo baselines and paced phases always use the raw loop).")
     var swiftClient = false
 
@@ -54,6 +56,21 @@ struct PipelineBenchmark: AsyncParsableCommand {
         for d in directories { try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true) }
         let roomsFile = work.appendingPathComponent("rooms.json")
         try ContractJSON.encode((0..<rooms).map { RegisterRoom(name: "Room \($0)", capacity: 10) }).write(to: roomsFile)
+        var logger = Logger(label: "benchmarks")
+        logger.logLevel = .warning
+        var passEnvironment = ["DATA_DIR": directories[1]]
+        var gateway: LocalGateway?
+        switch passGateway {
+        case "spool": break
+        case "http":
+            let started = try await LocalGateway.start(logger: logger)
+            gateway = started
+            passEnvironment["PASS_GATEWAY_URL"] = started.url
+            passEnvironment["PASS_NOTIFY_URL"] = started.url
+        default: throw ValidationError("--pass-gateway: spool or http, not '\(passGateway)'")
+        }
+        defer { gateway?.stop() }
+        print("pass sender's gateway: \(passGateway)")
         let common = ["AMQP_URL": broker.url.urlStringWithCredentials, "LOG_LEVEL": "warning", "HTTP_PORT": "0"]
         // The handler's /metrics: its stage timers give the breakdown of a command.
         let handlerHTTP = try freeTCPPort()
@@ -62,7 +79,7 @@ struct PipelineBenchmark: AsyncParsableCommand {
             ("booking-handler", Topology.handlerCommandsQueue,
              launch("booking-handler", common.merging(["DATA_DIR": directories[0], "ROOMS_FILE": roomsFile.path,
                                                        "HTTP_PORT": "\(handlerHTTP)"]) { $1 })),
-            ("pass-sender", Topology.passSenderEventsQueue, launch("pass-sender", common.merging(["DATA_DIR": directories[1]]) { $1 })),
+            ("pass-sender", Topology.passSenderEventsQueue, launch("pass-sender", common.merging(passEnvironment) { $1 })),
             ("availability-projector", Topology.projectorEventsQueue,
              launch("availability-projector", common.merging(["DATA_DIR": directories[2]]) { $1 })),
         ]
@@ -94,7 +111,7 @@ struct PipelineBenchmark: AsyncParsableCommand {
         var booked = 0
 
         /// One phase: book `count`, then wait until every pass is spooled
-        /// and the projector's queue is empty; CPU of each process over both.
+        /// (or received by the local gateway) and the projector's queue is empty; CPU of each process over both.
         func phase(_ name: String, count: Int, inFlight: Int, rate: Double? = nil) async throws -> PhaseResult {
             let before = services.map { CPUTime.of(pid: $0.process.processIdentifier) }
             let stagesBefore = try await stages.read()
@@ -110,7 +127,8 @@ struct PipelineBenchmark: AsyncParsableCommand {
             let stagesAfter = try await stages.read()
             booked += count - result.failures
             while true {
-                let passes = (try? FileManager.default.contentsOfDirectory(atPath: spool.path))?.filter { $0.hasSuffix(".eml") }.count ?? 0
+                let passes = gateway?.passesReceived
+                    ?? (try? FileManager.default.contentsOfDirectory(atPath: spool.path))?.filter { $0.hasSuffix(".eml") }.count ?? 0
                 let projectorBacklog = try await client.queueInfo(Topology.projectorEventsQueue).messageCount
                 let passBacklog = try await client.queueInfo(Topology.passSenderEventsQueue).messageCount
                 if passes >= booked && projectorBacklog == 0 && passBacklog == 0 && lag.waiting == 0 { break }
