@@ -65,6 +65,34 @@ struct LeftoverOutboxTests {
         await h.stop()
     }
 
+    /// A leftover that cannot be published (here a routing key over
+    /// AMQP's 255 bytes; in life a nack) holds back the message's own
+    /// follow-ups: they stay unpublished, the message is requeued, and its
+    /// pass is not sent again on the redelivery.
+    @Test func aLeftoverThatFailsKeepsTheNewerFollowUpsBack() async throws {
+        let gateway = try await FaultGateway.start()
+        let h = try await PassHarness.start(gateway: gateway, name: "pass-leftover-fails")
+        let b = makeBooking(attendees: 1)
+        var bad = try deliveredEvent(b, index: 0, eventId: "unpublishable-\(b.id)")
+        bad.routingKey = String(repeating: "x", count: 300)
+        _ = try await h.app.ledger.record(bookingId: b.id, version: b.version, delivered: [],
+                                          deliveredAt: ContractFormat.timestamp(Date()), failures: [], outbox: [bad])
+        try await h.publish(.bookingConfirmed, b)
+        try await h.settled.wait("b's event requeued") { all in all.contains { $0.bookingId == b.id && $0.outcome == .requeued } }
+        // Read behind any queued mark: nothing of b's was marked published.
+        let left = try await h.app.ledger.unpublishedQueued(bookingId: b.id)
+        #expect(left.map(\.message.messageID).first == "unpublishable-\(b.id)")
+        #expect(left.count == 2 && left.last?.message.routingKey == EventType.passDelivered.rawValue,
+                "the pass's own pass.delivered is held back: \(left.map(\.message.routingKey))")
+        #expect(!h.events.current.delivered.contains { $0.bookingId == b.id })
+        // The redelivery sends nothing again (the pass is delivered in the ledger).
+        try await h.settled.wait("b's event requeued twice") { all in
+            all.filter { $0.bookingId == b.id && $0.outcome == .requeued }.count >= 2
+        }
+        #expect(gateway.sentCounts.values.allSatisfy { $0 == 1 } && gateway.sentCounts.count == 1)
+        await h.stop()
+    }
+
     /// An unusable retry message (its admission throws, so it returns no
     /// leftovers) still publishes the booking's leftovers before it is
     /// dead-lettered.

@@ -55,11 +55,14 @@ public struct PassDispatcher: Sendable {
         public var gatewayCalls = 0
         /// Notices delivered, by kind: recipient indexes (``NoticeJob/recipients``).
         public var notices: [NoticeKind: [Int]] = [:]
-        /// The follow-up messages to publish before the message is acked,
-        /// oldest first: what earlier messages of the booking left
-        /// unpublished (found by the admission), then what this one's
-        /// gateway answers committed. Published from here, so nothing is
-        /// read back from the outbox per message.
+        /// What earlier messages of the booking left unpublished in the
+        /// outbox, oldest first (found by the admission): published before
+        /// ``outbox``, and on their own, so a failure among them stops the
+        /// newer follow-ups from overtaking them.
+        public var leftovers: [OutboxRow] = []
+        /// The follow-up messages this message's gateway answers committed,
+        /// in order: published before the message is acked, from here, so
+        /// nothing is read back from the outbox per message.
         public var outbox: [OutboxRow] = []
     }
 
@@ -107,7 +110,7 @@ public struct PassDispatcher: Sendable {
 
     private func run(_ admitted: PassLedger.Admitted) async throws -> Summary {
         var summary = Summary()
-        summary.outbox = admitted.leftovers
+        summary.leftovers = admitted.leftovers
         switch admitted.admission {
         case .dropped(let reason):
             summary.dropped = reason

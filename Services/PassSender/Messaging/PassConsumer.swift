@@ -32,8 +32,9 @@ actor KeyedLock {
 /// Per delivery: admit the message to the ledger (which also finds what
 /// its outbox still holds for that booking); run the gateway calls (each
 /// committed to the ledger with its follow-up messages); publish the
-/// leftovers and then those follow-ups with publisher confirms, in order,
-/// and mark them published; only then ack. Poison (undecodable, unknown
+/// leftovers, then those follow-ups, with publisher confirms, in order;
+/// queue the write that marks them published; only then ack (the mark is
+/// not awaited: ``publish(_:waitForMark:)``). Poison (undecodable, unknown
 /// type, unusable retry) is rejected without requeue, which dead-letters it
 /// to `<queue>.dead`.
 public struct PassConsumer: Sendable {
@@ -183,10 +184,11 @@ public struct PassConsumer: Sendable {
     }
 
     /// Runs `work` under the booking's lock and publishes the follow-ups it
-    /// returns (``PassDispatcher/Summary/outbox``), then acks; on failure
-    /// waits a moment and requeues. An unusable message is dead-lettered
-    /// after the booking's leftovers are published (its admission, which
-    /// would have returned them, threw).
+    /// returns (``PassDispatcher/Summary/leftovers``, then
+    /// ``PassDispatcher/Summary/outbox``), then acks; on failure waits a
+    /// moment and requeues. An unusable message is dead-lettered after the booking's
+    /// leftovers are published (its admission, which would have returned
+    /// them, threw).
     private func settle(_ delivery: AMQPDelivery, queue: String, bookingId: String, logger: Logger, label: String,
                         _ work: @Sendable () async throws -> PassDispatcher.Summary?) async {
         await locks.lock(bookingId)
@@ -198,6 +200,9 @@ public struct PassConsumer: Sendable {
                 try await flush(bookingId: bookingId)
                 throw error
             }
+            // Leftovers on their own first: if one of them fails, the
+            // newer follow-ups must not overtake it.
+            try await publish(summary?.leftovers ?? [], waitForMark: false)
             try await publish(summary?.outbox ?? [], waitForMark: false)
             await locks.unlock(bookingId)
         } catch let error as PassLedger.UnusableMessage {
@@ -207,6 +212,9 @@ public struct PassConsumer: Sendable {
                               summary: nil))
             return
         } catch {
+            // What was committed but not published waits for the
+            // redelivery (its admission finds it), not flushed here: a
+            // flush is one batch, and a row that failed would be overtaken.
             await locks.unlock(bookingId)
             logger.error("message could not be finished; requeueing", metadata: ["error": "\(error)"])
             PassSenderMetrics.shared.messages.increment(label, "requeued")
@@ -234,7 +242,14 @@ public struct PassConsumer: Sendable {
     /// published.
     public func flush(bookingId: String?) async throws {
         while true {
-            let rows = try await ledger.unpublished(bookingId: bookingId, limit: 500)
+            // A booking's rows are read through the ledger's write queue,
+            // behind any mark still queued for them (on SQLite a plain read
+            // would not see it yet and publish them again).
+            let rows = if let bookingId {
+                try await ledger.unpublishedQueued(bookingId: bookingId, limit: 500)
+            } else {
+                try await ledger.unpublished(limit: 500)
+            }
             guard !rows.isEmpty else { return }
             try await publish(rows, waitForMark: true)
             if rows.count < 500 { return }

@@ -153,6 +153,13 @@ public final class PassLedger: Sendable {
         try await database.read { db in try Self.unpublished(db, bookingId: bookingId, limit: limit) }
     }
 
+    /// ``unpublished(bookingId:limit:)`` for one booking, read in the write
+    /// queue: after every write queued before it, such as a mark
+    /// (``markPublishedSoon(_:onError:)``) not yet committed.
+    public func unpublishedQueued(bookingId: String, limit: Int = 1000) async throws -> [OutboxRow] {
+        try await database.write(lockKey: bookingId) { db in try Self.unpublished(db, bookingId: bookingId, limit: limit) }
+    }
+
     /// ``unpublished(bookingId:limit:)`` inside a transaction (admissions
     /// read a booking's leftovers in their own write).
     static func unpublished(_ db: any LedgerSQL, bookingId: String?, limit: Int) throws -> [OutboxRow] {
