@@ -2,7 +2,6 @@ import AMQPClient
 import ArgumentParser
 import BookingContracts
 import Foundation
-import Hummingbird
 import Logging
 import PassSender
 import ServiceLifecycle

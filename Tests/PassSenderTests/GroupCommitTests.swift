@@ -202,6 +202,8 @@ struct GroupCommitTests {
         // Back at once, though the transaction before it is still held.
         #expect(settled.withLock { $0 }.isEmpty && f.store.committed.isEmpty)
         let idle = Task { await f.group.idle(); return f.store.committed }
+        // Waiting (not returned at once) while the first transaction is held.
+        await Self.awaitEvent(&events, .idleWaiting)
         let later = Task { try await f.write("b") }
         await Self.awaitEvent(&events, .queued(pending: 2))
         f.releaseFirst()

@@ -47,6 +47,8 @@ final class GroupCommit: Sendable {
         case committed(writes: Int, failed: Int)
         /// It failed as a whole: every write of it failed.
         case failedBatch(writes: Int)
+        /// An ``idle()`` caller waits for the queue to run dry.
+        case idleWaiting
     }
 
     /// Counts since start (tests, metrics).
@@ -130,7 +132,7 @@ final class GroupCommit: Sendable {
                 s.idleWaiters.append(continuation)
                 return false
             }
-            if now { continuation.resume() }
+            if now { continuation.resume() } else { observer?(.idleWaiting) }
         }
     }
 

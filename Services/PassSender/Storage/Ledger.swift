@@ -184,12 +184,7 @@ public final class PassLedger: Sendable {
     /// Marks outbox rows as published (confirmed by the broker).
     public func markPublished(_ ids: [Int64]) async throws {
         guard !ids.isEmpty else { return }
-        try await database.write(lockKey: nil) { db in
-            let now = Date().timeIntervalSince1970
-            for id in ids {
-                try db.execute("UPDATE outbox SET publishedAt = ? WHERE id = ?", now, id)
-            }
-        }
+        try await database.write(lockKey: nil) { db in try Self.setPublished(ids, db) }
     }
 
     /// Marks outbox rows as published without waiting for the commit: the
@@ -201,12 +196,16 @@ public final class PassLedger: Sendable {
     /// message repeated is ignored by the attempt count.
     public func markPublishedSoon(_ ids: [Int64], onError: @escaping @Sendable (any Error) -> Void) {
         guard !ids.isEmpty else { return }
-        database.submit(lockKey: nil, { db in
-            let now = Date().timeIntervalSince1970
-            for id in ids {
-                try db.execute("UPDATE outbox SET publishedAt = ? WHERE id = ?", now, id)
-            }
-        }, settle: { error in if let error { onError(error) } })
+        database.submit(lockKey: nil, { db in try Self.setPublished(ids, db) },
+                        settle: { error in if let error { onError(error) } })
+    }
+
+    /// The mark itself, shared by the awaited and the queued form.
+    private static func setPublished(_ ids: [Int64], _ db: any LedgerSQL) throws {
+        let now = Date().timeIntervalSince1970
+        for id in ids {
+            try db.execute("UPDATE outbox SET publishedAt = ? WHERE id = ?", now, id)
+        }
     }
 
     /// Deletes outbox rows published more than `age` seconds ago; returns how many.
