@@ -104,10 +104,13 @@ public struct EncodedBooking: Sendable {
     /// `ContractJSON.encode(booking)`.
     public let json: Data
 
-    /// Encodes `booking`.
-    public init(_ booking: Booking) throws {
+    /// Encodes `booking` (``Booking/appendJSON(to:contacts:)``).
+    public init(_ booking: Booking) {
         self.booking = booking
-        self.json = try ContractJSON.encode(booking)
+        var json: [UInt8] = []
+        json.reserveCapacity(384 + booking.attendees.count * 96)
+        booking.appendJSON(to: &json)
+        self.json = Data(json)
     }
 
     /// The body of a ``BookingEvent`` for this booking; `previous` is the
@@ -116,57 +119,30 @@ public struct EncodedBooking: Sendable {
     /// (a release for want of check-in). Both sort after `occurredAt`, in
     /// this order, so they go last.
     public func event(eventId: String, occurredAt: String, previous: Data? = nil, released: Bool = false) -> Data {
-        var out = Data(#"{"booking":"#.utf8)
-        out.reserveCapacity(json.count + eventId.utf8.count + occurredAt.utf8.count + (previous?.count ?? 0) + 52)
-        out.append(json)
+        var out: [UInt8] = []
+        out.reserveCapacity(json.count + eventId.utf8.count + occurredAt.utf8.count + (previous?.count ?? 0) + 64)
+        out.append(contentsOf: #"{"booking":"#.utf8)
+        out.append(contentsOf: json)
         out.append(contentsOf: #","eventId":"#.utf8)
-        Self.appendString(eventId, to: &out)
+        JSONBytes.string(eventId, to: &out)
         out.append(contentsOf: #","occurredAt":"#.utf8)
-        Self.appendString(occurredAt, to: &out)
+        JSONBytes.string(occurredAt, to: &out)
         if let previous {
             out.append(contentsOf: #","previous":"#.utf8)
-            out.append(previous)
+            out.append(contentsOf: previous)
         }
         if released { out.append(contentsOf: #","released":true"#.utf8) }
         out.append(UInt8(ascii: "}"))
-        return out
+        return Data(out)
     }
 
     /// The body of the success reply ``CommandReply/booking(_:)``.
     public var reply: Data {
-        var out = Data(#"{"booking":"#.utf8)
-        out.append(json)
+        var out: [UInt8] = []
+        out.reserveCapacity(json.count + 22)
+        out.append(contentsOf: #"{"booking":"#.utf8)
+        out.append(contentsOf: json)
         out.append(contentsOf: #","ok":true}"#.utf8)
-        return out
-    }
-
-    /// A JSON string literal as JSONEncoder writes it with
-    /// `.withoutEscapingSlashes`: quote, backslash and control characters
-    /// escaped, everything else (including non-ASCII) as UTF-8.
-    static func appendString(_ string: String, to out: inout Data) {
-        out.append(UInt8(ascii: "\""))
-        defer { out.append(UInt8(ascii: "\"")) }
-        // Ids and timestamps never need escaping: one copy, not a byte loop.
-        if !string.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
-            out.append(contentsOf: string.utf8)
-            return
-        }
-        for byte in string.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): out.append(contentsOf: #"\""#.utf8)
-            case UInt8(ascii: "\\"): out.append(contentsOf: #"\\"#.utf8)
-            case 0x08: out.append(contentsOf: #"\b"#.utf8)
-            case 0x0C: out.append(contentsOf: #"\f"#.utf8)
-            case 0x0A: out.append(contentsOf: #"\n"#.utf8)
-            case 0x0D: out.append(contentsOf: #"\r"#.utf8)
-            case 0x09: out.append(contentsOf: #"\t"#.utf8)
-            case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                out.append(contentsOf: #"\u00"#.utf8)
-                out.append(hex[Int(byte >> 4)])
-                out.append(hex[Int(byte & 0xF)])
-            default: out.append(byte)
-            }
-        }
+        return Data(out)
     }
 }

@@ -34,9 +34,12 @@ public struct ReplySender: Sendable {
         self.appID = appID
     }
 
-    /// Publishes `body` (`type`) as the reply to a request with `request`'s properties.
+    /// Publishes `body` (`type`) as the reply to a request with `request`'s
+    /// properties. `logger` is evaluated only when a line is written (a
+    /// caller's per-message metadata costs nothing on the usual path).
     @discardableResult
-    public func reply(_ body: [UInt8], type: String, to request: AMQPProperties, logger: Logger) async throws(AMQPError) -> Outcome {
+    public func reply(_ body: [UInt8], type: String, to request: AMQPProperties,
+                      logger: @autoclosure () -> Logger) async throws(AMQPError) -> Outcome {
         guard let replyTo = request.replyTo, !replyTo.isEmpty else { return .noReplyTo }
         let properties = AMQPProperties(
             contentType: MessageProperties.contentType, deliveryMode: .persistent,
@@ -47,7 +50,7 @@ public struct ReplySender: Sendable {
                                          mandatory: !replyTo.hasPrefix(MessageProperties.directReplyTo))
             return .sent
         } catch where error.code == .unroutable || error.code == .invalidArgument {
-            logger.warning("reply could not be delivered", metadata: [
+            logger().warning("reply could not be delivered", metadata: [
                 "amqp.reply_to": .string(String(replyTo.prefix(255))), "reply.type": .string(type), "error": "\(error)"])
             return .undeliverable
         }

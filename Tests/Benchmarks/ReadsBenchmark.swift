@@ -249,7 +249,7 @@ struct ReadsBenchmark: AsyncParsableCommand {
                     title: "Meeting \(i)", status: .confirmed,
                     attendees: [Attendee(name: "Ada Lovelace", email: "ada\(i % 97)@example.com", phone: "+491701234567")],
                     requestedBy: "partner-\(i % 5)", version: 1)
-                batch.append((try EncodedBooking(booking), startsAt, endsAt))
+                batch.append((EncodedBooking(booking), startsAt, endsAt))
                 ids.append(booking.id)
             }
             let rows = batch

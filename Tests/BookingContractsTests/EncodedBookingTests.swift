@@ -16,7 +16,7 @@ struct EncodedBookingTests {
 
     @Test(arguments: [Fixtures.booking, Fixtures.pendingBooking, Fixtures.cancelledBooking, awkward])
     func eventIsWhatTheEncoderWrites(booking: Booking) throws {
-        let encoded = try EncodedBooking(booking)
+        let encoded = EncodedBooking(booking)
         for (id, at) in [(Fixtures.bookingId, Fixtures.occurredAt), ("we\"ird\\id\u{01}", "2026-11-22T10:00:00Z")] {
             let spliced = encoded.event(eventId: id, occurredAt: at)
             let reference = try ContractJSON.encode(BookingEvent(eventId: id, occurredAt: at, booking: booking))
@@ -40,7 +40,7 @@ struct EncodedBookingTests {
 
     @Test(arguments: [Fixtures.booking, awkward])
     func replyIsWhatTheEncoderWrites(booking: Booking) throws {
-        let encoded = try EncodedBooking(booking)
+        let encoded = EncodedBooking(booking)
         let reference = try ContractJSON.encode(CommandReply.booking(booking))
         #expect(String(decoding: encoded.reply, as: UTF8.self) == String(decoding: reference, as: UTF8.self))
         #expect(try ContractJSON.decode(CommandReply.self, from: encoded.reply) == .booking(booking))

@@ -190,7 +190,7 @@ public struct CommandProcessor: Sendable {
             timeZone: valid.slot.timeZone, startsAt: ContractFormat.timestamp(valid.slot.startsAt),
             endsAt: ContractFormat.timestamp(valid.slot.endsAt), title: valid.title, description: valid.description,
             status: valid.status, attendees: valid.attendees, requestedBy: requester, version: 1, series: series)
-        let encoded = try EncodedBooking(booking)
+        let encoded = EncodedBooking(booking)
         // A booking that needs no approval is confirmed at once: consumers
         // that act on confirmation (passes) get the same event as for
         // an approved one, with the same version.
@@ -395,11 +395,11 @@ public struct CommandProcessor: Sendable {
               let endsAt = ContractFormat.parseTimestamp(changed.endsAt) else {
             throw StoreCorruption(description: "booking \(booking.id) has unreadable instants")
         }
-        let encoded = try EncodedBooking(changed)
+        let encoded = EncodedBooking(changed)
         try tx.save(encoded, startsAt: startsAt, endsAt: endsAt)
         let eventID = newID()
         let snapshot = BookingSnapshot(booking)
-        let previous = try ContractJSON.encode(snapshot)
+        let previous = snapshot.json
         let occurredAt = ContractFormat.timestamp(now)
         try tx.enqueue(routingKey: event.rawValue, messageID: eventID,
                        body: encoded.event(eventId: eventID, occurredAt: occurredAt, previous: previous, released: released),

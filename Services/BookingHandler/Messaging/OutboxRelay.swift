@@ -199,13 +199,12 @@ public final class OutboxRelay: Service, Sendable {
             owners.append(index)
             if let type = EventType(rawValue: event.routingKey), type.isBookingEvent {
                 // The value when this process made the event, else the body.
-                guard let value = event.value ?? (try? ContractJSON.decode(BookingEvent.self, from: event.body)),
-                      let redacted = try? ContractJSON.encode(PublicBookingEvent(value)) else {
+                guard let value = event.value ?? (try? ContractJSON.decode(BookingEvent.self, from: event.body)) else {
                     logger.error("booking event unreadable; not published to booking.public",
                                  metadata: ["event.id": .string(event.messageID)])
                     continue
                 }
-                messages.append(OutgoingMessage(body: [UInt8](redacted), exchange: Topology.publicExchange,
+                messages.append(OutgoingMessage(body: value.publicJSON, exchange: Topology.publicExchange,
                                                 routingKey: event.routingKey, properties: properties))
                 owners.append(index)
             }

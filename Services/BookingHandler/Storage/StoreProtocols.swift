@@ -160,7 +160,7 @@ extension StoreTransaction {
 
     /// Inserts or replaces a booking (the caller bumps `version`).
     public func save(_ booking: Booking, startsAt: Date, endsAt: Date) throws {
-        try save(try EncodedBooking(booking), startsAt: startsAt, endsAt: endsAt)
+        try save(EncodedBooking(booking), startsAt: startsAt, endsAt: endsAt)
     }
 }
 
