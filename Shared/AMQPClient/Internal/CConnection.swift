@@ -168,6 +168,20 @@ final class CConnection {
     // MARK: Socket and frames
 
     var socketFD: Int32 { amqp_get_sockfd(state) }
+
+    /// Sets or clears `TCP_CORK` on the socket. rabbitmq-c 0.11 writes every
+    /// frame with a system call of its own, and with `TCP_NODELAY` (which it
+    /// sets) each becomes a TCP segment — three per published message.
+    /// Corked, the kernel only queues them; clearing the cork sends what is
+    /// queued at once, in full segments. The I/O loop corks only around
+    /// writes that wait for nothing (publishes, acks) and uncorks before
+    /// any synchronous call and before it polls, so nothing is held back
+    /// while an answer is awaited. A failure is ignored (the next write
+    /// reports a dead socket).
+    func setCork(_ on: Bool) {
+        var value: Int32 = on ? 1 : 0
+        _ = setsockopt(socketFD, Int32(IPPROTO_TCP), TCP_CORK, &value, socklen_t(MemoryLayout<Int32>.size))
+    }
     /// Negotiated heartbeat in seconds (0 = off).
     var heartbeat: Int32 { amqp_get_heartbeat(state) }
 

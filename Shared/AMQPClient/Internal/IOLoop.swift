@@ -38,6 +38,28 @@ enum IOCommand: Sendable {
     case close(Promise<Void>?)
 }
 
+extension IOCommand {
+    /// What a command writes, for ``IOLoop/corkPlan(_:)``.
+    enum WriteKind: Equatable {
+        /// Publishes: three frames each, no answer awaited.
+        case publishes
+        /// An ack, nack or reject: one frame, no answer.
+        case settle
+        /// Anything else: it may make a synchronous call (declare, consume,
+        /// the first RPC's reply consumer, queue inspection, close).
+        case mayWait
+    }
+
+    var writeKind: WriteKind {
+        switch self {
+        case .publish, .publishBatch: .publishes
+        case .settle: .settle
+        case .rpc, .declare, .consume, .stopConsumer, .inspectQueue, .deleteQueue, .deleteExchange, .purgeQueue, .get,
+             .close: .mayWait
+        }
+    }
+}
+
 func monotonicNanos() -> UInt64 {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
@@ -345,7 +367,7 @@ final class IOLoop: @unchecked Sendable {
     private func serviceConnection() {
         guard let c = io.conn else { return }
         do {
-            for command in takeCommands() { handle(command) }
+            runCorked(takeCommands(), c)
             guard io.machine.isServicing else { return }
 
             // Frames rabbitmq-c already holds (queued during a synchronous
@@ -394,6 +416,36 @@ final class IOLoop: @unchecked Sendable {
             if !c.hasBufferedInput { c.releaseBuffers() }
         } catch {
             connectionLost(error)
+        }
+    }
+
+    /// Runs `commands`, with the socket corked (``CConnection/setCork(_:)``)
+    /// where ``corkPlan(_:)`` says so, and uncorked at the end, before the
+    /// loop polls.
+    private func runCorked(_ commands: [IOCommand], _ c: CConnection) {
+        var corked = false
+        for (command, cork) in zip(commands, Self.corkPlan(commands.map(\.writeKind))) {
+            if cork != corked, io.machine.isServicing, io.conn === c {
+                c.setCork(cork)
+                corked = cork
+            }
+            handle(command)
+        }
+        if corked, io.conn === c { c.setCork(false) }
+    }
+
+    /// For each command of one mailbox drain, whether the socket is corked
+    /// while it runs: while two or more frames that wait for nothing go out
+    /// back to back (a publish is three frames; a batch, or publishes and
+    /// acks together, many), never while a command may wait for the broker
+    /// (a synchronous call must not sit in the kernel's queue).
+    static func corkPlan(_ kinds: [IOCommand.WriteKind]) -> [Bool] {
+        kinds.map { kind in
+            switch kind {
+            case .publishes: true
+            case .settle: kinds.count > 1
+            case .mayWait: false
+            }
         }
     }
 
