@@ -258,12 +258,11 @@ public final class PassLedger: Sendable {
 
     static func storeSnapshot(_ db: any LedgerSQL, _ booking: Booking, _ previous: BookingSnapshot?) throws {
         try db.execute("INSERT INTO snapshot (bookingId, version, json, previous) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                       booking.id, booking.version, try ContractJSON.encode(booking),
-                       try previous.map { try ContractJSON.encode($0) })
+                       booking.id, booking.version, EncodedBooking(booking).json, previous?.json)
         if let previous {
             // A snapshot stored by a retry message that had no `previous`.
             try db.execute("UPDATE snapshot SET previous = ? WHERE bookingId = ? AND version = ? AND previous IS NULL",
-                           try ContractJSON.encode(previous), booking.id, booking.version)
+                           previous.json, booking.id, booking.version)
         }
     }
 
@@ -271,7 +270,7 @@ public final class PassLedger: Sendable {
     /// newest replaces an older one.
     static func storeOccurrence(_ db: any LedgerSQL, _ booking: Booking) throws {
         guard let series = booking.series else { return }
-        let json = try ContractJSON.encode(booking)
+        let json = EncodedBooking(booking).json
         try db.execute("""
             INSERT INTO series_occurrence (seriesId, bookingId, original, latest, latestVersion) VALUES (?, ?, ?, ?, ?)
             ON CONFLICT(seriesId, bookingId) DO UPDATE SET latest = excluded.latest, latestVersion = excluded.latestVersion
