@@ -57,8 +57,11 @@ struct BookingJSONTests {
         return BookingEvent(eventId: text(&g), occurredAt: text(&g), booking: booking(&g), previous: previous, released: released)
     }
 
+    /// Bytes, not strings: `String` equality is canonical equivalence, which
+    /// would let a differently normalised text pass.
     static func same(_ written: some Collection<UInt8>, _ reference: Data, _ what: String) {
-        #expect(String(decoding: written, as: UTF8.self) == String(decoding: reference, as: UTF8.self), "\(what)")
+        #expect(Array(written) == Array(reference),
+                "\(what): \(String(decoding: written, as: UTF8.self)) vs \(String(decoding: reference, as: UTF8.self))")
     }
 
     @Test func aBookingIsWhatTheEncoderWrites() throws {

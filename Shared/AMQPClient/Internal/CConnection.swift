@@ -170,14 +170,16 @@ final class CConnection {
     var socketFD: Int32 { amqp_get_sockfd(state) }
 
     /// Sets or clears `TCP_CORK` on the socket. rabbitmq-c 0.11 writes every
-    /// frame with a system call of its own, and with `TCP_NODELAY` (which it
-    /// sets) each becomes a TCP segment — three per published message.
-    /// Corked, the kernel only queues them; clearing the cork sends what is
-    /// queued at once, in full segments. The I/O loop corks only around
-    /// writes that wait for nothing (publishes, acks) and uncorks before
-    /// any synchronous call and before it polls, so nothing is held back
-    /// while an answer is awaited. A failure is ignored (the next write
-    /// reports a dead socket).
+    /// frame with a system call of its own; it marks a message's method and
+    /// header frames `MSG_MORE` (plain TCP), so a message leaves as one
+    /// segment, but with `TCP_NODELAY` (which it sets) every message and
+    /// every ack is a segment of its own — five publishes and an ack per
+    /// booking. Corked, the kernel only queues them; clearing the cork sends
+    /// what is queued at once, in full segments. The I/O loop corks only
+    /// around writes that wait for nothing (publishes, acks) and uncorks
+    /// before any synchronous call and before it polls, so nothing is held
+    /// back while an answer is awaited. A failure is ignored (the next
+    /// write reports a dead socket).
     func setCork(_ on: Bool) {
         var value: Int32 = on ? 1 : 0
         _ = setsockopt(socketFD, Int32(IPPROTO_TCP), TCP_CORK, &value, socklen_t(MemoryLayout<Int32>.size))

@@ -41,8 +41,8 @@ enum IOCommand: Sendable {
 extension IOCommand {
     /// What a command writes, for ``IOLoop/corkPlan(_:)``.
     enum WriteKind: Equatable {
-        /// Publishes: three frames each, no answer awaited.
-        case publishes
+        /// This many messages published; no answer awaited.
+        case publishes(Int)
         /// An ack, nack or reject: one frame, no answer.
         case settle
         /// Anything else: it may make a synchronous call (declare, consume,
@@ -52,7 +52,8 @@ extension IOCommand {
 
     var writeKind: WriteKind {
         switch self {
-        case .publish, .publishBatch: .publishes
+        case .publish: .publishes(1)
+        case .publishBatch(let messages, _): .publishes(messages.count)
         case .settle: .settle
         case .rpc, .declare, .consume, .stopConsumer, .inspectQueue, .deleteQueue, .deleteExchange, .purgeQueue, .get,
              .close: .mayWait
@@ -435,18 +436,27 @@ final class IOLoop: @unchecked Sendable {
     }
 
     /// For each command of one mailbox drain, whether the socket is corked
-    /// while it runs: while two or more frames that wait for nothing go out
-    /// back to back (a publish is three frames; a batch, or publishes and
-    /// acks together, many), never while a command may wait for the broker
-    /// (a synchronous call must not sit in the kernel's queue).
+    /// while it runs: in a run of commands that wait for nothing (publishes
+    /// and acks, between commands that may wait) when the run writes more
+    /// than one message or ack — each would otherwise be a segment of its
+    /// own; a lone message already leaves as one (``CConnection/setCork(_:)``).
+    /// Never while a command may wait for the broker: its request must not
+    /// sit in the kernel's queue.
     static func corkPlan(_ kinds: [IOCommand.WriteKind]) -> [Bool] {
-        kinds.map { kind in
-            switch kind {
-            case .publishes: true
-            case .settle: kinds.count > 1
-            case .mayWait: false
+        var plan = [Bool](repeating: false, count: kinds.count)
+        var start = 0
+        while start < kinds.count {
+            guard kinds[start] != .mayWait else { start += 1; continue }
+            var end = start
+            var writes = 0
+            while end < kinds.count, kinds[end] != .mayWait {
+                if case .publishes(let n) = kinds[end] { writes += n } else { writes += 1 }
+                end += 1
             }
+            if writes > 1 { for i in start..<end { plan[i] = true } }
+            start = end
         }
+        return plan
     }
 
     private func heartbeatServiceInterval(_ c: CConnection) -> UInt64 {
