@@ -40,7 +40,7 @@ extension BookingRules {
         var result: [Attendee] = []
         result.reserveCapacity(input.count)
         for (index, attendee) in input.enumerated() {
-            let name = attendee.name.trimmingCharacters(in: .whitespacesAndNewlines)
+            let name = attendee.name.trimmingWhitespace()
             if name.isEmpty {
                 return .failure(ReplyError(code: .attendeeNameInvalid,
                                            text: "attendee \(index): name must not be empty",
@@ -83,7 +83,7 @@ extension BookingRules {
     /// `"ada@Example.COM"` → `"ada@example.com"`; `"a@b"`, `"a b@c.de"`,
     /// `"@x.de"`, `"x@"` → nil.
     public static func isValidEmail(_ input: String) -> String? {
-        let text = input.trimmingCharacters(in: .whitespacesAndNewlines)
+        let text = input.trimmingWhitespace()
         guard !text.isEmpty, text.utf8.count <= maxEmailLength else { return nil }
         let parts = text.split(separator: "@", omittingEmptySubsequences: false)
         guard parts.count == 2 else { return nil }

@@ -184,7 +184,7 @@ public enum BookingRules: Sendable {
     public static func text(title: String, description: String?)
         -> Result<(title: String, description: String?), ReplyError>
     {
-        let trimmedTitle = title.trimmingCharacters(in: .whitespacesAndNewlines)
+        let trimmedTitle = title.trimmingWhitespace()
         if trimmedTitle.isEmpty {
             return .failure(ReplyError(code: .invalidField, text: "title must not be empty", field: "title"))
         }
@@ -192,7 +192,7 @@ public enum BookingRules: Sendable {
             return .failure(ReplyError(code: .invalidField,
                                        text: "title is longer than \(maxTitleBytes) bytes (UTF-8)", field: "title"))
         }
-        var trimmedDescription = description?.trimmingCharacters(in: .whitespacesAndNewlines)
+        var trimmedDescription = description?.trimmingWhitespace()
         if let text = trimmedDescription {
             if text.utf8.count > maxDescriptionBytes {
                 return .failure(ReplyError(code: .invalidField,

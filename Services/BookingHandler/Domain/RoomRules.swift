@@ -29,7 +29,7 @@ extension BookingRules {
     ///   `closes`), `opens` before `closes` (field `closes`).
     public static func validateRoom(_ command: RegisterRoom) -> Result<Room, ReplyError> {
         var room = command.resolved()
-        let name = room.name.trimmingCharacters(in: .whitespacesAndNewlines)
+        let name = room.name.trimmingWhitespace()
         if name.isEmpty {
             return .failure(invalid("name", "room name must not be empty"))
         }
