@@ -9,11 +9,55 @@ import Foundation
 // (docs/performance.md, fourth round). These writers produce the same
 // bytes as ``ContractJSON/encode(_:)`` for the same value: keys in sorted
 // order, absent optionals omitted, strings escaped as `JSONEncoder` does
-// with `.withoutEscapingSlashes`. `BookingJSONTests` checks that byte for
-// byte on random values; a field added to one of these types must be added
-// here too, and that test fails until it is. They write into `[UInt8]`:
-// `Data`'s generic `append(contentsOf:)` casts dynamically on every call
-// and cost as much as the writing itself.
+// with `.withoutEscapingSlashes`. `BookingJSONTests` and
+// `EncodedBookingTests` check that byte for byte; a field added to one of
+// these types must be added here too, and those tests fail until it is.
+// They write into `[UInt8]`: `Data`'s generic `append(contentsOf:)` casts
+// dynamically on every call and cost as much as the writing itself.
+
+/// A booking encoded once, and the messages that carry it built around
+/// those bytes, so the booking handler encodes a booking once per command
+/// instead of once per row, event and reply. Each result is byte for byte
+/// what ``ContractJSON/encode(_:)`` produces for the same value (sorted
+/// keys: `booking` sorts before `eventId`, `occurredAt` and `ok`).
+public struct EncodedBooking: Sendable {
+    /// The booking.
+    public let booking: Booking
+    /// `ContractJSON.encode(booking)`.
+    public let json: Data
+
+    /// Encodes `booking` (``Booking/appendJSON(to:contacts:)``).
+    public init(_ booking: Booking) {
+        self.booking = booking
+        var json: [UInt8] = []
+        json.reserveCapacity(384 + booking.attendees.count * 96)
+        booking.appendJSON(to: &json)
+        self.json = Data(json)
+    }
+
+    /// The body of a ``BookingEvent`` for this booking; `previous` is the
+    /// encoded ``BookingSnapshot`` of the booking before the change (v1.1),
+    /// nil for a booking's first events; `released` adds `"released":true`
+    /// (a release for want of check-in).
+    public func event(eventId: String, occurredAt: String, previous: Data? = nil, released: Bool = false) -> Data {
+        var out: [UInt8] = []
+        out.reserveCapacity(json.count + eventId.utf8.count + occurredAt.utf8.count + (previous?.count ?? 0) + 64)
+        JSONBytes.event(eventId: eventId, occurredAt: occurredAt, released: released ? true : nil, to: &out,
+                        booking: { $0.append(contentsOf: json) },
+                        previous: previous.map { previous in { $0.append(contentsOf: previous) } })
+        return Data(out)
+    }
+
+    /// The body of the success reply ``CommandReply/booking(_:)``.
+    public var reply: Data {
+        var out: [UInt8] = []
+        out.reserveCapacity(json.count + 22)
+        out.append(contentsOf: #"{"booking":"#.utf8)
+        out.append(contentsOf: json)
+        out.append(contentsOf: #","ok":true}"#.utf8)
+        return Data(out)
+    }
+}
 
 extension Booking {
     /// Appends what ``ContractJSON/encode(_:)`` writes for this booking, or,
@@ -22,49 +66,29 @@ extension Booking {
     public func appendJSON(to out: inout [UInt8], contacts: Bool = true) {
         out.append(contentsOf: #"{"attendees":"#.utf8)
         Attendee.appendJSON(attendees, to: &out, contacts: contacts)
-        if let cancelReason {
-            out.append(contentsOf: #","cancelReason":"#.utf8)
-            JSONBytes.string(cancelReason, to: &out)
-        }
-        out.append(contentsOf: #","date":"#.utf8)
-        JSONBytes.string(date, to: &out)
-        if let description {
-            out.append(contentsOf: #","description":"#.utf8)
-            JSONBytes.string(description, to: &out)
-        }
-        out.append(contentsOf: #","end":"#.utf8)
-        JSONBytes.string(end, to: &out)
-        out.append(contentsOf: #","endsAt":"#.utf8)
-        JSONBytes.string(endsAt, to: &out)
-        out.append(contentsOf: #","id":"#.utf8)
-        JSONBytes.string(id, to: &out)
-        if let requestedBy {
-            out.append(contentsOf: #","requestedBy":"#.utf8)
-            JSONBytes.string(requestedBy, to: &out)
-        }
-        out.append(contentsOf: #","room":"#.utf8)
-        JSONBytes.string(room, to: &out)
+        JSONBytes.member(#","cancelReason":"#, cancelReason, to: &out)
+        JSONBytes.member(#","date":"#, date, to: &out)
+        JSONBytes.member(#","description":"#, description, to: &out)
+        JSONBytes.member(#","end":"#, end, to: &out)
+        JSONBytes.member(#","endsAt":"#, endsAt, to: &out)
+        JSONBytes.member(#","id":"#, id, to: &out)
+        JSONBytes.member(#","requestedBy":"#, requestedBy, to: &out)
+        JSONBytes.member(#","room":"#, room, to: &out)
         if let series {
             out.append(contentsOf: #","series":{"count":"#.utf8)
             out.append(contentsOf: String(series.count).utf8)
-            out.append(contentsOf: #","id":"#.utf8)
-            JSONBytes.string(series.id, to: &out)
+            JSONBytes.member(#","id":"#, series.id, to: &out)
             out.append(contentsOf: #","index":"#.utf8)
             out.append(contentsOf: String(series.index).utf8)
             out.append(contentsOf: #","version":"#.utf8)
             out.append(contentsOf: String(series.version).utf8)
             out.append(UInt8(ascii: "}"))
         }
-        out.append(contentsOf: #","start":"#.utf8)
-        JSONBytes.string(start, to: &out)
-        out.append(contentsOf: #","startsAt":"#.utf8)
-        JSONBytes.string(startsAt, to: &out)
-        out.append(contentsOf: #","status":"#.utf8)
-        JSONBytes.string(status.rawValue, to: &out)
-        out.append(contentsOf: #","timeZone":"#.utf8)
-        JSONBytes.string(timeZone, to: &out)
-        out.append(contentsOf: #","title":"#.utf8)
-        JSONBytes.string(title, to: &out)
+        JSONBytes.member(#","start":"#, start, to: &out)
+        JSONBytes.member(#","startsAt":"#, startsAt, to: &out)
+        JSONBytes.member(#","status":"#, status.rawValue, to: &out)
+        JSONBytes.member(#","timeZone":"#, timeZone, to: &out)
+        JSONBytes.member(#","title":"#, title, to: &out)
         out.append(contentsOf: #","version":"#.utf8)
         out.append(contentsOf: String(version).utf8)
         out.append(UInt8(ascii: "}"))
@@ -77,24 +101,14 @@ extension BookingSnapshot {
     public func appendJSON(to out: inout [UInt8], contacts: Bool = true) {
         out.append(contentsOf: #"{"attendees":"#.utf8)
         Attendee.appendJSON(attendees, to: &out, contacts: contacts)
-        out.append(contentsOf: #","date":"#.utf8)
-        JSONBytes.string(date, to: &out)
-        if let description {
-            out.append(contentsOf: #","description":"#.utf8)
-            JSONBytes.string(description, to: &out)
-        }
-        out.append(contentsOf: #","end":"#.utf8)
-        JSONBytes.string(end, to: &out)
-        out.append(contentsOf: #","endsAt":"#.utf8)
-        JSONBytes.string(endsAt, to: &out)
-        out.append(contentsOf: #","start":"#.utf8)
-        JSONBytes.string(start, to: &out)
-        out.append(contentsOf: #","startsAt":"#.utf8)
-        JSONBytes.string(startsAt, to: &out)
-        out.append(contentsOf: #","status":"#.utf8)
-        JSONBytes.string(status.rawValue, to: &out)
-        out.append(contentsOf: #","title":"#.utf8)
-        JSONBytes.string(title, to: &out)
+        JSONBytes.member(#","date":"#, date, to: &out)
+        JSONBytes.member(#","description":"#, description, to: &out)
+        JSONBytes.member(#","end":"#, end, to: &out)
+        JSONBytes.member(#","endsAt":"#, endsAt, to: &out)
+        JSONBytes.member(#","start":"#, start, to: &out)
+        JSONBytes.member(#","startsAt":"#, startsAt, to: &out)
+        JSONBytes.member(#","status":"#, status.rawValue, to: &out)
+        JSONBytes.member(#","title":"#, title, to: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -115,15 +129,11 @@ extension Attendee {
         for (index, attendee) in attendees.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             if contacts {
-                out.append(contentsOf: #"{"email":"#.utf8)
-                JSONBytes.string(attendee.email, to: &out)
-                out.append(contentsOf: #","name":"#.utf8)
-                JSONBytes.string(attendee.name, to: &out)
-                out.append(contentsOf: #","phone":"#.utf8)
-                JSONBytes.string(attendee.phone, to: &out)
+                JSONBytes.member(#"{"email":"#, attendee.email, to: &out)
+                JSONBytes.member(#","name":"#, attendee.name, to: &out)
+                JSONBytes.member(#","phone":"#, attendee.phone, to: &out)
             } else {
-                out.append(contentsOf: #"{"name":"#.utf8)
-                JSONBytes.string(attendee.name, to: &out)
+                JSONBytes.member(#"{"name":"#, attendee.name, to: &out)
             }
             out.append(UInt8(ascii: "}"))
         }
@@ -137,24 +147,45 @@ extension BookingEvent {
     public var publicJSON: [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(320 + (booking.attendees.count + (previous?.attendees.count ?? 0)) * 32)
-        out.append(contentsOf: #"{"booking":"#.utf8)
-        booking.appendJSON(to: &out, contacts: false)
-        out.append(contentsOf: #","eventId":"#.utf8)
-        JSONBytes.string(eventId, to: &out)
-        out.append(contentsOf: #","occurredAt":"#.utf8)
-        JSONBytes.string(occurredAt, to: &out)
-        if let previous {
-            out.append(contentsOf: #","previous":"#.utf8)
-            previous.appendJSON(to: &out, contacts: false)
-        }
-        if let released { out.append(contentsOf: (released ? #","released":true"# : #","released":false"#).utf8) }
-        out.append(UInt8(ascii: "}"))
+        JSONBytes.event(eventId: eventId, occurredAt: occurredAt, released: released, to: &out,
+                        booking: { booking.appendJSON(to: &$0, contacts: false) },
+                        previous: previous.map { previous in { previous.appendJSON(to: &$0, contacts: false) } })
         return out
     }
 }
 
-/// The scalars of the writers above, as `JSONEncoder` writes them.
+/// The pieces of the writers above, as `JSONEncoder` writes them.
 enum JSONBytes {
+    /// An event body: `{"booking":…,"eventId":…,"occurredAt":…` then
+    /// `"previous"` and `"released"` when present (sorted-key order), the
+    /// booking and the previous state written by the given closures.
+    static func event(eventId: String, occurredAt: String, released: Bool?, to out: inout [UInt8],
+                      booking: (inout [UInt8]) -> Void, previous: ((inout [UInt8]) -> Void)?) {
+        out.append(contentsOf: #"{"booking":"#.utf8)
+        booking(&out)
+        member(#","eventId":"#, eventId, to: &out)
+        member(#","occurredAt":"#, occurredAt, to: &out)
+        if let previous {
+            out.append(contentsOf: #","previous":"#.utf8)
+            previous(&out)
+        }
+        if let released { out.append(contentsOf: (released ? #","released":true"# : #","released":false"#).utf8) }
+        out.append(UInt8(ascii: "}"))
+    }
+
+    /// `prefix` (the separator and the quoted key with its colon) and the
+    /// string `value`.
+    static func member(_ prefix: String, _ value: String, to out: inout [UInt8]) {
+        out.append(contentsOf: prefix.utf8)
+        string(value, to: &out)
+    }
+
+    /// Nothing when `value` is nil (an absent optional is omitted, as
+    /// `encodeIfPresent` does), else ``member(_:_:to:)``.
+    static func member(_ prefix: String, _ value: String?, to out: inout [UInt8]) {
+        if let value { member(prefix, value, to: &out) }
+    }
+
     /// A JSON string literal as JSONEncoder writes it with
     /// `.withoutEscapingSlashes`: quote, backslash and control characters
     /// escaped, everything else (including non-ASCII) as UTF-8.
