@@ -207,7 +207,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BookingContractsTests",
-            dependencies: ["BookingContracts"],
+            dependencies: ["BookingContracts", "TestSupport"],
             path: "Tests/BookingContractsTests"
         ),
         .testTarget(

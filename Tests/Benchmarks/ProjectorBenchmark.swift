@@ -314,19 +314,6 @@ enum LocalClockBench {
     static func date(_ first: String, plus days: Int) -> String { LocalClock.adding(days: days, to: first)! }
 }
 
-/// A tiny deterministic random generator.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// A minimal blocking HTTP/1.1 keep-alive client on one TCP connection, so
 /// the figures measure the server, not a client library.
 final class RawHTTPClient {

@@ -1,5 +1,6 @@
 import BookingContracts
 import Foundation
+import TestSupport
 import Testing
 
 /// The hand-written booking encoders (BookingJSON.swift) must write what
@@ -10,34 +11,22 @@ import Testing
 /// type but not to its writer fails here.
 @Suite("Hand-written booking JSON")
 struct BookingJSONTests {
-    /// Deterministic, so a failure repeats (SplitMix64).
-    struct Seeded: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     /// Pieces whose encodings differ: escapes, slashes (not escaped),
     /// non-ASCII, characters JSON leaves alone (DEL, U+2028), the empty text.
     static let pieces = ["", "Ada", "Zoë", "🎉", "\"", "\\", "/", "\n", "\r", "\t", "\u{08}", "\u{0C}", "\u{01}",
                          "\u{1F}", "\u{7F}", "\u{2028}", " ", "a b", "https://example.com/x", "+491701234567", "1"]
 
-    static func text(_ g: inout Seeded) -> String {
+    static func text(_ g: inout SplitMix) -> String {
         (0..<Int.random(in: 0...4, using: &g)).map { _ in pieces.randomElement(using: &g)! }.joined()
     }
 
-    static func maybe(_ g: inout Seeded) -> String? { Bool.random(using: &g) ? text(&g) : nil }
+    static func maybe(_ g: inout SplitMix) -> String? { Bool.random(using: &g) ? text(&g) : nil }
 
-    static func attendees(_ g: inout Seeded) -> [Attendee] {
+    static func attendees(_ g: inout SplitMix) -> [Attendee] {
         (0..<Int.random(in: 0...3, using: &g)).map { _ in Attendee(name: text(&g), email: text(&g), phone: text(&g)) }
     }
 
-    static func booking(_ g: inout Seeded) -> Booking {
+    static func booking(_ g: inout SplitMix) -> Booking {
         Booking(id: text(&g), room: text(&g), date: text(&g), start: text(&g), end: text(&g), timeZone: text(&g),
                 startsAt: text(&g), endsAt: text(&g), title: text(&g), description: maybe(&g),
                 status: BookingStatus.allCases.randomElement(using: &g)!, attendees: attendees(&g),
@@ -48,7 +37,7 @@ struct BookingJSONTests {
                     : nil)
     }
 
-    static func event(_ g: inout Seeded) -> BookingEvent {
+    static func event(_ g: inout SplitMix) -> BookingEvent {
         var previous: BookingSnapshot?
         if Bool.random(using: &g) {
             previous = BookingSnapshot(booking(&g))
@@ -65,7 +54,7 @@ struct BookingJSONTests {
     }
 
     @Test func aBookingIsWhatTheEncoderWrites() throws {
-        var g = Seeded(state: 1)
+        var g = SplitMix(seed: 1)
         for _ in 0..<400 {
             let b = Self.booking(&g)
             Self.same(EncodedBooking(b).json, try ContractJSON.encode(b), "booking")
@@ -79,7 +68,7 @@ struct BookingJSONTests {
     }
 
     @Test func aSnapshotIsWhatTheEncoderWrites() throws {
-        var g = Seeded(state: 2)
+        var g = SplitMix(seed: 2)
         for _ in 0..<400 {
             let snapshot = BookingSnapshot(Self.booking(&g))
             Self.same(snapshot.json, try ContractJSON.encode(snapshot), "snapshot")
@@ -90,7 +79,7 @@ struct BookingJSONTests {
     }
 
     @Test func thePublicCopyIsWhatTheEncoderWrites() throws {
-        var g = Seeded(state: 3)
+        var g = SplitMix(seed: 3)
         var sawPrevious = false, sawReleasedFalse = false
         for _ in 0..<400 {
             let event = Self.event(&g)
