@@ -75,7 +75,7 @@ public struct CommandConsumer: Sendable {
         } catch {
             // Database trouble: requeue and let the broker redeliver (the
             // queue's delivery limit dead-letters a command that never works).
-            log.error("command failed; requeueing", metadata: ["error": "\(error)"])
+            log.write(.error, "command failed; requeueing", metadata: ["error": "\(error)"])
             HandlerMetrics.commands.increment(typeLabel, "requeued")
             await delivery.requeueAfterPause()
             return
@@ -95,21 +95,21 @@ public struct CommandConsumer: Sendable {
                 if !duplicate { relay.kick() }
                 let outcome = duplicate ? "duplicate" : (reply.isOK ? "ok" : (replyCode(reply) == 2003 ? "refused" : "rejected"))
                 HandlerMetrics.commands.increment(type.rawValue, outcome)
-                log.info(duplicate ? "repeated command answered from the inbox" : "command handled",
+                log.write(.info, duplicate ? "repeated command answered from the inbox" : "command handled",
                             metadata: ["outcome": .string(outcome)])
             case .poison(let reply, let reason):
                 try await sendReply([UInt8](try ContractJSON.encode(reply)), to: delivery, log: log)
                 try await deadLetter(delivery, reason: reason, code: replyCode(reply))
                 try await delivery.ack()
                 HandlerMetrics.commands.increment(typeLabel, "dead-lettered")
-                log.warning("poison command dead-lettered", metadata: ["reason": .string(reason)])
+                log.write(.warning, "poison command dead-lettered", metadata: ["reason": .string(reason)])
             case .refused(let reason):
                 // Not executed and not answered: the reply would have gone
                 // into a queue the sender may not write to.
                 try await deadLetter(delivery, reason: reason, code: ErrorCode.notPermitted.rawValue)
                 try await delivery.ack()
                 HandlerMetrics.commands.increment(typeLabel, "reply-to-refused")
-                log.warning("command with a forbidden reply_to dead-lettered, not executed",
+                log.write(.warning, "command with a forbidden reply_to dead-lettered, not executed",
                                    metadata: ["reason": .string(reason), "amqp.user_id": .string(p.userID ?? "")])
             case .replay(let request):
                 let reply: CommandReply
@@ -128,13 +128,13 @@ public struct CommandConsumer: Sendable {
                 try await delivery.ack()
                 let outcome = reply.isOK ? "ok" : "rejected"
                 HandlerMetrics.commands.increment(typeLabel, outcome)
-                log.info("replay handled", metadata: ["outcome": .string(outcome)])
+                log.write(.info, "replay handled", metadata: ["outcome": .string(outcome)])
             }
         } catch {
             // The reply or dead-letter could not be confirmed (connection
             // lost): leave the command unacked; it comes back and the inbox
             // replays the stored reply.
-            log.warning("could not finish command; it will be redelivered", metadata: ["error": "\(error)"])
+            log.write(.warning, "could not finish command; it will be redelivered", metadata: ["error": "\(error)"])
             try? await delivery.nack(requeue: true)
         }
         HandlerMetrics.commandDuration.recordInterval(since: started)
@@ -245,7 +245,7 @@ public struct CommandConsumer: Sendable {
 /// `LOG_LEVEL=warning` most commands write none, and setting logger
 /// metadata per command was about 3 % of the handler's CPU (each key set on
 /// a `StreamLogHandler` re-renders all of them). Write lines with
-/// ``info(_:metadata:)`` and the like, which check the level first; pass
+/// ``write(_:_:metadata:)``, which checks the level first; pass
 /// ``logger`` only where it is evaluated lazily.
 struct LogContext {
     let base: Logger
@@ -274,21 +274,9 @@ struct LogContext {
 
     /// Writes a line at `level` with the command's metadata and `extra`;
     /// nothing is built when the level is off.
-    func log(_ level: Logger.Level, _ message: @autoclosure () -> Logger.Message,
-             metadata extra: @autoclosure () -> Logger.Metadata = [:]) {
+    func write(_ level: Logger.Level, _ message: @autoclosure () -> Logger.Message,
+               metadata extra: @autoclosure () -> Logger.Metadata = [:]) {
         guard base.logLevel <= level else { return }
         base.log(level: level, message(), metadata: metadata.merging(extra()) { _, new in new })
-    }
-
-    func info(_ message: @autoclosure () -> Logger.Message, metadata: @autoclosure () -> Logger.Metadata = [:]) {
-        log(.info, message(), metadata: metadata())
-    }
-
-    func warning(_ message: @autoclosure () -> Logger.Message, metadata: @autoclosure () -> Logger.Metadata = [:]) {
-        log(.warning, message(), metadata: metadata())
-    }
-
-    func error(_ message: @autoclosure () -> Logger.Message, metadata: @autoclosure () -> Logger.Metadata = [:]) {
-        log(.error, message(), metadata: metadata())
     }
 }
