@@ -1,10 +1,12 @@
 import CPhoneNumber
+import Synchronization
 
 /// Phone-number normalisation to E.164, backed by Google's libphonenumber
 /// (through the `CPhoneNumber` C interface).
 ///
-/// Everything here is stateless and safe to call from any thread, task or
-/// actor: libphonenumber's `PhoneNumberUtil` is a thread-safe singleton.
+/// Everything here is safe to call from any thread, task or actor:
+/// libphonenumber's `PhoneNumberUtil` is a thread-safe singleton, and the
+/// cache of numbers normalised before is behind a lock.
 ///
 /// ```swift
 /// try PhoneNumbers.normalizeE164("0170 1234567")          // "+491701234567"
@@ -63,6 +65,16 @@ public enum PhoneNumbers {
             throw PhoneNumberError(.unknownCountry)
         }
 
+        let key = NormalizedCache.Key(input: trimmed, region: region)
+        if let known = cache.value(for: key) { return known }
+        let normalized = try parse(trimmed, region: region)
+        cache.store(normalized, for: key)
+        return normalized
+    }
+
+    /// libphonenumber's answer for an input already trimmed and checked,
+    /// and a region code already upper-cased; no cache.
+    static func parse(_ trimmed: String, region: String) throws(PhoneNumberError) -> NormalizedPhoneNumber {
         // Always big enough (see CPhoneNumber.h); a bit of slack anyway.
         let e164Capacity = Int(CPHONE_E164_BUFFER_SIZE) + 7
         let regionCapacity = Int(CPHONE_REGION_BUFFER_SIZE) + 4
@@ -100,6 +112,46 @@ public enum PhoneNumbers {
             throw PhoneNumberError(.internal(code: Int(status)))
         }
     }
+
+    /// Numbers normalised before. libphonenumber spends tens of
+    /// microseconds per number in ICU regular expressions (parse, validity,
+    /// region: 4–6 % of the booking handler's CPU for a one-attendee
+    /// booking), and the same people book again and again. The result
+    /// depends only on the trimmed input and the region (the library's
+    /// metadata is compiled in), so a hit is exactly what a parse returns.
+    /// Only successes are kept; errors are rare and parsed each time.
+    static let cache = NormalizedCache(capacity: 4_096)
+}
+
+/// A bounded map from (input, region) to its normalised number, emptied
+/// when full: bounded memory whatever the inputs, and no bookkeeping per
+/// hit, which a least-recently-used order would need.
+final class NormalizedCache: Sendable {
+    struct Key: Hashable, Sendable {
+        let input: String
+        let region: String
+    }
+
+    let capacity: Int
+    private let entries = Mutex<[Key: NormalizedPhoneNumber]>([:])
+
+    init(capacity: Int) {
+        self.capacity = capacity
+    }
+
+    func value(for key: Key) -> NormalizedPhoneNumber? {
+        entries.withLock { $0[key] }
+    }
+
+    func store(_ value: NormalizedPhoneNumber, for key: Key) {
+        entries.withLock { entries in
+            if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
+            entries[key] = value
+        }
+    }
+
+    /// How many numbers are kept (tests).
+    var count: Int { entries.withLock { $0.count } }
 }
 
 /// A phone number in E.164 form together with the region it belongs to.
