@@ -194,6 +194,33 @@ struct StoreTests {
         #expect(handed.map(\.id) == handed.map(\.id).sorted(), "in commit order")
     }
 
+    /// A command alone in its group runs without a savepoint on SQLite: its
+    /// failure must still leave nothing behind, and the next one must work.
+    @Test(arguments: StoreKind.allCases)
+    func aLoneFailingCommandLeavesNothingBehind(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (store, _) = try await makeProcessor(fixture)
+        defer { fixture.remove() }
+        _ = store.takeCommitted(limit: 100)  // room.registered
+        struct Boom: Error {}
+        for i in 0..<3 {  // one at a time: every group has one command
+            await #expect(throws: Boom.self) {
+                _ = try await store.execute(key: InboxKey(scope: "", key: "lone-\(i)", fingerprint: 0), commandType: "test") { tx in
+                    try tx.enqueue(routingKey: "test", messageID: "failed-\(i)", body: Data("{}".utf8), orderKey: nil)
+                    throw Boom()
+                }
+            }
+            _ = try await store.execute(key: InboxKey(scope: "", key: "kept-\(i)", fingerprint: 0), commandType: "test") { tx in
+                try tx.enqueue(routingKey: "test", messageID: "kept-\(i)", body: Data("{}".utf8), orderKey: nil)
+                return .failure(.invalidField, "fine")
+            }
+        }
+        let counts = try await store.counts()
+        #expect(counts.inbox == 3, "no inbox entry from the failed ones")
+        #expect(counts.outboxPending == 1 + 3, "…and no event")
+        #expect(store.takeCommitted(limit: 100).map(\.messageID) == ["kept-0", "kept-1", "kept-2"])
+    }
+
     /// Events handed over in memory carry their value, from which the
     /// relay builds the `booking.public` copy without decoding the body:
     /// the value must be exactly what the body says, for a create's events

@@ -251,10 +251,10 @@ public final class SQLiteBookingStore: BookingStore {
     /// transaction.
     ///
     /// Commands submitted while a transaction is running are grouped into
-    /// the next one (group commit), each inside its own savepoint: one
-    /// commit and one hop to the writer per group instead of per command,
-    /// with the same isolation — they still run one after another under the
-    /// write lock.
+    /// the next one (group commit), each inside its own savepoint (a
+    /// command alone in its group needs none): one commit and one hop to
+    /// the writer per group instead of per command, with the same
+    /// isolation — they still run one after another under the write lock.
     public func execute(
         key: InboxKey?, commandType: String, _ body: @Sendable @escaping (any StoreTransaction) throws -> ReplyBody
     ) async throws -> Outcome {
@@ -291,14 +291,22 @@ public final class SQLiteBookingStore: BookingStore {
                             do {
                                 var outcome: Outcome!
                                 let tx = SQLiteTransaction(db: db, rooms: rooms, claim: claim)
-                                try db.inSavepoint {
+                                if group.count == 1 {
+                                    // Alone: no savepoint, for inside one SQLite copies
+                                    // every page it first changes to a sub-journal; if
+                                    // the command fails, its whole transaction rolls back.
                                     outcome = try Self.run(job, tx)
-                                    return .commit
+                                } else {
+                                    try db.inSavepoint {
+                                        outcome = try Self.run(job, tx)
+                                        return .commit
+                                    }
                                 }
                                 // Only the events of jobs whose savepoint was kept.
                                 events += tx.events.list
                                 results.append(.success(outcome))
                             } catch {
+                                if group.count == 1 { throw error }
                                 results.append(.failure(error))
                             }
                         }
@@ -311,7 +319,8 @@ public final class SQLiteBookingStore: BookingStore {
                 group.recordCommitted(startedAt: started)
                 for (job, result) in zip(group, results) { job.promise.resume(with: result) }
             } catch {
-                // The commit itself failed: nothing of the group was stored.
+                // The commit failed, or the group's only command did:
+                // nothing of the group was stored.
                 for job in group { job.promise.resume(throwing: error) }
             }
         }
