@@ -92,19 +92,34 @@ public final class PostgresBookingStore: BookingStore {
 
 
     /// Runs one group of waiting commands in one transaction, each in its
-    /// own savepoint (group commit, as the SQLite store), then queues itself
-    /// again while commands wait.
+    /// own savepoint (group commit, as the SQLite store) unless it is alone,
+    /// then queues itself again while commands wait.
     private func drain() {
         let group = batch.takeGroup()
         if group.isEmpty { return }
         defer { writer.enqueue { self.drain() } }
         let started = group.recordStarted()
+        // A command alone in its group runs without a savepoint (two round
+        // trips); if it fails, the transaction's rollback undoes exactly
+        // what the savepoint's would have.
+        var loneFailure: (any Error)?
         do {
             let connection = try writer.connectionOnQueue()
             let claim = handOver.claimOnInsert()
             var events: [OutboxEvent] = []
             // Under the write lock: the counterpart of SQLite's BEGIN IMMEDIATE.
             let results = try writer.transactionOnQueue(connection, lockKey: writeLockKey) { () throws -> [Result<Outcome, any Error>] in
+                if group.count == 1 {
+                    let tx = PostgresTransaction(connection: connection, logger: logger, rooms: rooms, claim: claim)
+                    do {
+                        let outcome = try Self.run(group[0], tx)
+                        events += tx.events.list
+                        return [.success(outcome)]
+                    } catch {
+                        loneFailure = error
+                        throw error
+                    }
+                }
                 var results: [Result<Outcome, any Error>] = []
                 for job in group {
                     try connection.run("SAVEPOINT job", logger)
@@ -128,6 +143,12 @@ public final class PostgresBookingStore: BookingStore {
             if let overflow = handOver.committed(events) { try? release(overflow, connection) }
             for (job, result) in zip(group, results) { job.promise.resume(with: result) }
         } catch {
+            if let loneFailure, !Self.isConnectionFailure(loneFailure) {
+                // The command failed, not the transaction: as a failed
+                // command in a larger group, without a warning.
+                group[0].promise.resume(throwing: loneFailure)
+                return
+            }
             // Nothing of the group committed (or the commit's outcome is
             // unknown: the redelivery finds the inbox row if it did).
             logger.warning("PostgreSQL command transaction failed",
