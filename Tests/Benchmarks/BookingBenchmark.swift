@@ -68,13 +68,7 @@ struct BookingBenchmark: AsyncParsableCommand {
 
         handler.terminate()
         handler.waitUntilExit()
-        // Only the handler ran: on a broker that outlives this run, its
-        // events would wait in the pass sender's and the projector's queues
-        // for whichever benchmark starts those services next.
-        var leftOver = 0
-        for queue in [Topology.passSenderEventsQueue, Topology.projectorEventsQueue] {
-            leftOver += (try? await client.purgeQueue(queue)) ?? 0
-        }
+        let leftOver = await Self.purgeDownstream(client)
         await client.close()
 
         printTable([
@@ -98,6 +92,19 @@ struct BookingBenchmark: AsyncParsableCommand {
         if leftOver > 0 { print("purged \(leftOver) events this run left in the pass sender's and the projector's queues (its bookings' and the echo's)") }
         print(String(format: "fill to %d bookings: %.0f cmd/s; handler RSS after: %.1f MiB (peak %.1f MiB); handler exit status %d",
                      total, fillRate, rss, peak, handler.terminationStatus))
+    }
+
+    /// Empties the pass sender's and the projector's queues; how many
+    /// messages they held. A benchmark that runs handlers alone calls it at
+    /// its end: on a broker that outlives the run, the handlers' events (and
+    /// the echo's) would wait there for whichever benchmark starts those
+    /// services next (`benchmarks pipeline` purges them itself too).
+    static func purgeDownstream(_ client: AMQPConnection) async -> Int {
+        var purged = 0
+        for queue in [Topology.passSenderEventsQueue, Topology.projectorEventsQueue] {
+            purged += (try? await client.purgeQueue(queue)) ?? 0
+        }
+        return purged
     }
 
     /// A release booking-handler beside this executable; `extra` adds to or

@@ -75,10 +75,11 @@ struct PipelineBenchmark: AsyncParsableCommand {
         // The handler's /metrics: its stage timers give the breakdown of a command.
         let handlerHTTP = try freeTCPPort()
         let stages = StageTimes(metricsURL: "http://127.0.0.1:\(handlerHTTP)/metrics")
-        // The services start from empty queues: `benchmarks booking` runs the
-        // handler alone and leaves its events in the pass sender's and the
-        // projector's queues, which would otherwise reach this set's projector
-        // as bookings of the same rooms and slots (its lag wait then never ends).
+        // The services start from empty queues: on a broker that outlives a
+        // run, the echo above has just published its dummy events into the
+        // pass sender's and the projector's queues, and a benchmark that ran
+        // handlers alone may have left real bookings of the same rooms and
+        // slots there (this set's lag wait then never ended).
         for queue in [Topology.handlerCommandsQueue, Topology.passSenderEventsQueue, Topology.projectorEventsQueue] {
             if let stale = try? await client.purgeQueue(queue), stale > 0 {
                 print("purged \(stale) stale messages from \(queue)")

@@ -85,7 +85,9 @@ struct ScaleBenchmark: AsyncParsableCommand {
                 pipelinedResult.failures + singleResult.failures))
             print(lines.last!)
         }
+        let leftOver = await BookingBenchmark.purgeDownstream(client)
         await client.close()
+        if leftOver > 0 { print("purged \(leftOver) events this run left in the pass sender's and the projector's queues") }
         print("\n\(inFlight) in flight, \(pipelined) creates per row (\(single) one at a time); fresh store and queue per row, same broker and PostgreSQL:")
         for line in lines { print(line) }
     }
