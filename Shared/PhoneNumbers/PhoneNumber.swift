@@ -65,7 +65,7 @@ public enum PhoneNumbers {
             throw PhoneNumberError(.unknownCountry)
         }
 
-        let key = NormalizedCache.Key(input: trimmed, region: region)
+        let key = NormalizedCache.Key(input: Array(trimmed.utf8), region: region)
         if let known = cache.value(for: key) { return known }
         let normalized = try parse(trimmed, region: region)
         cache.store(normalized, for: key)
@@ -119,7 +119,9 @@ public enum PhoneNumbers {
     /// booking), and the same people book again and again. The result
     /// depends only on the trimmed input and the region (the library's
     /// metadata is compiled in), so a hit is exactly what a parse returns.
-    /// Only successes are kept; errors are rare and parsed each time.
+    /// Only successes are kept; errors are rare and parsed each time. A
+    /// success is at most 250 bytes long (libphonenumber rejects longer
+    /// input), so the cache holds about a megabyte at most.
     static let cache = NormalizedCache(capacity: 4_096)
 }
 
@@ -127,8 +129,11 @@ public enum PhoneNumbers {
 /// when full: bounded memory whatever the inputs, and no bookkeeping per
 /// hit, which a least-recently-used order would need.
 final class NormalizedCache: Sendable {
+    /// The input's bytes, not a `String`: strings that are canonically
+    /// equivalent compare equal in Swift ("K" and U+212A KELVIN SIGN), but
+    /// libphonenumber reads bytes and may answer them differently.
     struct Key: Hashable, Sendable {
-        let input: String
+        let input: [UInt8]
         let region: String
     }
 

@@ -194,7 +194,7 @@ struct StoreTests {
         #expect(handed.map(\.id) == handed.map(\.id).sorted(), "in commit order")
     }
 
-    /// A command alone in its group runs without a savepoint on SQLite: its
+    /// A command alone in its group runs without a savepoint: its
     /// failure must still leave nothing behind, and the next one must work.
     @Test(arguments: StoreKind.allCases)
     func aLoneFailingCommandLeavesNothingBehind(_ kind: StoreKind) async throws {

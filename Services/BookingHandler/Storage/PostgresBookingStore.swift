@@ -103,6 +103,7 @@ public final class PostgresBookingStore: BookingStore {
         // trips); if it fails, the transaction's rollback undoes exactly
         // what the savepoint's would have.
         var loneFailure: (any Error)?
+        var loneConnection: PostgresConnection?
         do {
             let connection = try writer.connectionOnQueue()
             let claim = handOver.claimOnInsert()
@@ -117,6 +118,7 @@ public final class PostgresBookingStore: BookingStore {
                         return [.success(outcome)]
                     } catch {
                         loneFailure = error
+                        loneConnection = connection
                         throw error
                     }
                 }
@@ -143,9 +145,10 @@ public final class PostgresBookingStore: BookingStore {
             if let overflow = handOver.committed(events) { try? release(overflow, connection) }
             for (job, result) in zip(group, results) { job.promise.resume(with: result) }
         } catch {
-            if let loneFailure, !Self.isConnectionFailure(loneFailure) {
-                // The command failed, not the transaction: as a failed
-                // command in a larger group, without a warning.
+            if let loneFailure, !Self.isConnectionFailure(loneFailure), loneConnection?.isClosed == false {
+                // The command failed, not the transaction or the
+                // connection: as a failed command in a larger group,
+                // without a warning.
                 group[0].promise.resume(throwing: loneFailure)
                 return
             }

@@ -302,7 +302,8 @@ public final class SQLiteBookingStore: BookingStore {
                                         return .commit
                                     }
                                 }
-                                // Only the events of jobs whose savepoint was kept.
+                                // Only the events of jobs kept (a job whose savepoint
+                                // rolled back, or a lone job that failed, has none here).
                                 events += tx.events.list
                                 results.append(.success(outcome))
                             } catch {

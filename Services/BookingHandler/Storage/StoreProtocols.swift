@@ -32,7 +32,8 @@ public protocol BookingStore: Sendable {
     /// for a different command — and does nothing else; otherwise runs
     /// `body` and stores its effect, its events and its reply in the same
     /// transaction. Commands submitted together may share one transaction
-    /// (group commit), each in its own savepoint.
+    /// (group commit), each in its own savepoint; a command alone in its
+    /// transaction needs none.
     func execute(key: InboxKey?, commandType: String,
                  _ body: @Sendable @escaping (any StoreTransaction) throws -> ReplyBody) async throws -> StoreOutcome
 
