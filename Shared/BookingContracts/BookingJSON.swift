@@ -75,13 +75,10 @@ extension Booking {
         JSONBytes.member(#","requestedBy":"#, requestedBy, to: &out)
         JSONBytes.member(#","room":"#, room, to: &out)
         if let series {
-            out.append(contentsOf: #","series":{"count":"#.utf8)
-            out.append(contentsOf: String(series.count).utf8)
+            JSONBytes.member(#","series":{"count":"#, series.count, to: &out)
             JSONBytes.member(#","id":"#, series.id, to: &out)
-            out.append(contentsOf: #","index":"#.utf8)
-            out.append(contentsOf: String(series.index).utf8)
-            out.append(contentsOf: #","version":"#.utf8)
-            out.append(contentsOf: String(series.version).utf8)
+            JSONBytes.member(#","index":"#, series.index, to: &out)
+            JSONBytes.member(#","version":"#, series.version, to: &out)
             out.append(UInt8(ascii: "}"))
         }
         JSONBytes.member(#","start":"#, start, to: &out)
@@ -89,8 +86,7 @@ extension Booking {
         JSONBytes.member(#","status":"#, status.rawValue, to: &out)
         JSONBytes.member(#","timeZone":"#, timeZone, to: &out)
         JSONBytes.member(#","title":"#, title, to: &out)
-        out.append(contentsOf: #","version":"#.utf8)
-        out.append(contentsOf: String(version).utf8)
+        JSONBytes.member(#","version":"#, version, to: &out)
         out.append(UInt8(ascii: "}"))
     }
 }
@@ -178,6 +174,12 @@ enum JSONBytes {
     static func member(_ prefix: String, _ value: String, to out: inout [UInt8]) {
         out.append(contentsOf: prefix.utf8)
         string(value, to: &out)
+    }
+
+    /// `prefix` and the integer `value` in decimal.
+    static func member(_ prefix: String, _ value: Int, to out: inout [UInt8]) {
+        out.append(contentsOf: prefix.utf8)
+        out.append(contentsOf: String(value).utf8)
     }
 
     /// Nothing when `value` is nil (an absent optional is omitted, as

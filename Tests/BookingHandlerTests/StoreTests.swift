@@ -164,16 +164,11 @@ struct StoreTests {
         let fixture = try StoreFixture(kind)
         let (store, _) = try await makeProcessor(fixture)
         defer { fixture.remove() }
-        struct Boom: Error {}
         let results = await withTaskGroup(of: Bool.self) { group in
             for i in 0..<20 {
                 group.addTask {
                     do {
-                        _ = try await store.execute(key: InboxKey(scope: "", key: "job-\(i)", fingerprint: 0), commandType: "test") { tx in
-                            try tx.enqueue(routingKey: "test", messageID: "m\(i)", body: Data("{}".utf8), orderKey: nil)
-                            if i % 5 == 0 { throw Boom() }
-                            return .failure(.invalidField, "fine")
-                        }
+                        try await enqueueOne(store, key: "job-\(i)", messageID: "m\(i)", thenFail: i % 5 == 0)
                         return true
                     } catch {
                         return false
@@ -194,6 +189,18 @@ struct StoreTests {
         #expect(handed.map(\.id) == handed.map(\.id).sorted(), "in commit order")
     }
 
+    struct Boom: Error {}
+
+    /// A command (through the inbox, key `key`) that enqueues one event,
+    /// then either throws ``Boom`` or answers with a stored reply.
+    func enqueueOne(_ store: any BookingStore, key: String, messageID: String, thenFail: Bool) async throws {
+        _ = try await store.execute(key: InboxKey(scope: "", key: key, fingerprint: 0), commandType: "test") { tx in
+            try tx.enqueue(routingKey: "test", messageID: messageID, body: Data("{}".utf8), orderKey: nil)
+            if thenFail { throw Boom() }
+            return .failure(.invalidField, "fine")
+        }
+    }
+
     /// A command alone in its group runs without a savepoint: its
     /// failure must still leave nothing behind, and the next one must work.
     @Test(arguments: StoreKind.allCases)
@@ -202,18 +209,11 @@ struct StoreTests {
         let (store, _) = try await makeProcessor(fixture)
         defer { fixture.remove() }
         _ = store.takeCommitted(limit: 100)  // room.registered
-        struct Boom: Error {}
         for i in 0..<3 {  // one at a time: every group has one command
             await #expect(throws: Boom.self) {
-                _ = try await store.execute(key: InboxKey(scope: "", key: "lone-\(i)", fingerprint: 0), commandType: "test") { tx in
-                    try tx.enqueue(routingKey: "test", messageID: "failed-\(i)", body: Data("{}".utf8), orderKey: nil)
-                    throw Boom()
-                }
+                try await enqueueOne(store, key: "lone-\(i)", messageID: "failed-\(i)", thenFail: true)
             }
-            _ = try await store.execute(key: InboxKey(scope: "", key: "kept-\(i)", fingerprint: 0), commandType: "test") { tx in
-                try tx.enqueue(routingKey: "test", messageID: "kept-\(i)", body: Data("{}".utf8), orderKey: nil)
-                return .failure(.invalidField, "fine")
-            }
+            try await enqueueOne(store, key: "kept-\(i)", messageID: "kept-\(i)", thenFail: false)
         }
         let counts = try await store.counts()
         #expect(counts.inbox == 3, "no inbox entry from the failed ones")

@@ -96,7 +96,7 @@ public struct CommandConsumer: Sendable {
                 let outcome = duplicate ? "duplicate" : (reply.isOK ? "ok" : (replyCode(reply) == 2003 ? "refused" : "rejected"))
                 HandlerMetrics.commands.increment(type.rawValue, outcome)
                 log.write(.info, duplicate ? "repeated command answered from the inbox" : "command handled",
-                            metadata: ["outcome": .string(outcome)])
+                          metadata: ["outcome": .string(outcome)])
             case .poison(let reply, let reason):
                 try await sendReply([UInt8](try ContractJSON.encode(reply)), to: delivery, log: log)
                 try await deadLetter(delivery, reason: reason, code: replyCode(reply))
@@ -110,7 +110,7 @@ public struct CommandConsumer: Sendable {
                 try await delivery.ack()
                 HandlerMetrics.commands.increment(typeLabel, "reply-to-refused")
                 log.write(.warning, "command with a forbidden reply_to dead-lettered, not executed",
-                                   metadata: ["reason": .string(reason), "amqp.user_id": .string(p.userID ?? "")])
+                          metadata: ["reason": .string(reason), "amqp.user_id": .string(p.userID ?? "")])
             case .replay(let request):
                 let reply: CommandReply
                 let requester = Caller(userID: p.userID)
