@@ -17,7 +17,11 @@ public enum ServiceProcess {
     }
 
     /// Starts `binary` with this process's environment plus `environment`,
-    /// its output appended to `log` (kept for the failure's story). When
+    /// its output appended to `log` (kept for the failure's story). An
+    /// inherited `DATABASE_URL` is dropped: a developer's shell that has one
+    /// (a sourced `scripts/postgres.sh` env file) would otherwise move a
+    /// test's service to PostgreSQL while the test reads its SQLite file;
+    /// tests that want PostgreSQL pass it in `environment`. When
     /// `wrapper` is given (a network namespace's `ip netns exec`, `setpriv`),
     /// that runs instead, with the binary among its arguments.
     public static func launch(_ binary: URL, environment: [String: String], log: URL,
@@ -29,7 +33,9 @@ public enum ServiceProcess {
         } else {
             process.executableURL = binary
         }
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        var inherited = ProcessInfo.processInfo.environment
+        inherited["DATABASE_URL"] = nil
+        process.environment = inherited.merging(environment) { _, new in new }
         if !FileManager.default.fileExists(atPath: log.path) { FileManager.default.createFile(atPath: log.path, contents: nil) }
         let handle = try FileHandle(forWritingTo: log)
         handle.seekToEndOfFile()
