@@ -44,6 +44,9 @@ struct PassSenderMetrics: Sendable {
     let ledgerBatchWrites: Recorder
     /// Ledger transactions (group commit).
     let ledgerTransactions: Counter
+    /// Batches run a second time, each write in a savepoint, because one of
+    /// their writes threw (group commit).
+    let ledgerReruns: Counter
 
     /// The table on `factory` (tests; default: the bootstrapped backend).
     init(factory: (any MetricsFactory)? = nil) {
@@ -62,5 +65,6 @@ struct PassSenderMetrics: Sendable {
         gatewayDuration = Timer(label: "pass_gateway_duration_seconds", factory: plain)
         ledgerBatchWrites = Recorder(label: "pass_ledger_batch_writes", aggregate: true, factory: plain)
         ledgerTransactions = Counter(label: "pass_ledger_transactions_total", factory: plain)
+        ledgerReruns = Counter(label: "pass_ledger_batch_reruns_total", factory: plain)
     }
 }

@@ -132,6 +132,50 @@ extension PostgresConnection {
     }
 }
 
+/// Statements sent on a connection without waiting for their answers, and
+/// waited for together before anything depends on them.
+///
+/// Why: the connection's owner (a writer queue) blocks on every statement
+/// it runs, so each one costs that thread a sleep and a wake-up besides the
+/// round trip, and the next statement is sent only after it woke up. An
+/// `INSERT` or `UPDATE` whose answer nobody reads need not wait there:
+/// postgres-nio queues a connection's queries and runs them one after the
+/// other in the order they were sent, so a later statement (or a query
+/// whose rows are read) still sees an earlier one's effect, and the event
+/// loop sends each next statement as soon as the previous one is answered.
+///
+/// Errors: ``settle()`` waits for every statement sent and throws the
+/// first failure. After a failure PostgreSQL refuses the rest of the
+/// transaction (SQLSTATE 25P02), so the first error is the one that says
+/// what went wrong. Callers settle before they read rows, before a
+/// savepoint decision and before `COMMIT`.
+///
+/// Ownership: confined to the thread that owns the connection, like the
+/// connection's transaction itself; one instance per transaction.
+public final class PendingStatements {
+    private var sent: [EventLoopFuture<PostgresQueryResult>] = []
+
+    public init() {}
+
+    /// Sends `query` without waiting for its answer.
+    public func send(_ query: PostgresQuery, on connection: PostgresConnection, logger: Logger) {
+        sent.append(connection.result(query, logger))
+    }
+
+    /// Waits for every statement sent so far; throws the first failure.
+    /// Blocks, like ``PostgresConnection/run(_:_:)``.
+    public func settle() throws {
+        guard !sent.isEmpty else { return }
+        let futures = sent
+        sent = []
+        var first: (any Error)?
+        for future in futures {
+            do { _ = try future.wait() } catch { first = first ?? error }
+        }
+        if let first { throw first }
+    }
+}
+
 /// `COMMIT` answered with another tag (`ROLLBACK`): the transaction had
 /// failed, nothing of it was kept.
 public struct PostgresCommitRefused: Error, CustomStringConvertible {

@@ -24,6 +24,8 @@ struct GroupCommitTests {
             var committed: [String] = []
             var open: [String] = []
             var savepoint: Int?
+            /// `SAVEPOINT` statements run (committed or not).
+            var savepoints = 0
             var transactions = 0
             var lockKeys: [[String]] = []
         }
@@ -36,7 +38,9 @@ struct GroupCommitTests {
         func execute(_ sql: String, _ arguments: [SQLValue]) throws {
             store.state.withLock { s in
                 switch sql {
-                case "SAVEPOINT ledger_write": s.savepoint = s.open.count
+                case "SAVEPOINT ledger_write":
+                    s.savepoint = s.open.count
+                    s.savepoints += 1
                 case "ROLLBACK TO SAVEPOINT ledger_write": s.open.removeSubrange(s.savepoint!...)
                 case "RELEASE SAVEPOINT ledger_write": s.savepoint = nil
                 default: if case .text(let v)? = arguments.first { s.open.append(v) }
@@ -148,6 +152,8 @@ struct GroupCommitTests {
         #expect(stats.transactions == 2 && stats.writes == 10 && stats.largestBatch == 9 && stats.failedTransactions == 0)
         // The batch took every write's lock, each once, in order.
         #expect(f.store.state.withLock { $0.lockKeys } == [["booking-a"], names.map { "booking-\($0)" }.sorted()])
+        // No write threw: no savepoints, no second run.
+        #expect(f.store.state.withLock { $0.savepoints } == 0 && stats.reruns == 0)
     }
 
     @Test func aBatchThatFailsFailsEveryWriteInItAndKeepsNone() async throws {
@@ -177,6 +183,11 @@ struct GroupCommitTests {
         #expect(try await rest[2].value == "d")
         #expect(f.store.committed == ["a", "b", "d"])
         #expect(f.group.stats.transactions == 2 && f.group.stats.failedTransactions == 0)
+        // The batch ran without savepoints, was rolled back when "c" threw,
+        // and ran again with one savepoint per write: "b" (in both runs) is
+        // committed once.
+        #expect(f.group.stats.reruns == 1)
+        #expect(f.store.state.withLock { ($0.transactions, $0.savepoints) } == (3, 3))
     }
 
     @Test func aLoneWriteThatThrowsRollsItsTransactionBack() async throws {
@@ -299,8 +310,54 @@ struct GroupCommitTests {
         #expect(notVisible.withLock { $0 } == [])
         #expect(try await Self.exists(other, "a"))
         #expect((try await Self.exists(other, "w4")) == false)
-        // The 8 waiting writes: one transaction (w4 rolled back to its savepoint).
+        // The 8 waiting writes: one batch, run again with savepoints after
+        // w4 threw (w4 rolled back to its savepoint).
         #expect(group.stats.transactions == 2 && group.stats.writes == 9 && group.stats.largestBatch == 8)
+        #expect(group.stats.reruns == 1)
+        await database.close()
+        await other.close()
+    }
+
+    /// A statement the database refuses (a duplicate key) fails its own
+    /// write only, alone or in a batch. On PostgreSQL `execute` does not
+    /// wait for its answer (``PendingStatements``), so this is where the
+    /// error must still reach the write that sent it: the batch runs
+    /// without savepoints, fails, and runs again with them.
+    @Test(arguments: LedgerKind.allCases)
+    func aStatementTheDatabaseRefusesFailsOnlyItsOwnWrite(_ kind: LedgerKind) async throws {
+        let dir = try TemporaryDirectory("gc")
+        defer { dir.remove() }
+        let url = try TestPostgres.url(schemaPrefix: "gcdup")
+        let (events, sink) = AsyncStream<GroupCommit.Event>.makeStream()
+        let (database, group) = try await Self.open(kind, directory: dir.url, url: url) { sink.yield($0) }
+        let other = try await kind.database(directory: dir.url, url: url)
+        var iterator = events.makeAsyncIterator()
+        try await database.write(lockKey: "dup") { db in try Self.insertBooking(db, "dup") }
+        // Alone: the error is the write's answer, nothing of it is kept.
+        await #expect(throws: (any Error).self) {
+            try await database.write(lockKey: "dup") { db in
+                try db.execute("UPDATE booking SET updatedAt = 1 WHERE id = ?", "dup")
+                try Self.insertBooking(db, "dup")
+            }
+        }
+        #expect(try await other.read { db in try db.row("SELECT updatedAt FROM booking WHERE id = ?", "dup")?.double("updatedAt") } == 0)
+        // Past the two lone writes' events, so what follows sees only the batch's.
+        await Self.awaitEvent(&iterator, .failedBatch(writes: 1))
+
+        let (gate, first) = await Self.holdTransaction(database, &iterator)
+        let names = ["b", "dup", "d"]
+        let tasks = names.map { name in
+            Task { try await database.write(lockKey: name) { db in try Self.insertBooking(db, name) } }
+        }
+        await Self.awaitEvent(&iterator, .queued(pending: names.count))
+        gate.signal()
+        try await first.value
+        try await tasks[0].value
+        await #expect(throws: (any Error).self) { try await tasks[1].value }
+        try await tasks[2].value
+        await Self.awaitEvent(&iterator, .rerunWithSavepoints(writes: 3))
+        for name in ["a", "b", "d"] { #expect(try await Self.exists(other, name)) }
+        #expect(group.stats.reruns == 1 && group.stats.failedTransactions == 1)
         await database.close()
         await other.close()
     }

@@ -12,10 +12,15 @@ import Synchronization
 /// the batches grow only when writes arrive faster than commits finish.
 ///
 /// What each caller keeps (docs/pass-sender.md, "Group commit"):
-/// - **its own rollback**: in a batch of several, each write runs in a
-///   savepoint of its own; one that throws is rolled back to it and gets its
-///   error, the others go on. A lone write runs as before (throwing rolls
-///   the transaction back).
+/// - **its own rollback**: a batch of several first runs its writes one
+///   after the other with no savepoints (a savepoint is two statements per
+///   write: two round trips on PostgreSQL, two statement parses and a
+///   sub-journal on SQLite). If one of them throws, that transaction rolls
+///   back whole and the batch runs again in a new one, each write in a
+///   savepoint of its own: the one that throws is rolled back to it and
+///   gets its error, the others go on. A write's body may therefore run
+///   twice, the first run rolled back; bodies are database work only. A
+///   lone write runs as before (throwing rolls the transaction back).
 /// - **durability before return**: `write` returns only after the commit of
 ///   the transaction holding it has returned; callers ack, publish or call
 ///   a gateway only after that, as before.
@@ -47,6 +52,9 @@ final class GroupCommit: Sendable {
         case committed(writes: Int, failed: Int)
         /// It failed as a whole: every write of it failed.
         case failedBatch(writes: Int)
+        /// A write of a batch run without savepoints threw: the batch was
+        /// rolled back and runs again, each write in a savepoint.
+        case rerunWithSavepoints(writes: Int)
         /// An ``idle()`` caller waits for the queue to run dry.
         case idleWaiting
     }
@@ -57,6 +65,8 @@ final class GroupCommit: Sendable {
         var writes = 0
         var failedTransactions = 0
         var largestBatch = 0
+        /// Batches run a second time, with savepoints, because a write threw.
+        var reruns = 0
     }
 
     /// One write waiting for a transaction.
@@ -172,16 +182,30 @@ final class GroupCommit: Sendable {
     private func run(_ batch: [Entry]) async {
         observer?(.started(writes: batch.count))
         let keys = Array(Set(batch.compactMap(\.lockKey))).sorted()
-        let outcome: Result<[(any Error)?], any Error>
+        var outcome: Result<[(any Error)?], any Error>
+        let writeThrew = Flag()
         do {
-            outcome = .success(try await transaction(keys) { db in try Self.apply(batch, db) })
+            outcome = .success(try await transaction(keys) { db in try Self.applyTogether(batch, db, writeThrew: writeThrew) })
         } catch {
             outcome = .failure(error)
+        }
+        let rerun = batch.count > 1 && writeThrew.isSet
+        if rerun {
+            // Rolled back whole because one write threw; which writes keep
+            // their work is for the savepoints to say.
+            observer?(.rerunWithSavepoints(writes: batch.count))
+            metrics.ledgerReruns.increment()
+            do {
+                outcome = .success(try await transaction(keys) { db in try Self.applyIsolated(batch, db) })
+            } catch {
+                outcome = .failure(error)
+            }
         }
         state.withLock { s in
             s.stats.transactions += 1
             s.stats.writes += batch.count
             s.stats.largestBatch = max(s.stats.largestBatch, batch.count)
+            if rerun { s.stats.reruns += 1 }
             if case .failure = outcome { s.stats.failedTransactions += 1 }
         }
         metrics.ledgerTransactions.increment()
@@ -196,28 +220,56 @@ final class GroupCommit: Sendable {
         }
     }
 
-    /// The writes of one batch inside its transaction. A lone write throws
-    /// (rolling the transaction back, as a transaction of its own did);
-    /// several run in savepoints, and one that throws is rolled back alone.
-    /// An error of the savepoint statements themselves fails the batch.
-    static func apply(_ batch: [Entry], _ db: any LedgerSQL) throws -> [(any Error)?] {
-        if batch.count == 1 {
-            try batch[0].apply(db)
-            return [nil]
+    /// Set by the engine's thread inside a transaction, read after it
+    /// returned (the `await` orders the two).
+    final class Flag: Sendable {
+        private let value = Atomic<Bool>(false)
+        func set() { value.store(true, ordering: .sequentiallyConsistent) }
+        var isSet: Bool { value.load(ordering: .sequentiallyConsistent) }
+    }
+
+    /// The writes of one batch inside its transaction, without savepoints:
+    /// the first that throws sets `writeThrew` and its error rolls the
+    /// transaction back (for a lone write that is its answer; a batch of
+    /// several runs again through ``applyIsolated(_:_:)``). The error
+    /// itself goes up unchanged, so the engine still sees a broken
+    /// connection for what it is.
+    static func applyTogether(_ batch: [Entry], _ db: any LedgerSQL, writeThrew: Flag) throws -> [(any Error)?] {
+        do {
+            for entry in batch { try entry.apply(db) }
+            // Which write a statement error belongs to does not matter
+            // here: any error sends the batch to the savepoints.
+            try db.flush()
+        } catch {
+            writeThrew.set()
+            throw error
         }
+        return Array(repeating: nil, count: batch.count)
+    }
+
+    /// The writes of one batch, each in a savepoint: one that throws is
+    /// rolled back alone and keeps its error. An error of the savepoint
+    /// statements themselves fails the batch.
+    static func applyIsolated(_ batch: [Entry], _ db: any LedgerSQL) throws -> [(any Error)?] {
         var errors: [(any Error)?] = []
         errors.reserveCapacity(batch.count)
+        // Flushed after every step: this path runs only after a failure,
+        // and each error must be pinned on its own write.
         for entry in batch {
             try db.execute("SAVEPOINT ledger_write", [])
+            try db.flush()
             do {
                 try entry.apply(db)
+                try db.flush()
             } catch {
                 try db.execute("ROLLBACK TO SAVEPOINT ledger_write", [])
                 try db.execute("RELEASE SAVEPOINT ledger_write", [])
+                try db.flush()
                 errors.append(error)
                 continue
             }
             try db.execute("RELEASE SAVEPOINT ledger_write", [])
+            try db.flush()
             errors.append(nil)
         }
         return errors

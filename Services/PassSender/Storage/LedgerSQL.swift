@@ -97,13 +97,23 @@ public struct SQLRow: Sendable {
 /// Threads: a value is only valid inside the transaction closure that
 /// received it, on the thread that called it.
 public protocol LedgerSQL {
-    /// Runs a statement that returns no rows.
+    /// Runs a statement that returns no rows. An engine may send it without
+    /// waiting for its answer (PostgreSQL): its error, if any, is thrown by
+    /// the next ``rows(_:_:)`` or ``flush()``, and statements after it see
+    /// its effect either way.
     func execute(_ sql: String, _ arguments: [SQLValue]) throws
-    /// Runs a query and collects its rows.
+    /// Runs a query and collects its rows (after every statement before it
+    /// has been answered).
     func rows(_ sql: String, _ arguments: [SQLValue]) throws -> [SQLRow]
+    /// Waits for the statements ``execute(_:_:)`` sent; throws the first
+    /// one's error. The group commit flushes after each write, before it
+    /// decides whether that write succeeded.
+    func flush() throws
 }
 
 extension LedgerSQL {
+    public func flush() throws {}
+
     func execute(_ sql: String, _ arguments: any SQLBindable...) throws {
         try execute(sql, arguments.map(\.sqlValue))
     }

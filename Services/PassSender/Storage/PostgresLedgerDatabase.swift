@@ -53,19 +53,23 @@ public final class PostgresLedgerDatabase: LedgerDatabase {
         groupCommit = GroupCommit(maxBatch: maxBatch, observer: observer) { keys, body in
             let logger = writer.logger
             return try await writer.transaction(lockKey: nil) { connection in
+                let sql = PostgresLedgerSQL(connection: connection, logger: logger)
                 if !keys.isEmpty {
                     // As PostgresWriter takes one lock: a holder that does
                     // not let go within 20 s fails this transaction (55P03).
                     // In hash order: two batches never wait for each other
                     // in a circle.
                     let names = keys.map { "pass-ledger:\(schema):\($0)" }
-                    try connection.run("SET LOCAL lock_timeout = '20s'", logger)
-                    try connection.run("""
+                    sql.pending.send("SET LOCAL lock_timeout = '20s'", on: connection, logger: logger)
+                    sql.pending.send("""
                         SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest(\(names)::text[]) AS k
                                                              ORDER BY 1) AS l
-                        """, logger)
+                        """, on: connection, logger: logger)
+                    try sql.flush()  // a lock that fails fails the batch, not its first write
                 }
-                return try body(PostgresLedgerSQL(connection: connection, logger: logger))
+                let result = try body(sql)
+                try sql.flush()  // the group commit flushed each write; this is for any other body
+                return result
             }
         }
     }
@@ -90,17 +94,26 @@ public final class PostgresLedgerDatabase: LedgerDatabase {
     }
 }
 
-/// A postgres-nio connection inside a transaction as ``LedgerSQL``.
+/// A postgres-nio connection inside a transaction as ``LedgerSQL``:
+/// `execute` sends without waiting (``PendingStatements``), `rows` and
+/// `flush` wait for what was sent. On the writer queue only.
 struct PostgresLedgerSQL: LedgerSQL {
     let connection: PostgresConnection
     let logger: Logger
+    let pending = PendingStatements()
 
     func execute(_ sql: String, _ arguments: [SQLValue]) throws {
-        try connection.run(try Self.query(sql, arguments), logger)
+        pending.send(try Self.query(sql, arguments), on: connection, logger: logger)
+    }
+
+    func flush() throws {
+        try pending.settle()
     }
 
     func rows(_ sql: String, _ arguments: [SQLValue]) throws -> [SQLRow] {
-        try connection.run(try Self.query(sql, arguments), logger).map { row in
+        let query = try Self.query(sql, arguments)
+        try pending.settle()
+        return try connection.run(query, logger).map { row in
             SQLRow(try row.map { cell in (cell.columnName, try Self.value(cell)) })
         }
     }
