@@ -221,6 +221,50 @@ struct StoreTests {
         #expect(store.takeCommitted(limit: 100).map(\.messageID) == ["kept-0", "kept-1", "kept-2"])
     }
 
+    /// A statement the database refuses fails its command with that
+    /// statement's own error, and the command keeps nothing. On PostgreSQL
+    /// every statement after it is refused as "transaction aborted"
+    /// (25P02), which says nothing, and a `COMMIT` after it answers
+    /// `ROLLBACK`: the command must report the first error. (A store that
+    /// sends statements without waiting for them, as the pass ledger does
+    /// with ``PendingStatements``, fails here if it reports the last.)
+    @Test(arguments: StoreKind.allCases)
+    func aRefusedStatementFailsItsCommandWithItsOwnError(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (store, _) = try await makeProcessor(fixture)
+        defer { fixture.remove() }
+        let before = try await store.counts()
+        @Sendable func insertSeriesTwice(_ tx: any StoreTransaction) throws {
+            for _ in 0..<2 {
+                try tx.insertSeries(id: "s-1", room: "Berlin", requestedBy: nil, recurrence: Recurrence(.weekly, count: 2),
+                                    onConflict: .skip, count: 2, now: Date())
+            }
+            try tx.setSeriesVersion(id: "s-1", 2)
+        }
+        do {
+            _ = try await store.execute(key: InboxKey(scope: "", key: "dup-series", fingerprint: 0), commandType: "test") { tx in
+                try insertSeriesTwice(tx)
+                return .failure(.invalidField, "not reached")
+            }
+            Issue.record("a duplicate series id was stored")
+        } catch {
+            let text = kind == .postgres ? PostgresFailure.describe(error) : "\(error)"
+            #expect(text.contains(kind == .postgres ? "SQLSTATE 23505" : "UNIQUE constraint failed"), "\(text)")
+        }
+        // The same without the inbox (timers, room changes: `transaction`).
+        do {
+            try await store.transaction { tx in try insertSeriesTwice(tx) }
+            Issue.record("a duplicate series id was stored")
+        } catch {
+            let text = kind == .postgres ? PostgresFailure.describe(error) : "\(error)"
+            #expect(text.contains(kind == .postgres ? "SQLSTATE 23505" : "UNIQUE constraint failed"), "\(text)")
+        }
+        #expect(try await store.counts().inbox == before.inbox, "no inbox entry")
+        #expect(try await store.transaction { tx in try tx.series(id: "s-1") } == nil, "no series")
+        try await enqueueOne(store, key: "after", messageID: "after", thenFail: false)
+        #expect(try await store.counts().inbox == before.inbox + 1, "the next command works")
+    }
+
     /// Events handed over in memory carry their value, from which the
     /// relay builds the `booking.public` copy without decoding the body:
     /// the value must be exactly what the body says, for a create's events

@@ -19,6 +19,8 @@ final class HandlerHarness: Sendable {
     private let running: Task<Void, any Error>
     private let group: ServiceGroup
     private let ownsVhost: Bool
+    /// Made by this harness (not passed in): removed when it stops.
+    private let ownsDataDirectory: Bool
 
     static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     static var roomsFile: String { repositoryRoot.appendingPathComponent("deploy/rooms.json").path }
@@ -30,7 +32,7 @@ final class HandlerHarness: Sendable {
                       handlerURL: AMQPURL? = nil, replayRate: Int = ReplayPacer.defaultRate,
                       now: @escaping @Sendable () -> Date = { Date() },
                       timerInterval: Duration = .milliseconds(200)) async throws -> HandlerHarness {
-        let ownsVhost = url == nil
+        let ownsVhost = url == nil, ownsDataDirectory = dataDirectory == nil
         let url = try url ?? TestBroker.isolatedURL("booking")
         let dataDirectory = dataDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("handler-data")).path
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
@@ -53,12 +55,15 @@ final class HandlerHarness: Sendable {
         let events = try await client.consume(queue: eventsQueue, prefetch: 500)
         let (group, running) = ServiceGroup.startInProcess(app.services, logger: logger)
         return HandlerHarness(url: url, client: client, events: events, eventsQueue: eventsQueue,
-                              dataDirectory: dataDirectory, app: app, running: running, group: group, ownsVhost: ownsVhost)
+                              dataDirectory: dataDirectory, app: app, running: running, group: group, ownsVhost: ownsVhost,
+                              ownsDataDirectory: ownsDataDirectory)
     }
 
     private init(url: AMQPURL, client: AMQPConnection, events: AMQPConsumer, eventsQueue: String, dataDirectory: String,
-                 app: BookingHandlerApp, running: Task<Void, any Error>, group: ServiceGroup, ownsVhost: Bool) {
+                 app: BookingHandlerApp, running: Task<Void, any Error>, group: ServiceGroup, ownsVhost: Bool,
+                 ownsDataDirectory: Bool) {
         self.ownsVhost = ownsVhost
+        self.ownsDataDirectory = ownsDataDirectory
         self.url = url
         self.client = client
         self.events = events
@@ -102,10 +107,8 @@ final class HandlerHarness: Sendable {
         _ = await running.result
         events.stop()
         await client.close()
-        if ownsVhost {
-            TestBroker.deleteVhost(url.vhost)
-            try? FileManager.default.removeItem(atPath: dataDirectory)
-        }
+        if ownsVhost { TestBroker.deleteVhost(url.vhost) }
+        if ownsDataDirectory { try? FileManager.default.removeItem(atPath: dataDirectory) }
     }
 }
 
