@@ -150,6 +150,10 @@ extension PostgresConnection {
 /// what went wrong. Callers settle before they read rows, before a
 /// savepoint decision and before `COMMIT`.
 ///
+/// A statement's 30 s timeout (``PostgresConnection/result(_:_:)``) runs
+/// from when it is sent, so it includes the time it queues behind the
+/// statements sent before it: a few milliseconds here.
+///
 /// Ownership: confined to the thread that owns the connection, like the
 /// connection's transaction itself; one instance per transaction.
 public final class PendingStatements {

@@ -62,14 +62,14 @@ struct GroupCommitTests {
         let events: AsyncStream<GroupCommit.Event>
         let releaseFirst: @Sendable () -> Void
 
-        init(failing: Set<Int> = []) {
+        init(failing: Set<Int> = [], metrics: PassSenderMetrics = .shared) {
             let store = FakeStore()
             self.store = store
             let (events, sink) = AsyncStream<GroupCommit.Event>.makeStream()
             let (gate, open) = AsyncStream<Void>.makeStream()
             self.events = events
             releaseFirst = { open.yield() }
-            group = GroupCommit(observer: { sink.yield($0) }) { keys, body in
+            group = GroupCommit(observer: { sink.yield($0) }, metrics: metrics) { keys, body in
                 let n = store.state.withLock { s in
                     s.transactions += 1
                     s.lockKeys.append(keys)
@@ -345,17 +345,34 @@ struct GroupCommitTests {
         await Self.awaitEvent(&iterator, .failedBatch(writes: 1))
 
         let (gate, first) = await Self.holdTransaction(database, &iterator)
-        let names = ["b", "dup", "d"]
+        // "e" sends a statement the database refuses, then throws before
+        // anything waited for it: its refusal is still its own.
+        let names = ["b", "dup", "d", "e"]
         let tasks = names.map { name in
-            Task { try await database.write(lockKey: name) { db in try Self.insertBooking(db, name) } }
+            Task {
+                try await database.write(lockKey: name) { db in
+                    if name == "e" {
+                        try Self.insertBooking(db, "dup")
+                        throw WriteFailed(name: "e")
+                    }
+                    try Self.insertBooking(db, name)
+                }
+            }
         }
         await Self.awaitEvent(&iterator, .queued(pending: names.count))
         gate.signal()
         try await first.value
         try await tasks[0].value
-        await #expect(throws: (any Error).self) { try await tasks[1].value }
+        do {
+            try await tasks[1].value
+            Issue.record("a duplicate key was stored")
+        } catch {
+            let text = kind == .postgres ? PostgresFailure.describe(error) : "\(error)"
+            #expect(text.contains(kind == .postgres ? "SQLSTATE 23505" : "UNIQUE constraint failed"), "\(text)")
+        }
         try await tasks[2].value
-        await Self.awaitEvent(&iterator, .rerunWithSavepoints(writes: 3))
+        await #expect(throws: (any Error).self) { try await tasks[3].value }
+        await Self.awaitEvent(&iterator, .rerunWithSavepoints(writes: 4))
         for name in ["a", "b", "d"] { #expect(try await Self.exists(other, name)) }
         #expect(group.stats.reruns == 1 && group.stats.failedTransactions == 1)
         await database.close()

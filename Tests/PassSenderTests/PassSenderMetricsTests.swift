@@ -134,6 +134,22 @@ struct PassSenderMetricsTests {
         #expect(try metrics.expectCounter("pass_ledger_transactions_total").totalValue == 1)
         #expect(try metrics.expectRecorder("pass_ledger_batch_writes").lastValue == 1)
     }
+
+    /// A batch in which a write throws runs again with savepoints: counted
+    /// as a rerun, and as two transactions.
+    @Test func theGroupCommitCountsABatchRunAgain() async throws {
+        let metrics = TestMetrics()
+        let f = GroupCommitTests.Fixture(metrics: PassSenderMetrics(factory: metrics))
+        let (first, rest) = await GroupCommitTests.queueBehindFirst(f, ["b", "c"], failing: ["c"])
+        f.releaseFirst()
+        _ = try await first.value
+        _ = try await rest[0].value
+        await #expect(throws: GroupCommitTests.WriteFailed(name: "c")) { try await rest[1].value }
+        #expect(try metrics.expectCounter("pass_ledger_batch_reruns_total").totalValue == 1)
+        // "a" alone; "b" and "c" without savepoints, then with them.
+        #expect(try metrics.expectCounter("pass_ledger_transactions_total").totalValue == 3)
+        #expect(try metrics.expectRecorder("pass_ledger_batch_writes").lastValue == 2)
+    }
 }
 
 /// A gateway whose call runs `meanwhile` (another instance acting while

@@ -25,9 +25,11 @@ import Synchronization
 ///   the transaction holding it has returned; callers ack, publish or call
 ///   a gateway only after that, as before.
 /// - **all or nothing**: when the batch itself fails (BEGIN, a lock, a
-///   savepoint statement, COMMIT, the connection), every write of it fails
-///   with that error and none of it is kept; none of their callers gets a
-///   result, so none acks.
+///   savepoint statement, COMMIT, the connection under the savepoint run
+///   or under a lone write), every write of it fails with that error and
+///   none of it is kept; none of their callers gets a result, so none
+///   acks. (A connection lost while a batch of several runs without
+///   savepoints sends it to the savepoint run, on a new connection.)
 /// - **its lock**: on PostgreSQL the batch takes every write's advisory
 ///   lock (ordered by hash, so batches of two instances never deadlock)
 ///   before the first write runs, and holds them to the commit.
@@ -61,6 +63,7 @@ final class GroupCommit: Sendable {
 
     /// Counts since start (tests, metrics).
     struct Stats: Sendable, Equatable {
+        /// Batches (a batch run again with savepoints counts once).
         var transactions = 0
         var writes = 0
         var failedTransactions = 0
@@ -195,6 +198,7 @@ final class GroupCommit: Sendable {
             // their work is for the savepoints to say.
             observer?(.rerunWithSavepoints(writes: batch.count))
             metrics.ledgerReruns.increment()
+            metrics.ledgerTransactions.increment()  // the first run's
             do {
                 outcome = .success(try await transaction(keys) { db in try Self.applyIsolated(batch, db) })
             } catch {
@@ -262,6 +266,9 @@ final class GroupCommit: Sendable {
                 try entry.apply(db)
                 try db.flush()
             } catch {
+                // Statements this write sent before it threw may have
+                // failed too: theirs, not the batch's (the savepoint undoes them).
+                try? db.flush()
                 try db.execute("ROLLBACK TO SAVEPOINT ledger_write", [])
                 try db.execute("RELEASE SAVEPOINT ledger_write", [])
                 try db.flush()
