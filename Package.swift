@@ -196,7 +196,7 @@ let package = Package(
         /// A private RabbitMQ for tests (start/stop a real broker node).
         .target(
             name: "TestSupport",
-            dependencies: ["AMQPClient", .product(name: "Logging", package: "swift-log"),
+            dependencies: ["AMQPClient", "PostgresSupport", .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             path: "Tests/TestSupport"
         ),

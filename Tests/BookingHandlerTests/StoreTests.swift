@@ -248,16 +248,14 @@ struct StoreTests {
             }
             Issue.record("a duplicate series id was stored")
         } catch {
-            let text = kind == .postgres ? PostgresFailure.describe(error) : "\(error)"
-            #expect(text.contains(kind == .postgres ? "SQLSTATE 23505" : "UNIQUE constraint failed"), "\(text)")
+            #expect(StoreErrors.isUniqueViolation(error), "\(StoreErrors.describe(error))")
         }
         // The same without the inbox (timers, room changes: `transaction`).
         do {
             try await store.transaction { tx in try insertSeriesTwice(tx) }
             Issue.record("a duplicate series id was stored")
         } catch {
-            let text = kind == .postgres ? PostgresFailure.describe(error) : "\(error)"
-            #expect(text.contains(kind == .postgres ? "SQLSTATE 23505" : "UNIQUE constraint failed"), "\(text)")
+            #expect(StoreErrors.isUniqueViolation(error), "\(StoreErrors.describe(error))")
         }
         #expect(try await store.counts().inbox == before.inbox, "no inbox entry")
         #expect(try await store.transaction { tx in try tx.series(id: "s-1") } == nil, "no series")
