@@ -239,6 +239,40 @@ public final class SQLiteBookingStore: BookingStore {
                 CREATE INDEX outbox_pending_key ON outbox (orderKey, id) WHERE publishedAt IS NULL;
                 """)
         }
+        // Fewer B-trees per command (docs/performance.md, seventh round).
+        // `AUTOINCREMENT` wrote a page of `sqlite_sequence` in every
+        // transaction that queued an event; a plain rowid is `MAX(id) + 1`,
+        // which never reuses an id as long as the newest row stays — so
+        // ``prune(olderThan:)`` keeps it, and the highest id ever handed out
+        // (the old sequence, which may be above every row left) is kept here
+        // as a published placeholder row. Ids are never reused: a relay that
+        // marks an id late must not mark a newer event. And `outbox_pending`
+        // held every row ever queued, published or not; it now holds only
+        // the unpublished ones, as on PostgreSQL, and stays a page or two.
+        migrator.registerMigration("v7-outbox-rowid") { db in
+            try db.execute(sql: """
+                CREATE TABLE outbox_rowid (
+                    id INTEGER PRIMARY KEY,
+                    routingKey TEXT NOT NULL,
+                    messageId TEXT NOT NULL,
+                    body BLOB NOT NULL,
+                    createdAt DOUBLE NOT NULL,
+                    claimedUntil DOUBLE,
+                    publishedAt DOUBLE,
+                    orderKey TEXT,
+                    claimedBy TEXT
+                );
+                INSERT INTO outbox_rowid (id, routingKey, messageId, body, createdAt, claimedUntil, publishedAt, orderKey, claimedBy)
+                    SELECT id, routingKey, messageId, body, createdAt, claimedUntil, publishedAt, orderKey, claimedBy FROM outbox;
+                INSERT INTO outbox_rowid (id, routingKey, messageId, body, createdAt, publishedAt)
+                    SELECT seq, '', '', x'', 0, 0 FROM sqlite_sequence
+                    WHERE name = 'outbox' AND seq > (SELECT IFNULL(MAX(id), 0) FROM outbox);
+                DROP TABLE outbox;
+                ALTER TABLE outbox_rowid RENAME TO outbox;
+                CREATE INDEX outbox_pending ON outbox (id) WHERE publishedAt IS NULL;
+                CREATE INDEX outbox_pending_key ON outbox (orderKey, id) WHERE publishedAt IS NULL;
+                """)
+        }
         return migrator
     }
 
@@ -610,7 +644,18 @@ public final class SQLiteBookingStore: BookingStore {
     public func prune(olderThan age: TimeInterval) async throws {
         let cutoff = Date().timeIntervalSince1970 - age
         try await pool.write { db in
-            try db.execute(sql: "DELETE FROM outbox WHERE publishedAt IS NOT NULL AND publishedAt < ?", arguments: [cutoff])
+            // Rows are looked at in id order up to the first one created
+            // after the cutoff (ids grow with time; a row a clock step put
+            // out of order waits for a later prune), so a prune reads what
+            // it deletes, not the week it keeps — there is no index on
+            // `publishedAt`, which would cost every mark a page. The newest
+            // row stays, published or not: ids are `MAX(id) + 1` (no
+            // AUTOINCREMENT, see the v7 migration) and must not be reused.
+            try db.execute(sql: """
+                DELETE FROM outbox
+                WHERE id < IFNULL((SELECT id FROM outbox WHERE createdAt >= ?1 ORDER BY id LIMIT 1), (SELECT MAX(id) FROM outbox))
+                  AND publishedAt IS NOT NULL AND publishedAt < ?1
+                """, arguments: [cutoff])
             try db.execute(sql: "DELETE FROM inbox WHERE createdAt < ?", arguments: [cutoff])
             // Versions no open cursor can still need.
             try db.execute(sql: "DELETE FROM booking_version WHERE until IS NOT NULL AND supersededAt < ?",

@@ -1,0 +1,106 @@
+import BookingContracts
+import Foundation
+import GRDB
+import TestSupport
+import Testing
+@testable import BookingHandler
+
+/// An outbox id names one event for good: a relay that marks an id
+/// published late (its lease ran out, another relay published the event,
+/// the row was pruned) must not mark a newer event. The SQLite outbox has
+/// no `AUTOINCREMENT` (a page of `sqlite_sequence` per transaction), so
+/// this rests on pruning keeping the newest row and on the migration
+/// keeping the old sequence's high-water mark.
+@Suite("Outbox ids")
+struct OutboxIdTests {
+    private static func enqueue(_ store: any BookingStore, _ messageIDs: [String]) async throws -> [Int64] {
+        try await store.transaction { tx in
+            for id in messageIDs { try tx.enqueue(routingKey: "booking.created", messageID: id, body: Data("{}".utf8), orderKey: nil) }
+        }
+        return store.takeCommitted(limit: 100).map(\.id)
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func anIdIsNeverUsedAgainAfterEveryEventWasPublishedAndPruned(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        defer { fixture.remove() }
+        let store = try await fixture.open()
+        let first = try await Self.enqueue(store, ["m1", "m2", "m3"])
+        #expect(first.count == 3)
+        try await store.markPublished(first)
+        try await store.prune(olderThan: -1)  // every published event counts as old
+        let next = try await Self.enqueue(store, ["m4"])
+        #expect(next.count == 1)
+        #expect(next[0] > first.max()!, "ids \(first) were handed out before; the next was \(next)")
+    }
+
+    /// Pruning reads the outbox in id order up to the first event created
+    /// after the cutoff: what is older and published goes, what is newer,
+    /// unpublished, or the newest row stays.
+    @Test func pruningDropsPublishedEventsOlderThanTheCutoffOnly() async throws {
+        let dir = try TemporaryDirectory("outbox-prune")
+        defer { dir.remove() }
+        let path = dir.appending("db.sqlite").path
+        let store = try SQLiteBookingStore(path: path)
+        let now = Date().timeIntervalSince1970, day = 86_400.0
+        // (messageId, created, published): in id order, as a week passes.
+        let rows: [(String, Double, Double?)] = [
+            ("old-published", now - 9 * day, now - 9 * day),
+            ("old-unpublished", now - 9 * day, nil),
+            ("old-published-late", now - 8 * day, now - 1 * day),
+            ("recent-published", now - 2 * day, now - 2 * day),
+            ("skewed-old", now - 10 * day, now - 10 * day),  // after a clock step back
+            ("newest-published", now - 1 * day, now - 1 * day),
+        ]
+        let file = try DatabaseQueue(path: path)
+        try await file.write { db in
+            for (id, created, published) in rows {
+                try db.execute(sql: "INSERT INTO outbox (routingKey, messageId, body, createdAt, publishedAt) VALUES ('e', ?, x'7b7d', ?, ?)",
+                               arguments: [id, created, published])
+            }
+        }
+        try await store.prune(olderThan: 7 * day)
+        let left = try await file.read { db in try String.fetchAll(db, sql: "SELECT messageId FROM outbox ORDER BY id") }
+        #expect(left == ["old-unpublished", "old-published-late", "recent-published", "skewed-old", "newest-published"])
+        // A week later everything published has gone but the newest row.
+        try await store.prune(olderThan: -1)
+        let later = try await file.read { db in try String.fetchAll(db, sql: "SELECT messageId FROM outbox ORDER BY id") }
+        #expect(later == ["old-unpublished", "newest-published"])
+    }
+
+    /// A file from before the migration: ids from `AUTOINCREMENT`, the
+    /// newest rows already pruned (the old sequence above every row left).
+    @Test func theMigrationKeepsEventsAndTheHighestIdEverHandedOut() async throws {
+        let dir = try TemporaryDirectory("outbox-migration")
+        defer { dir.remove() }
+        let path = dir.appending("db.sqlite").path
+        let old = try DatabaseQueue(path: path)
+        try SQLiteBookingStore.migrator.migrate(old, upTo: "v6-outbox-order")
+        try await old.write { db in
+            for i in 1...5 {
+                try db.execute(sql: """
+                    INSERT INTO outbox (routingKey, messageId, body, createdAt, publishedAt, orderKey) VALUES ('booking.created', ?, ?, 1, ?, ?)
+                    """, arguments: ["m\(i)", Data("{\"n\":\(i)}".utf8), i == 3 ? nil : 1.0, "b\(i)"])
+            }
+            try db.execute(sql: "DELETE FROM outbox WHERE id IN (4, 5)")  // pruned by the old version
+        }
+        try old.close()
+
+        let store = try SQLiteBookingStore(path: path)
+        // The unpublished event is still there, same id, same body.
+        let pending = try await store.claimOutbox(limit: 10, lease: 60)
+        #expect(pending.map(\.id) == [3])
+        #expect(pending.map(\.messageID) == ["m3"])
+        #expect(pending.first.map { String(decoding: $0.body, as: UTF8.self) } == #"{"n":3}"#)
+        // Ids 4 and 5 were handed out before the upgrade: never again.
+        let next = try await Self.enqueue(store, ["m6"])
+        #expect(next == [6])
+        let schema = try DatabaseQueue(path: path)
+        let (autoincrement, pendingIndex) = try await schema.read { db in
+            (try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'outbox'") ?? "",
+             try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'outbox_pending'") ?? "")
+        }
+        #expect(!autoincrement.uppercased().contains("AUTOINCREMENT"))
+        #expect(pendingIndex.contains("WHERE publishedAt IS NULL"), "the pending index holds unpublished events only: \(pendingIndex)")
+    }
+}
