@@ -12,8 +12,11 @@ import TestSupport
 /// a write that throws inside a batch is rolled back alone.
 ///
 /// Batches are made deterministic without timing: the first transaction is
-/// held until the test has seen the other writes queued behind it.
-@Suite("Group commit")
+/// held until the test has seen the other writes queued behind it. The
+/// waits for an event have no deadline of their own; the suite's time limit
+/// is theirs: an event that never comes fails its test (the cancelled
+/// stream ends, ``awaitEvent(_:_:)`` records it) instead of hanging the run.
+@Suite("Group commit", .timeLimit(.minutes(1)))
 struct GroupCommitTests {
     // MARK: In-memory engine
 
