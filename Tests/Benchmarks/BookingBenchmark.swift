@@ -122,6 +122,10 @@ struct BookingBenchmark: AsyncParsableCommand {
         environment["DATA_DIR"] = dataDirectory
         environment["ROOMS_FILE"] = roomsFile
         environment["LOG_LEVEL"] = "warning"
+        // The benchmark picks the store (`extra`): an inherited DATABASE_URL
+        // (a sourced scripts/postgres.sh env) ran the "SQLite" rows of
+        // `benchmarks scale` on that server, against its earlier bookings.
+        environment["DATABASE_URL"] = nil
         environment.merge(extra) { _, new in new }
         process.environment = environment
         try process.run()
