@@ -47,6 +47,8 @@ struct OutboxIdTests {
         let rows: [(String, Double, Double?)] = [
             ("old-published", now - 9 * day, now - 9 * day),
             ("old-unpublished", now - 9 * day, nil),
+            ("fast-clock", now + 365 * day, now - 8 * day),  // written by a clock a year ahead
+            ("after-fast-clock", now - 9 * day, now - 9 * day),
             ("old-published-late", now - 8 * day, now - 1 * day),
             ("recent-published", now - 2 * day, now - 2 * day),
             ("skewed-old", now - 10 * day, now - 10 * day),  // after a clock step back
@@ -61,6 +63,8 @@ struct OutboxIdTests {
         }
         try await store.prune(olderThan: 7 * day)
         let left = try await file.read { db in try String.fetchAll(db, sql: "SELECT messageId FROM outbox ORDER BY id") }
+        // The row from a clock a year ahead does not hold back the rows
+        // after it: published over a week ago, it goes, and so does the next.
         #expect(left == ["old-unpublished", "old-published-late", "recent-published", "skewed-old", "newest-published"])
         // A week later everything published has gone but the newest row.
         try await store.prune(olderThan: -1)
@@ -79,8 +83,9 @@ struct OutboxIdTests {
         try await old.write { db in
             for i in 1...5 {
                 try db.execute(sql: """
-                    INSERT INTO outbox (routingKey, messageId, body, createdAt, publishedAt, orderKey) VALUES ('booking.created', ?, ?, 1, ?, ?)
-                    """, arguments: ["m\(i)", Data("{\"n\":\(i)}".utf8), i == 3 ? nil : 1.0, "b\(i)"])
+                    INSERT INTO outbox (routingKey, messageId, body, createdAt, publishedAt, orderKey, claimedBy)
+                    VALUES ('booking.created', ?, ?, 1, ?, ?, ?)
+                    """, arguments: ["m\(i)", Data("{\"n\":\(i)}".utf8), i == 3 ? nil : 1.0, "b\(i)", i == 3 ? nil : "owner-\(i)"])
             }
             try db.execute(sql: "DELETE FROM outbox WHERE id IN (4, 5)")  // pruned by the old version
         }
@@ -96,11 +101,22 @@ struct OutboxIdTests {
         let next = try await Self.enqueue(store, ["m6"])
         #expect(next == [6])
         let schema = try DatabaseQueue(path: path)
-        let (autoincrement, pendingIndex) = try await schema.read { db in
+        let (autoincrement, pendingIndex, pendingKeyIndex, copied) = try await schema.read { db in
             (try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'outbox'") ?? "",
-             try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'outbox_pending'") ?? "")
+             try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'outbox_pending'") ?? "",
+             try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'outbox_pending_key'") ?? "",
+             try Row.fetchAll(db, sql: """
+                 SELECT id, routingKey, messageId, CAST(body AS TEXT), createdAt, claimedUntil, publishedAt, orderKey, claimedBy
+                 FROM outbox WHERE id IN (1, 2) ORDER BY id
+                 """).map { $0.databaseValues.map(\.description) })
         }
         #expect(!autoincrement.uppercased().contains("AUTOINCREMENT"))
         #expect(pendingIndex.contains("WHERE publishedAt IS NULL"), "the pending index holds unpublished events only: \(pendingIndex)")
+        #expect(pendingKeyIndex.contains("(orderKey, id) WHERE publishedAt IS NULL"), "\(pendingKeyIndex)")
+        // Every column of the rows not touched since lands in its place.
+        #expect(copied == [
+            ["1", "\"booking.created\"", "\"m1\"", #""{\"n\":1}""#, "1.0", "NULL", "1.0", "\"b1\"", "\"owner-1\""],
+            ["2", "\"booking.created\"", "\"m2\"", #""{\"n\":2}""#, "1.0", "NULL", "1.0", "\"b2\"", "\"owner-2\""],
+        ])
     }
 }

@@ -648,14 +648,18 @@ public final class SQLiteBookingStore: BookingStore {
             // after the cutoff (ids grow with time; a row a clock step put
             // out of order waits for a later prune), so a prune reads what
             // it deletes, not the week it keeps — there is no index on
-            // `publishedAt`, which would cost every mark a page. The newest
-            // row stays, published or not: ids are `MAX(id) + 1` (no
-            // AUTOINCREMENT, see the v7 migration) and must not be reused.
+            // `publishedAt`, which would cost every mark a page. A row
+            // dated more than a day ahead (written by a clock running fast)
+            // is not a stopping point, or it would hold back every row after
+            // it until real time caught up. The newest row stays, published
+            // or not: ids are `MAX(id) + 1` (no AUTOINCREMENT, see the v7
+            // migration) and must not be reused.
             try db.execute(sql: """
                 DELETE FROM outbox
-                WHERE id < IFNULL((SELECT id FROM outbox WHERE createdAt >= ?1 ORDER BY id LIMIT 1), (SELECT MAX(id) FROM outbox))
+                WHERE id < IFNULL((SELECT id FROM outbox WHERE createdAt >= ?1 AND createdAt <= ?2 ORDER BY id LIMIT 1),
+                                  (SELECT MAX(id) FROM outbox))
                   AND publishedAt IS NOT NULL AND publishedAt < ?1
-                """, arguments: [cutoff])
+                """, arguments: [cutoff, Date().timeIntervalSince1970 + 86_400])
             try db.execute(sql: "DELETE FROM inbox WHERE createdAt < ?", arguments: [cutoff])
             // Versions no open cursor can still need.
             try db.execute(sql: "DELETE FROM booking_version WHERE until IS NOT NULL AND supersededAt < ?",
