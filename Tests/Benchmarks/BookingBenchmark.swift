@@ -117,15 +117,12 @@ struct BookingBenchmark: AsyncParsableCommand {
         guard FileManager.default.isExecutableFile(atPath: process.executableURL!.path) else {
             throw ValidationError("build the handler first: swift build -c release --product booking-handler")
         }
-        var environment = ProcessInfo.processInfo.environment
+        // The benchmark picks the store (`extra`), not the shell.
+        var environment = ServiceProcess.inheritedEnvironment
         environment["AMQP_URL"] = url.urlStringWithCredentials
         environment["DATA_DIR"] = dataDirectory
         environment["ROOMS_FILE"] = roomsFile
         environment["LOG_LEVEL"] = "warning"
-        // The benchmark picks the store (`extra`): an inherited DATABASE_URL
-        // (a sourced scripts/postgres.sh env) ran the "SQLite" rows of
-        // `benchmarks scale` on that server, against its earlier bookings.
-        environment["DATABASE_URL"] = nil
         environment.merge(extra) { _, new in new }
         process.environment = environment
         try process.run()

@@ -260,9 +260,7 @@ struct PipelineBenchmark: AsyncParsableCommand {
         let process = Process()
         process.executableURL = binary
         // The set runs on SQLite files of its own, whatever the shell exported.
-        var inherited = ProcessInfo.processInfo.environment
-        inherited["DATABASE_URL"] = nil
-        process.environment = inherited.merging(environment) { $1 }
+        process.environment = ServiceProcess.inheritedEnvironment.merging(environment) { $1 }
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()

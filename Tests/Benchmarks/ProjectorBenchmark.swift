@@ -184,7 +184,7 @@ struct ProjectorBenchmark: AsyncParsableCommand {
         guard FileManager.default.isExecutableFile(atPath: process.executableURL!.path) else {
             throw ValidationError("build the projector first: swift build -c release --product availability-projector")
         }
-        var environment = ProcessInfo.processInfo.environment
+        var environment = ServiceProcess.inheritedEnvironment
         environment["AMQP_URL"] = url.urlStringWithCredentials
         environment["DATA_DIR"] = dataDirectory
         environment["HTTP_PORT"] = String(port)

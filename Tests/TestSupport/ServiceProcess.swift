@@ -16,12 +16,20 @@ public enum ServiceProcess {
         return repositoryRoot.appendingPathComponent(".build/debug/\(name)")
     }
 
-    /// Starts `binary` with this process's environment plus `environment`,
-    /// its output appended to `log` (kept for the failure's story). An
-    /// inherited `DATABASE_URL` is dropped: a developer's shell that has one
-    /// (a sourced `scripts/postgres.sh` env file) would otherwise move a
-    /// test's service to PostgreSQL while the test reads its SQLite file;
-    /// tests that want PostgreSQL pass it in `environment`. When
+    /// This process's environment for a service it starts, without
+    /// `DATABASE_URL`: a developer's shell that has one (a sourced
+    /// `scripts/postgres.sh` env file) would otherwise move the service to
+    /// PostgreSQL while its caller reads its SQLite file, or run a
+    /// benchmark's "SQLite" row on that server. Callers that want
+    /// PostgreSQL pass it themselves.
+    public static var inheritedEnvironment: [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        environment["DATABASE_URL"] = nil
+        return environment
+    }
+
+    /// Starts `binary` with ``inheritedEnvironment`` plus `environment`,
+    /// its output appended to `log` (kept for the failure's story). When
     /// `wrapper` is given (a network namespace's `ip netns exec`, `setpriv`),
     /// that runs instead, with the binary among its arguments.
     public static func launch(_ binary: URL, environment: [String: String], log: URL,
@@ -33,9 +41,7 @@ public enum ServiceProcess {
         } else {
             process.executableURL = binary
         }
-        var inherited = ProcessInfo.processInfo.environment
-        inherited["DATABASE_URL"] = nil
-        process.environment = inherited.merging(environment) { _, new in new }
+        process.environment = inheritedEnvironment.merging(environment) { _, new in new }
         if !FileManager.default.fileExists(atPath: log.path) { FileManager.default.createFile(atPath: log.path, contents: nil) }
         let handle = try FileHandle(forWritingTo: log)
         handle.seekToEndOfFile()
