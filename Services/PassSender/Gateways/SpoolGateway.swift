@@ -26,19 +26,31 @@ public final class SpoolPassGateway: PassGateway {
     /// The occurrences of a series (the ledger's); nil = every occurrence
     /// of a series is written like a single booking.
     private let series: (@Sendable (String) async throws -> [SeriesOccurrence])?
+    /// Makes the renames of a call durable: ``syncDirectory(_:)``; tests
+    /// put a failing one here (a failing disk cannot be made on demand).
+    private let sync: @Sendable (String) -> String?
 
     /// Creates the gateway, making `directory` if needed.
     /// - Parameter series: where the occurrences of a series are known
     ///   (``PassLedger/seriesOccurrences(seriesId:)``): with it, a series
     ///   gets one e-mail per attendee (see ``send(_:batch:)``).
-    public init(directory: URL, sender: String = "Room Booking <passes@room-booking.invalid>",
-                now: @escaping @Sendable () -> Date = { Date() },
-                series: (@Sendable (String) async throws -> [SeriesOccurrence])? = nil) throws {
+    public convenience init(directory: URL, sender: String = "Room Booking <passes@room-booking.invalid>",
+                            now: @escaping @Sendable () -> Date = { Date() },
+                            series: (@Sendable (String) async throws -> [SeriesOccurrence])? = nil) throws {
+        try self.init(directory: directory, sender: sender, now: now, series: series, sync: Self.syncDirectory)
+    }
+
+    /// A gateway syncing its directory with `sync` (tests).
+    init(directory: URL, sender: String = "Room Booking <passes@room-booking.invalid>",
+         now: @escaping @Sendable () -> Date = { Date() },
+         series: (@Sendable (String) async throws -> [SeriesOccurrence])? = nil,
+         sync: @escaping @Sendable (String) -> String?) throws {
         self.directory = directory
         self.directoryPath = directory.path
         self.sender = sender
         self.now = now
         self.series = series
+        self.sync = sync
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     }
 
@@ -154,7 +166,13 @@ public final class SpoolPassGateway: PassGateway {
                 return .passFailed(index: i, code: ErrorCode(4500), text: "could not write the pass to the outbox: \(error)")
             }
         }
-        Self.syncDirectory(directoryPath)
+        // Until the directory is synced the renames may not survive a
+        // crash, and the ledger would call these passes delivered. Every
+        // pass of the call is retried instead: writing one again replaces
+        // its files under the same names, so nobody gets it twice.
+        if let failure = sync(directoryPath) {
+            return .transient(code: nil, text: "could not make the outbox's new files durable: \(failure)")
+        }
         return .success
     }
 
@@ -204,12 +222,17 @@ public final class SpoolPassGateway: PassGateway {
         }
     }
 
-    /// fsync of the directory makes the renames durable.
-    static func syncDirectory(_ path: String) {
+    /// fsync of the directory makes the renames durable. Returns what
+    /// failed, or nil.
+    @Sendable static func syncDirectory(_ path: String) -> String? {
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        fsync(fd)
-        close(fd)
+        guard fd >= 0 else { return "open \(path): errno \(errno)" }
+        defer { close(fd) }
+        while fsync(fd) != 0 {
+            if errno == EINTR { continue }
+            return "fsync \(path): errno \(errno)"
+        }
+        return nil
     }
 }
 
