@@ -43,7 +43,9 @@ enum EventReader {
 /// the read model.
 ///
 /// Per delivery: apply in one SQLite transaction (a repeated or older
-/// version is a no-op; cancelled bookings stay as tombstones), update the
+/// version is a no-op, acked without a transaction when this process
+/// committed that version itself and the delivery is not a redelivery;
+/// cancelled bookings stay as tombstones), update the
 /// index, publish `availability.changed` for room-days whose free slots
 /// changed and wait for the broker's confirm, then ack. A redelivered
 /// event that turns out to be a no-op publishes the current `avail` of its
@@ -60,6 +62,8 @@ public struct EventConsumer: Sendable {
     let logger: Logger
     /// Events count only when the booking handler's user published them.
     let sender: SenderCheck
+    /// Serialises the events of one booking (by id).
+    let bookings = KeyedLock()
 
     /// - Parameter sender: whose events to apply; default this connection's
     ///   own user (the one-user embedded set).
@@ -100,6 +104,25 @@ public struct EventConsumer: Sendable {
             try? await delivery.reject(requeue: false)
             ProjectorMetrics.events.increment("dead-lettered")
         case .change(let change):
+            // A booking's events one at a time: its two events of one state
+            // (`booking.created` and `booking.confirmed` of a booking
+            // confirmed at once) arrive together, and the second, waiting
+            // here for the first, then finds its version committed.
+            let key: String? = if case .booking(let state) = change { state.id } else { nil }
+            if let key { await bookings.lock(key) }
+            defer { if let key { bookings.unlock(key) } }
+            if case .booking(let state) = change, !delivery.redelivered, store.isKnownStale(state) {
+                // The repeat of a state this process committed: no write,
+                // nothing to publish. A redelivered one takes the full path
+                // below, which publishes its room-days again.
+                do {
+                    try await delivery.ack()
+                    ProjectorMetrics.events.increment("repeat")
+                } catch {
+                    logger.warning("ack of a repeated event failed; it will come again", metadata: ["error": "\(error)"])
+                }
+                break
+            }
             do {
                 let publisher = self.publisher
                 let box = TicketBox()
