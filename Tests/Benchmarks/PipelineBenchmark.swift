@@ -33,6 +33,14 @@ struct PipelineBenchmark: AsyncParsableCommand {
     var rate: [Int] = []
     @Option(help: "Commands per paced phase.")
     var paced = 2_000
+    @Flag(help: "Search the highest paced rate the set sustains (see --probe-seconds) and report the projector's lag there.")
+    var findRate = false
+    @Option(help: "With --find-rate: the first rate tried (bookings/s); it doubles until the set falls behind, then halves the gap three times.")
+    var findFrom = 50
+    @Option(help: "With --find-rate: seconds of booking per probe (at least 300 bookings).")
+    var probeSeconds = 6
+    @Option(help: "With --find-rate: the reply p99 (ms) above which a probe counts as fallen behind: requests queued inside the set.")
+    var maxReplyP99 = 50.0
     @Option(help: "The pass sender's gateway: spool (files in its DATA_DIR, as the README runs it) or http (a local gateway in this process that always succeeds; its CPU is this process's, not the pass sender's).")
     var passGateway = "spool"
     @Flag(help: "Book the pipelined and one-at-a-time phases through this package's Swift client instead of a raw rabbitmq-c loop (the echo baselines and paced phases always use the raw loop).")
@@ -75,6 +83,11 @@ struct PipelineBenchmark: AsyncParsableCommand {
         // The handler's /metrics: its stage timers give the breakdown of a command.
         let handlerHTTP = try freeTCPPort()
         let stages = StageTimes(metricsURL: "http://127.0.0.1:\(handlerHTTP)/metrics")
+        // The projector's: how its events were settled (applied, stale by a
+        // read, or a repeat acked without one).
+        let projectorHTTP = try freeTCPPort()
+        let projectorEvents = MetricCounters(metricsURL: "http://127.0.0.1:\(projectorHTTP)/metrics",
+                                             family: "projector_events_total", label: "outcome")
         // The services start from empty queues: on a broker that outlives a
         // run, the echo above has just published its dummy events into the
         // pass sender's and the projector's queues, and a benchmark that ran
@@ -91,7 +104,8 @@ struct PipelineBenchmark: AsyncParsableCommand {
                                                        "HTTP_PORT": "\(handlerHTTP)"]) { $1 })),
             ("pass-sender", Topology.passSenderEventsQueue, launch("pass-sender", common.merging(passEnvironment) { $1 })),
             ("availability-projector", Topology.projectorEventsQueue,
-             launch("availability-projector", common.merging(["DATA_DIR": directories[2]]) { $1 })),
+             launch("availability-projector", common.merging(["DATA_DIR": directories[2],
+                                                             "HTTP_PORT": "\(projectorHTTP)"]) { $1 })),
         ]
         defer { for s in services where s.process.isRunning { s.process.terminate(); s.process.waitUntilExit() } }
         for s in services {
@@ -125,6 +139,7 @@ struct PipelineBenchmark: AsyncParsableCommand {
         func phase(_ name: String, count: Int, inFlight: Int, rate: Double? = nil) async throws -> PhaseResult {
             let before = services.map { CPUTime.of(pid: $0.process.processIdentifier) }
             let stagesBefore = try await stages.read()
+            let eventsBefore = try await projectorEvents.read()
             let started = monotonicNow()
             lag.startPhase()
             let onReply: @Sendable (CommandReply, UInt64) -> Void = { reply, at in
@@ -157,6 +172,7 @@ struct PipelineBenchmark: AsyncParsableCommand {
                 try await Task.sleep(for: .milliseconds(20))
             }
             let drained = monotonicNow()
+            let eventsAfter = try await projectorEvents.read()
             let after = services.map { CPUTime.of(pid: $0.process.processIdentifier) }
             let cpu = zip(before, after).map { b, a -> (user: Double, system: Double) in
                 guard let b, let a else { return (.nan, .nan) }
@@ -164,12 +180,30 @@ struct PipelineBenchmark: AsyncParsableCommand {
             }
             return PhaseResult(name: name, result: result, replySeconds: Double(replied - started) / 1e9,
                                drainSeconds: Double(drained - replied) / 1e9, cpuMicros: cpu, projectorLag: lag.phaseLatencies,
-                               stageMicros: StageTimes.meanMicros(from: stagesBefore, to: stagesAfter))
+                               stageMicros: StageTimes.meanMicros(from: stagesBefore, to: stagesAfter),
+                               projectorEvents: eventsAfter.merging(eventsBefore.mapValues { -$0 }) { $0 + $1 }.mapValues { Int($0) })
         }
         let pipelinedResult = try await phase("\(inFlight) in flight", count: pipelined, inFlight: inFlight)
         let singleResult = try await phase("one at a time", count: single, inFlight: 1)
         var pacedResults: [PhaseResult] = []
         for r in rate { pacedResults.append(try await phase("paced at \(r)/s", count: paced, inFlight: 0, rate: Double(r))) }
+        var sustained: (rate: Int, phase: PhaseResult)?
+        if findRate {
+            print("")
+            let search = SustainedRate(from: findFrom, maxReplyP99: maxReplyP99)
+            print("searching the highest rate the set sustains (\(search.criterion)):")
+            while let r = search.next() {
+                let p = try await phase("paced at \(r)/s", count: max(300, r * probeSeconds), inFlight: 0, rate: Double(r))
+                let kept = search.keptUp(p, rate: r)
+                search.record(r, keptUp: kept)
+                if kept && r >= (sustained?.rate ?? 0) { sustained = (r, p) }
+                print(String(format: "  %5d/s: achieved %.0f/s, %d failed, reply p99 %.2f ms, downstream caught up %.2f s after"
+                             + " the last reply, projector lag p50 %.2f / p99 %.2f ms: %@",
+                             r, p.result.rate, p.result.failures, p.result.latencies.percentile(99), p.drainSeconds,
+                             p.projectorLag.percentile(50), p.projectorLag.percentile(99), kept ? "kept up" : "fell behind"))
+            }
+            if let sustained { pacedResults.append(sustained.phase) }
+        }
         let memory = services.map { currentRSSMiB(pid: $0.process.processIdentifier) ?? .nan }
         for s in services {
             s.process.terminate()
@@ -190,6 +224,8 @@ struct PipelineBenchmark: AsyncParsableCommand {
                          p.result.latencies.percentile(50) / shapedRate.1.percentile(50), raw.0, raw.1.percentile(50))) }
             print(String(format: "  projector lag, reply → availability.changed showing the slot taken: p50 %.2f ms, p99 %.2f ms (%d bookings)",
                          p.projectorLag.percentile(50), p.projectorLag.percentile(99), p.projectorLag.samples.count))
+            print("  projector events: " + p.projectorEvents.filter { $0.value > 0 }.sorted { $0.key < $1.key }
+                .map { "\($0.key) \($0.value)" }.joined(separator: ", "))
             let st = p.stageMicros
             if let dispatch = st["dispatch"], let process = st["process"], let store = st["store"],
                let queued = st["store_queued"], let transaction = st["store_transaction"], let reply = st["reply"],
@@ -208,10 +244,71 @@ struct PipelineBenchmark: AsyncParsableCommand {
                              s.name, cpu.user, cpu.system, cpu.user + cpu.system))
             }
         }
+        if findRate {
+            if let sustained {
+                print(String(format: "highest rate the set sustains: %d bookings/s (probes of %d s); projector lag there p50 %.2f ms,"
+                             + " p99 %.2f ms (target p99 < 20 ms)", sustained.rate, probeSeconds,
+                             sustained.phase.projectorLag.percentile(50), sustained.phase.projectorLag.percentile(99)))
+            } else {
+                print("the set did not keep up even at \(findFrom) bookings/s (try a lower --find-from)")
+            }
+        }
         for (s, rss) in zip(services, memory) {
             print(String(format: "%-23@ RSS after %d bookings: %.1f MiB; exit status %d", s.name, booked, rss, s.process.terminationStatus))
         }
         print("(CPU from /proc/<pid>/stat in clock ticks of 1/\(CPUTime.ticksPerSecond) s, over the phase and the drain after it)")
+    }
+
+    /// The search for the highest paced rate the set sustains: doubling
+    /// from a start until a probe falls behind, then three halvings of the
+    /// gap between the highest rate kept up with and the lowest one not.
+    final class SustainedRate {
+        private var highestKept: Int?
+        private var lowestMissed: Int?
+        private var halvings = 0
+        private let start: Int
+        private let maxReplyP99: Double
+
+        init(from start: Int, maxReplyP99: Double) {
+            self.start = max(1, start)
+            self.maxReplyP99 = maxReplyP99
+        }
+
+        var criterion: String {
+            String(format: "kept up = no failed booking, replies at >= 97 %% of the paced rate with p99 <= %.0f ms, and every"
+                   + " pass delivered and the pass sender's and projector's queues empty within 0.25 s of the last reply",
+                   maxReplyP99)
+        }
+
+        /// Whether a probe at `rate` kept up (see ``criterion``): a set that
+        /// cannot carry the rate queues work, which shows as replies coming
+        /// slower or later than requests, or a backlog left downstream at
+        /// the end.
+        func keptUp(_ p: PhaseResult, rate: Int) -> Bool {
+            p.result.failures == 0 && p.result.rate >= 0.97 * Double(rate)
+                && p.result.latencies.percentile(99) <= maxReplyP99 && p.drainSeconds <= 0.25
+        }
+
+        /// The next rate to probe, or nil when the search is over.
+        func next() -> Int? {
+            switch (highestKept, lowestMissed) {
+            case (nil, nil): return start
+            case (let kept?, nil): return kept >= 20_000 ? nil : kept * 2
+            case (nil, _?): return nil
+            case (let kept?, let missed?):
+                guard halvings < 3, missed - kept > 1 else { return nil }
+                return (kept + missed) / 2
+            }
+        }
+
+        func record(_ rate: Int, keptUp: Bool) {
+            if highestKept != nil && lowestMissed != nil { halvings += 1 }
+            if keptUp {
+                highestKept = max(highestKept ?? rate, rate)
+            } else {
+                lowestMissed = min(lowestMissed ?? rate, rate)
+            }
+        }
     }
 
     struct PhaseResult {
@@ -223,6 +320,8 @@ struct PipelineBenchmark: AsyncParsableCommand {
         var projectorLag: Latencies
         /// Mean µs per command of each ``StageTimes`` stage over the phase.
         var stageMicros: [String: Double]
+        /// The projector's events by outcome over the phase.
+        var projectorEvents: [String: Int]
     }
 
     /// Books `count` slots through a raw rabbitmq-c loop (``Raw/rpc(url:exchange:routingKey:type:count:inFlight:body:onReply:)``)
@@ -334,6 +433,28 @@ final class ProjectorLag: @unchecked Sendable {  // all state behind `lock`
         let p = hhmm.split(separator: ":")
         guard p.count == 2, let h = Int(p[0]), let m = Int(p[1]) else { return nil }
         return h * 60 + m
+    }
+}
+
+/// One counter family of a service's /metrics, by one label's value.
+struct MetricCounters {
+    let metricsURL: String
+    let family: String
+    let label: String
+
+    /// label value → count.
+    func read() async throws -> [String: Double] {
+        let (status, body) = try await httpGet(metricsURL)
+        guard status == 200 else { throw ValidationError("GET \(metricsURL): \(status)") }
+        var result: [String: Double] = [:]
+        let prefix = family + "{"
+        for line in body.split(separator: "\n") where line.hasPrefix(prefix) {
+            // projector_events_total{outcome="applied"} 12
+            guard let start = line.range(of: label + "=\""), let end = line[start.upperBound...].firstIndex(of: "\""),
+                  let value = line.split(separator: " ").last.flatMap({ Double($0) }) else { continue }
+            result[String(line[start.upperBound..<end]), default: 0] += value
+        }
+        return result
     }
 }
 
