@@ -48,4 +48,7 @@ public final class KeyedLock: Sendable {
 
     /// Whether someone holds `key` (tests).
     public func isHeld(_ key: String) -> Bool { state.withLock { $0.held.contains(key) } }
+
+    /// How many wait for `key` (tests).
+    public func waiting(_ key: String) -> Int { state.withLock { $0.waiters[key]?.count ?? 0 } }
 }

@@ -44,6 +44,32 @@ struct SpoolDurabilityTests {
         #expect(synced.withLock { $0.count } == 2)
     }
 
+    /// A write error at pass i: the passes before it are delivered only
+    /// once synced; unsynced, the whole call is transient.
+    @Test func passesBeforeAWriteErrorCountOnlyOnceSynced() async throws {
+        let dir = try TemporaryDirectory("spool-sync-partial")
+        defer { dir.remove() }
+        // Pass 1's e-mail cannot be renamed into place: a directory has its name.
+        try FileManager.default.createDirectory(at: dir.appending("bk-sync-v1-1.eml"), withIntermediateDirectories: false)
+        var two = Self.booking
+        two.attendees.append(Attendee(name: "Bo", email: "bo@example.com", phone: "+491701234568"))
+        let request = SendPassRequestBuilder.request(for: two, attendeeIndexes: [0, 1])
+        let batch = PassBatch(bookingId: two.id, version: 1, attendeeIndexes: [0, 1], booking: two)
+        let failing = Mutex(true)
+        let gateway = try SpoolPassGateway(directory: dir.url, sync: { path in
+            failing.withLock { $0 } ? "fsync \(path): errno 5" : nil
+        })
+        let unsynced = await gateway.send(request, batch: batch)
+        #expect(unsynced.label == "transient", "pass 0 is not durable: \(unsynced)")
+        failing.withLock { $0 = false }
+        let synced = await gateway.send(request, batch: batch)
+        guard case .passFailed(1, let code, _) = synced else {
+            Issue.record("expected pass 1 to fail, got \(synced)")
+            return
+        }
+        #expect(code.rawValue == 4500)
+    }
+
     /// Notices go through the same path.
     @Test func aNoticeIsNotDeliveredBeforeItsDirectoryIsSynced() async throws {
         let dir = try TemporaryDirectory("spool-sync-notice")

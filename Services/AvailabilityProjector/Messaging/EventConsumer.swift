@@ -108,43 +108,53 @@ public struct EventConsumer: Sendable {
             // (`booking.created` and `booking.confirmed` of a booking
             // confirmed at once) arrive together, and the second, waiting
             // here for the first, then finds its version committed.
-            let key: String? = if case .booking(let state) = change { state.id } else { nil }
-            if let key { await bookings.lock(key) }
-            defer { if let key { bookings.unlock(key) } }
-            if case .booking(let state) = change, !delivery.redelivered, store.isKnownStale(state) {
-                // The repeat of a state this process committed: no write,
-                // nothing to publish. A redelivered one takes the full path
-                // below, which publishes its room-days again.
-                do {
-                    try await delivery.ack()
-                    ProjectorMetrics.events.increment("repeat")
-                } catch {
-                    logger.warning("ack of a repeated event failed; it will come again", metadata: ["error": "\(error)"])
-                }
-                break
-            }
-            do {
-                let publisher = self.publisher
-                let box = TicketBox()
-                // The same cause in every replica that applies this state
-                // makes the availability.changed ids the same (ChangePublisher).
-                let cause = Self.cause(of: change, messageID: delivery.properties.messageID)
-                let outcome = try await store.apply(change) { changes in box.ticket = publisher.enqueue(changes, cause: cause) }
-                try await box.ticket.wait()
-                if !outcome.applied, delivery.redelivered, !outcome.touched.isEmpty {
-                    try await republish(outcome.touched, cause: cause)
-                }
-                try await delivery.ack()
-                ProjectorMetrics.events.increment(outcome.applied ? "applied" : "stale")
-            } catch let error as AMQPError {
-                logger.warning("could not confirm availability.changed; requeueing", metadata: ["error": "\(error)"])
-                await delivery.requeueAfterPause()
-            } catch {
-                logger.error("read model update failed; requeueing", metadata: ["error": "\(error)"])
-                await delivery.requeueAfterPause()
-            }
+            let booking: BookingState? = if case .booking(let state) = change { state } else { nil }
+            if let booking { await bookings.lock(booking.id) }
+            let requeue = await settle(change, booking: booking, delivery)
+            // Released before the pause: the others of this booking need
+            // not wait a second for a delivery that goes back to the queue.
+            if let booking { bookings.unlock(booking.id) }
+            if requeue { await delivery.requeueAfterPause() }
         }
         ProjectorMetrics.eventApply.recordInterval(since: started)
+    }
+
+    /// Applies a change and acks, under the booking's lock; true when the
+    /// delivery must be requeued (the caller does, after unlocking).
+    private func settle(_ change: ModelChange, booking: BookingState?, _ delivery: AMQPDelivery) async -> Bool {
+        if let booking, !delivery.redelivered, store.isKnownStale(booking) {
+            // The repeat of a state this process committed: no write,
+            // nothing to publish. A redelivered one takes the full path
+            // below, which publishes its room-days again.
+            do {
+                try await delivery.ack()
+                ProjectorMetrics.events.increment("repeat")
+            } catch {
+                logger.warning("ack of a repeated event failed; it will come again", metadata: ["error": "\(error)"])
+            }
+            return false
+        }
+        do {
+            let publisher = self.publisher
+            let box = TicketBox()
+            // The same cause in every replica that applies this state
+            // makes the availability.changed ids the same (ChangePublisher).
+            let cause = Self.cause(of: change, messageID: delivery.properties.messageID)
+            let outcome = try await store.apply(change) { changes in box.ticket = publisher.enqueue(changes, cause: cause) }
+            try await box.ticket.wait()
+            if !outcome.applied, delivery.redelivered, !outcome.touched.isEmpty {
+                try await republish(outcome.touched, cause: cause)
+            }
+            try await delivery.ack()
+            ProjectorMetrics.events.increment(outcome.applied ? "applied" : "stale")
+            return false
+        } catch let error as AMQPError {
+            logger.warning("could not confirm availability.changed; requeueing", metadata: ["error": "\(error)"])
+            return true
+        } catch {
+            logger.error("read model update failed; requeueing", metadata: ["error": "\(error)"])
+            return true
+        }
     }
 
     /// What an `availability.changed` id is derived from: for a booking,

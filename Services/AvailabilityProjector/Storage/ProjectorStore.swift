@@ -209,7 +209,7 @@ public final class ProjectorStore: Sendable {
             }
             if result.applied, case .booking(let b) = change {
                 self.committed.withLock { versions in
-                    if versions.count >= Self.committedLimit { versions.removeAll(keepingCapacity: true) }
+                    if versions[b.id] == nil, versions.count >= Self.committedLimit { versions.removeAll(keepingCapacity: true) }
                     versions[b.id] = max(versions[b.id] ?? b.version, b.version)
                 }
             }
@@ -426,8 +426,12 @@ public final class ProjectorStore: Sendable {
                     """)
                 return .commit
             }
-            self.rebuild.withLock { $0 = nil }
+            // Forgotten before the rebuild ends: `isKnownStale` trusts the
+            // map as soon as no rebuild runs, and the new tables may hold
+            // older versions than this process committed (a replay read
+            // before a live event).
             self.committed.withLock { $0.removeAll() }
+            self.rebuild.withLock { $0 = nil }
             let before = self.index.snapshot
             let after = try Self.loadState(db)
             self.index.replace(with: after)

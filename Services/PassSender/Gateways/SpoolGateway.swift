@@ -14,7 +14,9 @@ import Glibc
 /// written), then written in order; a write failure at pass i answers code
 /// 4500 with index i (passes before it were written). File names depend
 /// only on the pass, so writing a pass again replaces the file with the
-/// same content instead of adding a second pass.
+/// same content instead of adding a second pass. Passes count as written
+/// only once the directory is fsynced after their renames; when that
+/// fails the answer is transient (all of the call's passes again).
 public final class SpoolPassGateway: PassGateway {
     public let channel = PassChannel.outbox
     /// The outbox directory.
@@ -163,6 +165,11 @@ public final class SpoolPassGateway: PassGateway {
                     try Self.writeAtomically(Array(file.text.utf8), directory: directoryPath, name: file.name)
                 }
             } catch {
+                // The passes before i count as delivered only once durable.
+                if i > 0, let failure = sync(directoryPath) {
+                    return .transient(code: nil, text: "could not write pass \(i) to the outbox (\(error)), nor make the ones"
+                                      + " before it durable: \(failure)")
+                }
                 return .passFailed(index: i, code: ErrorCode(4500), text: "could not write the pass to the outbox: \(error)")
             }
         }
