@@ -51,40 +51,6 @@ struct ReadModelTests {
         #expect(try await store.booking(id: "b1")?.startMinute == 9 * 60)
     }
 
-    /// The consumer acks a repeat without a write when the store knows it
-    /// committed that version: never for a version it did not commit, not
-    /// during a rebuild, and not after one replaced the tables.
-    @Test func onlyVersionsThisProcessCommittedAreKnownStale() async throws {
-        let (store, dir) = try makeStore()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        _ = try await store.apply(.room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z"))
-        guard case .booking(let v1) = state("b1", "09:00", "10:00", version: 1),
-              case .booking(let v2) = state("b1", "09:00", "10:00", version: 2),
-              case .booking(let v3) = state("b1", "11:00", "12:00", version: 3),
-              case .booking(let other) = state("b2", "13:00", "14:00", version: 1) else {
-            Issue.record("state() gives booking changes")
-            return
-        }
-        #expect(!store.isKnownStale(v2), "nothing committed yet")
-        _ = try await store.apply(.booking(v2))
-        #expect(store.isKnownStale(v2) && store.isKnownStale(v1))
-        #expect(!store.isKnownStale(v3) && !store.isKnownStale(other))
-        // An older version, not applied, does not lower what is known.
-        #expect(try await store.apply(.booking(v1)).applied == false)
-        #expect(store.isKnownStale(v2))
-
-        #expect(try await store.beginRebuild(replayId: "r1"))
-        #expect(!store.isKnownStale(v2), "a rebuild's staging tables take live events too")
-        #expect(try await store.applyReplayed(.room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z"), replayId: "r1"))
-        #expect(try await store.applyReplayed(.booking(v1), replayId: "r1"))
-        _ = try #require(try await store.finishRebuild(replayId: "r1"))
-        // The replay held v1: v2 is not in the new tables, and not known.
-        #expect(try await store.booking(id: "b1")?.version == 1)
-        #expect(!store.isKnownStale(v2))
-        #expect(try await store.apply(.booking(v2)).applied)
-        #expect(store.isKnownStale(v2))
-    }
-
     @Test func cancelBeforeCreateIsNotResurrected() async throws {
         let (store, dir) = try makeStore()
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -83,8 +83,8 @@ struct PipelineBenchmark: AsyncParsableCommand {
         // The handler's /metrics: its stage timers give the breakdown of a command.
         let handlerHTTP = try freeTCPPort()
         let stages = StageTimes(metricsURL: "http://127.0.0.1:\(handlerHTTP)/metrics")
-        // The projector's: how its events were settled (applied, stale by a
-        // read, or a repeat acked without one).
+        // The projector's: how its events were settled (applied, stale:
+        // a booking confirmed at once has two events of one state).
         let projectorHTTP = try freeTCPPort()
         let projectorEvents = MetricCounters(metricsURL: "http://127.0.0.1:\(projectorHTTP)/metrics",
                                              family: "projector_events_total", label: "outcome")

@@ -43,9 +43,7 @@ enum EventReader {
 /// the read model.
 ///
 /// Per delivery: apply in one SQLite transaction (a repeated or older
-/// version is a no-op, acked without a transaction when this process
-/// committed that version itself and the delivery is not a redelivery;
-/// cancelled bookings stay as tombstones), update the
+/// version is a no-op; cancelled bookings stay as tombstones), update the
 /// index, publish `availability.changed` for room-days whose free slots
 /// changed and wait for the broker's confirm, then ack. A redelivered
 /// event that turns out to be a no-op publishes the current `avail` of its
@@ -62,8 +60,6 @@ public struct EventConsumer: Sendable {
     let logger: Logger
     /// Events count only when the booking handler's user published them.
     let sender: SenderCheck
-    /// Serialises the events of one booking (by id).
-    let bookings = KeyedLock()
 
     /// - Parameter sender: whose events to apply; default this connection's
     ///   own user (the one-user embedded set).
@@ -104,57 +100,28 @@ public struct EventConsumer: Sendable {
             try? await delivery.reject(requeue: false)
             ProjectorMetrics.events.increment("dead-lettered")
         case .change(let change):
-            // A booking's events one at a time: its two events of one state
-            // (`booking.created` and `booking.confirmed` of a booking
-            // confirmed at once) arrive together, and the second, waiting
-            // here for the first, then finds its version committed.
-            let booking: BookingState? = if case .booking(let state) = change { state } else { nil }
-            if let booking { await bookings.lock(booking.id) }
-            let requeue = await settle(change, booking: booking, delivery)
-            // Released before the pause: the others of this booking need
-            // not wait a second for a delivery that goes back to the queue.
-            if let booking { bookings.unlock(booking.id) }
-            if requeue { await delivery.requeueAfterPause() }
+            do {
+                let publisher = self.publisher
+                let box = TicketBox()
+                // The same cause in every replica that applies this state
+                // makes the availability.changed ids the same (ChangePublisher).
+                let cause = Self.cause(of: change, messageID: delivery.properties.messageID)
+                let outcome = try await store.apply(change) { changes in box.ticket = publisher.enqueue(changes, cause: cause) }
+                try await box.ticket.wait()
+                if !outcome.applied, delivery.redelivered, !outcome.touched.isEmpty {
+                    try await republish(outcome.touched, cause: cause)
+                }
+                try await delivery.ack()
+                ProjectorMetrics.events.increment(outcome.applied ? "applied" : "stale")
+            } catch let error as AMQPError {
+                logger.warning("could not confirm availability.changed; requeueing", metadata: ["error": "\(error)"])
+                await delivery.requeueAfterPause()
+            } catch {
+                logger.error("read model update failed; requeueing", metadata: ["error": "\(error)"])
+                await delivery.requeueAfterPause()
+            }
         }
         ProjectorMetrics.eventApply.recordInterval(since: started)
-    }
-
-    /// Applies a change and acks, under the booking's lock; true when the
-    /// delivery must be requeued (the caller does, after unlocking).
-    private func settle(_ change: ModelChange, booking: BookingState?, _ delivery: AMQPDelivery) async -> Bool {
-        if let booking, !delivery.redelivered, store.isKnownStale(booking) {
-            // The repeat of a state this process committed: no write,
-            // nothing to publish. A redelivered one takes the full path
-            // below, which publishes its room-days again.
-            do {
-                try await delivery.ack()
-                ProjectorMetrics.events.increment("repeat")
-            } catch {
-                logger.warning("ack of a repeated event failed; it will come again", metadata: ["error": "\(error)"])
-            }
-            return false
-        }
-        do {
-            let publisher = self.publisher
-            let box = TicketBox()
-            // The same cause in every replica that applies this state
-            // makes the availability.changed ids the same (ChangePublisher).
-            let cause = Self.cause(of: change, messageID: delivery.properties.messageID)
-            let outcome = try await store.apply(change) { changes in box.ticket = publisher.enqueue(changes, cause: cause) }
-            try await box.ticket.wait()
-            if !outcome.applied, delivery.redelivered, !outcome.touched.isEmpty {
-                try await republish(outcome.touched, cause: cause)
-            }
-            try await delivery.ack()
-            ProjectorMetrics.events.increment(outcome.applied ? "applied" : "stale")
-            return false
-        } catch let error as AMQPError {
-            logger.warning("could not confirm availability.changed; requeueing", metadata: ["error": "\(error)"])
-            return true
-        } catch {
-            logger.error("read model update failed; requeueing", metadata: ["error": "\(error)"])
-            return true
-        }
     }
 
     /// What an `availability.changed` id is derived from: for a booking,

@@ -82,14 +82,6 @@ public final class ProjectorStore: Sendable {
     let pool: DatabasePool
     public let index: AvailabilityIndex
     private let rebuild = Mutex<RebuildProgress?>(nil)
-    /// Booking versions this process committed to the live model, by id:
-    /// never above what the live tables hold. A booking confirmed at once
-    /// has two events of one state (`booking.created`, `booking.confirmed`);
-    /// the second is known stale from here without a turn on the writer.
-    /// Emptied when full (the repeat comes milliseconds after the first)
-    /// and when a rebuild replaces the tables.
-    private let committed = Mutex<[String: Int]>([:])
-    static let committedLimit = 16_384
 
     /// A rebuild in progress.
     public struct RebuildProgress: Sendable, Equatable {
@@ -207,26 +199,10 @@ public final class ProjectorStore: Sendable {
                 }
                 return .commit
             }
-            if result.applied, case .booking(let b) = change {
-                self.committed.withLock { versions in
-                    if versions[b.id] == nil, versions.count >= Self.committedLimit { versions.removeAll(keepingCapacity: true) }
-                    versions[b.id] = max(versions[b.id] ?? b.version, b.version)
-                }
-            }
             let changes = try self.updateIndex(db, days: result.days, room: result.room)
             onCommit(changes)
             return ApplyOutcome(applied: result.applied, changes: changes, touched: result.touched)
         }
-    }
-
-    /// Whether the live model already holds `state`'s version of its
-    /// booking or a newer one, as far as this process knows without
-    /// reading: true only for versions it committed itself (false
-    /// means "look", not "newer"). Always false while a rebuild runs,
-    /// whose staging tables also take live events.
-    public func isKnownStale(_ state: BookingState) -> Bool {
-        guard rebuild.withLock({ $0 == nil }) else { return false }
-        return committed.withLock { versions in versions[state.id].map { $0 >= state.version } ?? false }
     }
 
     /// Applies many booking states at once, one transaction, each room-day
@@ -426,11 +402,6 @@ public final class ProjectorStore: Sendable {
                     """)
                 return .commit
             }
-            // Forgotten before the rebuild ends: `isKnownStale` trusts the
-            // map as soon as no rebuild runs, and the new tables may hold
-            // older versions than this process committed (a replay read
-            // before a live event).
-            self.committed.withLock { $0.removeAll() }
             self.rebuild.withLock { $0 = nil }
             let before = self.index.snapshot
             let after = try Self.loadState(db)

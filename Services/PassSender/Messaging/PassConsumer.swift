@@ -4,6 +4,29 @@ import Foundation
 import Logging
 import ServiceSupport
 
+/// Serialises work per key (booking id) inside the process: two messages of
+/// the same booking are never handled at once, so the ledger's
+/// `attempting` status always means "a previous process died here".
+actor KeyedLock {
+    private var held: Set<String> = []
+    private var waiters: [String: [CheckedContinuation<Void, Never>]] = [:]
+
+    func lock(_ key: String) async {
+        if held.insert(key).inserted { return }
+        await withCheckedContinuation { waiters[key, default: []].append($0) }
+    }
+
+    func unlock(_ key: String) {
+        if var queue = waiters[key], !queue.isEmpty {
+            let next = queue.removeFirst()
+            waiters[key] = queue.isEmpty ? nil : queue
+            next.resume()  // ownership passes to the waiter
+        } else {
+            held.remove(key)
+        }
+    }
+}
+
 /// Handles deliveries of `pass-sender.events` and `pass-sender.retry`.
 ///
 /// Per delivery: admit the message to the ledger (which also finds what
@@ -43,8 +66,6 @@ public struct PassConsumer: Sendable {
     /// (`ADMIN_USERS`, `bookingctl passes failed retry`): they carry the
     /// phone numbers and e-mails to send to.
     let retrySender: SenderCheck
-    /// Two messages of one booking are never handled at once, so the
-    /// ledger's `attempting` status always means "a previous process died here".
     private let locks = KeyedLock()
 
     /// - Parameter eventSender: whose booking events to act on; default
@@ -183,9 +204,9 @@ public struct PassConsumer: Sendable {
             // newer follow-ups must not overtake it.
             try await publish(summary?.leftovers ?? [], waitForMark: false)
             try await publish(summary?.outbox ?? [], waitForMark: false)
-            locks.unlock(bookingId)
+            await locks.unlock(bookingId)
         } catch let error as PassLedger.UnusableMessage {
-            locks.unlock(bookingId)
+            await locks.unlock(bookingId)
             await poison(delivery, reason: error.description, logger: logger, label: label)
             observer?(Settled(queue: queue, type: label, bookingId: bookingId, outcome: .deadLettered(error.description),
                               summary: nil))
@@ -194,7 +215,7 @@ public struct PassConsumer: Sendable {
             // What was committed but not published waits for the
             // redelivery (its admission finds it), not flushed here: a
             // flush is one batch, and a row that failed would be overtaken.
-            locks.unlock(bookingId)
+            await locks.unlock(bookingId)
             logger.error("message could not be finished; requeueing", metadata: ["error": "\(error)"])
             PassSenderMetrics.shared.messages.increment(label, "requeued")
             await delivery.requeueAfterPause()
