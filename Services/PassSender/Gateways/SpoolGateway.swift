@@ -176,7 +176,8 @@ public final class SpoolPassGateway: PassGateway {
         // Until the directory is synced the renames may not survive a
         // crash, and the ledger would call these passes delivered. Every
         // pass of the call is retried instead: writing one again replaces
-        // its files under the same names, so nobody gets it twice.
+        // its files under the same names, so the outbox never holds two
+        // copies of a pass (docs/pass-sender.md: what a reader sees).
         if let failure = sync(directoryPath) {
             return .transient(code: nil, text: "could not make the outbox's new files durable: \(failure)")
         }
