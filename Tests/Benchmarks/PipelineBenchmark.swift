@@ -181,7 +181,7 @@ struct PipelineBenchmark: AsyncParsableCommand {
             return PhaseResult(name: name, result: result, replySeconds: Double(replied - started) / 1e9,
                                drainSeconds: Double(drained - replied) / 1e9, cpuMicros: cpu, projectorLag: lag.phaseLatencies,
                                stageMicros: StageTimes.meanMicros(from: stagesBefore, to: stagesAfter),
-                               projectorEvents: eventsAfter.merging(eventsBefore.mapValues { -$0 }) { $0 + $1 }.mapValues { Int($0) })
+                               projectorEvents: eventsAfter.reduce(into: [:]) { $0[$1.key] = Int($1.value - (eventsBefore[$1.key] ?? 0)) })
         }
         let pipelinedResult = try await phase("\(inFlight) in flight", count: pipelined, inFlight: inFlight)
         let singleResult = try await phase("one at a time", count: single, inFlight: 1)

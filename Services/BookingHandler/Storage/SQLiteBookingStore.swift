@@ -642,7 +642,8 @@ public final class SQLiteBookingStore: BookingStore {
     /// (the relay calls it hourly), so neither table grows without bound.
     /// A command redelivered after its inbox entry is gone runs again.
     public func prune(olderThan age: TimeInterval) async throws {
-        let cutoff = Date().timeIntervalSince1970 - age
+        let now = Date().timeIntervalSince1970
+        let cutoff = now - age
         try await pool.write { db in
             // Rows are looked at in id order up to the first one created
             // after the cutoff (ids grow with time; a row a clock step put
@@ -659,7 +660,7 @@ public final class SQLiteBookingStore: BookingStore {
                 WHERE id < IFNULL((SELECT id FROM outbox WHERE createdAt >= ?1 AND createdAt <= ?2 ORDER BY id LIMIT 1),
                                   (SELECT MAX(id) FROM outbox))
                   AND publishedAt IS NOT NULL AND publishedAt < ?1
-                """, arguments: [cutoff, Date().timeIntervalSince1970 + 86_400])
+                """, arguments: [cutoff, now + 86_400])
             try db.execute(sql: "DELETE FROM inbox WHERE createdAt < ?", arguments: [cutoff])
             // Versions no open cursor can still need.
             try db.execute(sql: "DELETE FROM booking_version WHERE until IS NOT NULL AND supersededAt < ?",

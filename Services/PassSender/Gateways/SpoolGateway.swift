@@ -234,11 +234,15 @@ public final class SpoolPassGateway: PassGateway {
     /// failed, or nil.
     @Sendable static func syncDirectory(_ path: String) -> String? {
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return "open \(path): errno \(errno)" }
+        guard fd >= 0 else {
+            let e = errno
+            return "open \(path): errno \(e)"
+        }
         defer { close(fd) }
         while fsync(fd) != 0 {
-            if errno == EINTR { continue }
-            return "fsync \(path): errno \(errno)"
+            let e = errno
+            if e == EINTR { continue }
+            return "fsync \(path): errno \(e)"
         }
         return nil
     }
