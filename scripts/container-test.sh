@@ -374,11 +374,22 @@ check "bookingctl runs in the image" "$DOCKER" run --rm room-booking:latest book
 
 # ---- 6. up -----------------------------------------------------------------
 
+# A port that nothing listens on and that this run has not handed out yet.
+# The record lives in a file because every caller is a $(...) subshell: an
+# in-shell variable would be lost, and two draws among ~10 from 2,700 ports
+# collide in roughly one run of sixty (CI once failed on a compose project
+# whose two brokers were given the same port).
+PORTS_GIVEN=$WORK/ports-given
+: >"$PORTS_GIVEN"
 free_port() {
   local p
   for _ in $(seq 1 100); do
     p=$((30000 + RANDOM % 2700)) # below the ephemeral range (32768-60999)
-    [[ -z $(ss -Htan "( sport = :$p )") ]] && { echo "$p"; return 0; }
+    grep -qx "$p" "$PORTS_GIVEN" && continue
+    [[ -z $(ss -Htan "( sport = :$p )") ]] || continue
+    echo "$p" >>"$PORTS_GIVEN"
+    echo "$p"
+    return 0
   done
   return 1
 }
