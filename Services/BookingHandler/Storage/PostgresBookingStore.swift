@@ -344,9 +344,9 @@ public final class PostgresBookingStore: BookingStore {
         _ = try await reader.rows("UPDATE outbox SET claimedUntil = NULL, claimedBy = NULL WHERE id = ANY(\(ids))")
     }
 
-    public func prune(olderThan age: TimeInterval) async throws {
-        let cutoff = Date().timeIntervalSince1970 - age
-        let cursorCutoff = Date().timeIntervalSince1970 - StoreRules.cursorLifetime
+    public func prune(olderThan age: TimeInterval, now: Date) async throws {
+        let cutoff = now.timeIntervalSince1970 - age
+        let cursorCutoff = now.timeIntervalSince1970 - StoreRules.cursorLifetime
         // In batches: one DELETE of a large backlog (a first prune after
         // months, a long outage) would hold its locks for as long and could
         // outlast the statement timeout, failing every prune after it.

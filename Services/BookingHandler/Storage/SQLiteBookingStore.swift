@@ -641,8 +641,8 @@ public final class SQLiteBookingStore: BookingStore {
     /// Deletes published events and inbox entries older than `age` seconds
     /// (the relay calls it hourly), so neither table grows without bound.
     /// A command redelivered after its inbox entry is gone runs again.
-    public func prune(olderThan age: TimeInterval) async throws {
-        let now = Date().timeIntervalSince1970
+    public func prune(olderThan age: TimeInterval, now date: Date) async throws {
+        let now = date.timeIntervalSince1970
         let cutoff = now - age
         try await pool.write { db in
             // Rows are looked at in id order up to the first one created
@@ -664,7 +664,7 @@ public final class SQLiteBookingStore: BookingStore {
             try db.execute(sql: "DELETE FROM inbox WHERE createdAt < ?", arguments: [cutoff])
             // Versions no open cursor can still need.
             try db.execute(sql: "DELETE FROM booking_version WHERE until IS NOT NULL AND supersededAt < ?",
-                           arguments: [Date().timeIntervalSince1970 - StoreRules.cursorLifetime])
+                           arguments: [now - StoreRules.cursorLifetime])
         }
     }
 }

@@ -84,11 +84,17 @@ public protocol BookingStore: Sendable {
     /// Gives claims back (publish failed) so the next round retries them.
     func releaseClaims(_ ids: [Int64]) async throws
     /// Deletes published events, inbox entries and superseded versions
-    /// older than `age` seconds.
-    func prune(olderThan age: TimeInterval) async throws
+    /// older than `age` seconds before `now` (the relay passes the wall
+    /// clock; tests pass a fixed time).
+    func prune(olderThan age: TimeInterval, now: Date) async throws
 }
 
 extension BookingStore {
+    /// ``prune(olderThan:now:)`` as of the wall clock.
+    public func prune(olderThan age: TimeInterval) async throws {
+        try await prune(olderThan: age, now: Date())
+    }
+
     /// ``execute(key:commandType:_:)`` for a body that returns its reply unencoded.
     public func execute(
         key: InboxKey?, commandType: String, _ body: @Sendable @escaping (any StoreTransaction) throws -> CommandReply
