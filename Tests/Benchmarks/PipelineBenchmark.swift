@@ -130,6 +130,35 @@ struct PipelineBenchmark: AsyncParsableCommand {
             }
         }
         defer { watcher.cancel() }
+        // Where that lag goes: from the reply to the booking's
+        // `booking.created` reaching this process, through a classic queue
+        // (the handler's commit → the relay's publish → the broker's
+        // routing → here) and through a quorum queue like the projector's
+        // own (adding the queue's durable write before delivery). The rest
+        // of the projector lag is the projector's (its transaction, its
+        // publish) and the `availability.changed`'s trip here.
+        let createdQueues: [(name: String, type: QueueDeclaration.QueueType, lag: EventLag)] = [
+            ("bench.booking.created.classic", .classic, EventLag()),
+            ("bench.booking.created.quorum", .quorum, EventLag()),
+        ]
+        var createdWatchers: [Task<Void, any Error>] = []
+        for q in createdQueues {
+            _ = try? await client.deleteQueue(q.name)  // a run that was killed left it
+            try await client.declare([.queue(QueueDeclaration(q.name, type: q.type)),
+                                      .binding(QueueBinding(queue: q.name, exchange: Topology.eventsExchange,
+                                                            routingKey: EventType.bookingCreated.rawValue))])
+            let consumer = try await client.consume(queue: q.name, prefetch: 500)
+            createdWatchers.append(Task {
+                for try await delivery in consumer {
+                    let arrived = monotonicNow()
+                    if let event = try? ContractJSON.decode(BookingEvent.self, from: delivery.body) {
+                        q.lag.event(event.booking.id, at: arrived)
+                    }
+                    try? await delivery.ack()
+                }
+            })
+        }
+        defer { for w in createdWatchers { w.cancel() } }
         let spool = URL(fileURLWithPath: directories[1]).appendingPathComponent("outbox")
         let slots = SlotSequence(rooms: rooms)
         var booked = 0
@@ -142,8 +171,12 @@ struct PipelineBenchmark: AsyncParsableCommand {
             let eventsBefore = try await projectorEvents.read()
             let started = monotonicNow()
             lag.startPhase()
+            for q in createdQueues { q.lag.startPhase() }
             let onReply: @Sendable (CommandReply, UInt64) -> Void = { reply, at in
-                if let booking = reply.bookingValue { lag.replied(booking, at: at) }
+                if let booking = reply.bookingValue {
+                    lag.replied(booking, at: at)
+                    for q in createdQueues { q.lag.replied(booking.id, at: at) }
+                }
             }
             let result = swiftClient && rate == nil
                 ? try await BookingBenchmark.book(client, slots: slots, count: count, inFlight: inFlight, onReply: onReply)
@@ -160,7 +193,8 @@ struct PipelineBenchmark: AsyncParsableCommand {
                 let projectorBacklog = try await client.queueInfo(Topology.projectorEventsQueue).messageCount
                 let passBacklog = try await client.queueInfo(Topology.passSenderEventsQueue).messageCount
                 let waiting = lag.waiting
-                if passes >= booked && projectorBacklog == 0 && passBacklog == 0 && waiting == 0 { break }
+                if passes >= booked && projectorBacklog == 0 && passBacklog == 0 && waiting == 0
+                    && createdQueues.allSatisfy({ $0.lag.waiting == 0 }) { break }
                 let state = [passes, projectorBacklog, passBacklog, waiting]
                 if state != lastProgress.state {
                     lastProgress = (state, monotonicNow())
@@ -180,6 +214,7 @@ struct PipelineBenchmark: AsyncParsableCommand {
             }
             return PhaseResult(name: name, result: result, replySeconds: Double(replied - started) / 1e9,
                                drainSeconds: Double(drained - replied) / 1e9, cpuMicros: cpu, projectorLag: lag.phaseLatencies,
+                               eventLag: (createdQueues[0].lag.phaseLatencies, createdQueues[1].lag.phaseLatencies),
                                stageMicros: StageTimes.meanMicros(from: stagesBefore, to: stagesAfter),
                                projectorEvents: eventsAfter.reduce(into: [:]) { $0[$1.key] = Int($1.value - (eventsBefore[$1.key] ?? 0)) })
         }
@@ -209,6 +244,8 @@ struct PipelineBenchmark: AsyncParsableCommand {
             s.process.terminate()
             s.process.waitUntilExit()
         }
+        for w in createdWatchers { w.cancel() }
+        for q in createdQueues { _ = try? await client.deleteQueue(q.name) }
         await client.close()
 
         print("")
@@ -224,6 +261,10 @@ struct PipelineBenchmark: AsyncParsableCommand {
                          p.result.latencies.percentile(50) / shapedRate.1.percentile(50), raw.0, raw.1.percentile(50))) }
             print(String(format: "  projector lag, reply → availability.changed showing the slot taken: p50 %.2f ms, p99 %.2f ms (%d bookings)",
                          p.projectorLag.percentile(50), p.projectorLag.percentile(99), p.projectorLag.samples.count))
+            print(String(format: "    reply → its booking.created here: via a classic queue p50 %.2f ms, p99 %.2f ms;"
+                         + " via a quorum queue (as the projector's) p50 %.2f ms, p99 %.2f ms",
+                         p.eventLag.classic.percentile(50), p.eventLag.classic.percentile(99),
+                         p.eventLag.quorum.percentile(50), p.eventLag.quorum.percentile(99)))
             print("  projector events: " + p.projectorEvents.filter { $0.value > 0 }.sorted { $0.key < $1.key }
                 .map { "\($0.key) \($0.value)" }.joined(separator: ", "))
             let st = p.stageMicros
@@ -329,6 +370,10 @@ struct PipelineBenchmark: AsyncParsableCommand {
         var drainSeconds: Double
         var cpuMicros: [(user: Double, system: Double)]
         var projectorLag: Latencies
+        /// Reply → the booking's `booking.created` here, through a classic
+        /// and through a quorum queue: the share of ``projectorLag`` before
+        /// the projector.
+        var eventLag: (classic: Latencies, quorum: Latencies)
         /// Mean µs per command of each ``StageTimes`` stage over the phase.
         var stageMicros: [String: Double]
         /// The projector's events by outcome over the phase.
@@ -444,6 +489,38 @@ final class ProjectorLag: @unchecked Sendable {  // all state behind `lock`
         let p = hhmm.split(separator: ":")
         guard p.count == 2, let h = Int(p[0]), let m = Int(p[1]) else { return nil }
         return h * 60 + m
+    }
+}
+
+/// Matches bookings' replies to their `booking.created` by booking id. An
+/// event that arrives before the reply (the relay is fed by the commit, the
+/// reply sent after it) counts as 0.
+final class EventLag: @unchecked Sendable {  // all state behind `lock`
+    private let lock = NSLock()
+    /// Booking id → reply time, for replies whose event has not arrived.
+    private var pending: [String: UInt64] = [:]
+    /// Booking ids whose event arrived before their reply.
+    private var early: Set<String> = []
+    private var latencies = Latencies()
+
+    var waiting: Int { lock.withLock { pending.count } }
+    var phaseLatencies: Latencies { lock.withLock { latencies } }
+    func startPhase() { lock.withLock { latencies = Latencies() } }
+
+    func replied(_ id: String, at time: UInt64) {
+        lock.withLock {
+            if early.remove(id) != nil { latencies.add(0) } else { pending[id] = time }
+        }
+    }
+
+    func event(_ id: String, at time: UInt64) {
+        lock.withLock {
+            if let replied = pending.removeValue(forKey: id) {
+                latencies.add(time >= replied ? time - replied : 0)
+            } else {
+                early.insert(id)
+            }
+        }
     }
 }
 
