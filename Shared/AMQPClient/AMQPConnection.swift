@@ -125,6 +125,17 @@ public final class AMQPConnection: Sendable, Service {
     /// until each is confirmed or failed. Returns one entry per message:
     /// nil when confirmed, else the error.
     public func publish(batch messages: [OutgoingMessage]) async -> [AMQPError?] {
+        await startPublishing(batch: messages).confirmations()
+    }
+
+    /// Hands `messages` to the I/O thread before it returns — so they
+    /// reach the broker's channel in this order, after everything published
+    /// before the call and before everything published after it — and
+    /// returns their confirmations to await later. A caller can keep
+    /// publishing (say, the next batch) while the broker confirms this one,
+    /// in order, without a task per batch.
+    public func startPublishing(batch messages: [OutgoingMessage]) -> PendingConfirmations {
+        let pending = PendingConfirmations()
         var outgoing: [OutgoingMessage] = []
         var results: [AMQPError?] = Array(repeating: nil, count: messages.count)
         var positions: [Int] = []
@@ -137,14 +148,14 @@ public final class AMQPConnection: Sendable, Service {
                 results[index] = error
             }
         }
-        let sent: [AMQPError?]
-        do {
-            sent = try await loop.submit { .publishBatch(outgoing, $0) }
-        } catch {
-            sent = Array(repeating: error, count: outgoing.count)
-        }
-        for (position, result) in zip(positions, sent) { results[position] = result }
-        return results
+        // Messages over the limits are answered without being sent.
+        let rejected = results, sentPositions = positions
+        loop.send(.publishBatch(outgoing) { sent in
+            var all = rejected
+            for (position, result) in zip(sentPositions, sent) { all[position] = result }
+            pending.fulfil(all)
+        })
+        return pending
     }
 
     /// Sends a request and waits for its reply through RabbitMQ's direct

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// A message to publish: where it goes, what it carries, and whether it
 /// must reach a queue. ``AMQPConnection/publish(_:)`` sends one,
 /// ``AMQPConnection/publish(batch:)`` several in order.
@@ -21,5 +23,48 @@ public struct OutgoingMessage: Sendable, Equatable {
         self.body = body
         self.properties = properties
         self.mandatory = mandatory
+    }
+}
+
+/// The broker's answers to one ``AMQPConnection/startPublishing(batch:)``:
+/// one entry per message, nil when confirmed, else the error. Fulfilled
+/// once, by the I/O thread; awaited by any number of tasks.
+public final class PendingConfirmations: Sendable {
+    private enum State {
+        case waiting([CheckedContinuation<[AMQPError?], Never>])
+        case done([AMQPError?])
+    }
+    private let state = Mutex(State.waiting([]))
+
+    init() {}
+
+    /// Waits until every message of the batch is confirmed or failed.
+    public func confirmations() async -> [AMQPError?] {
+        await withCheckedContinuation { continuation in
+            let ready: [AMQPError?]? = state.withLock { state in
+                switch state {
+                case .done(let results): return results
+                case .waiting(var waiters):
+                    waiters.append(continuation)
+                    state = .waiting(waiters)
+                    return nil
+                }
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+
+    /// Whether the answers are in (without waiting).
+    public var isSettled: Bool {
+        state.withLock { if case .done = $0 { true } else { false } }
+    }
+
+    func fulfil(_ results: [AMQPError?]) {
+        let waiters: [CheckedContinuation<[AMQPError?], Never>] = state.withLock { state in
+            guard case .waiting(let waiters) = state else { return [] }
+            state = .done(results)
+            return waiters
+        }
+        for waiter in waiters { waiter.resume(returning: results) }
     }
 }

@@ -98,6 +98,46 @@ struct AMQPIntegrationTests {
         await connection.close()
     }
 
+    /// `startPublishing` hands a batch to the channel before it returns, so
+    /// batches started one after another (the outbox relay's overlapping
+    /// rounds) arrive in that order while earlier ones still await their
+    /// confirms; each batch's confirmations can be awaited in any order,
+    /// more than once.
+    @Test func batchesStartedBackToBackKeepTheirOrderAndAreEachConfirmed() async throws {
+        let connection = try await connect("started")
+        let queue = uniqueName("started")
+        try await classicQueue(queue, connection)
+        let batches = (0..<20).map { b in
+            (0..<50).map { i in
+                OutgoingMessage(body: Array("\(b * 50 + i)".utf8), routingKey: queue,
+                                properties: AMQPProperties(deliveryMode: .persistent))
+            }
+        }
+        // Single publishes elsewhere meanwhile, from another task.
+        async let other: Void = {
+            for i in 0..<100 { try await connection.publish(Array("x\(i)".utf8), routingKey: queue + "-elsewhere") }
+        }()
+        let pending = batches.map { connection.startPublishing(batch: $0) }
+        // The last batch's answers first: they do not wait for the others'.
+        for p in pending.reversed() {
+            let results = await p.confirmations()
+            #expect(results.count == 50)
+            #expect(results.allSatisfy { $0 == nil })
+        }
+        #expect(pending.allSatisfy { $0.isSettled })
+        #expect(await pending[0].confirmations().count == 50, "awaited a second time")
+        try await other
+        let consumer = try await connection.consume(queue: queue, prefetch: 1000)
+        let received = try await withTimeout(60) { try await consumer.take(1000) }
+        #expect(received.map { String(decoding: $0.body, as: UTF8.self) } == (0..<1000).map(String.init))
+        consumer.stop()
+        // On a closed connection every message is answered at once.
+        await connection.close()
+        let late = await connection.startPublishing(batch: Array(batches[0].prefix(3))).confirmations()
+        #expect(late.count == 3)
+        #expect(late.allSatisfy { $0?.code == .closed }, "\(late)")
+    }
+
     @Test func oneMebibyteBodyRoundTrips() async throws {
         let connection = try await connect("large")
         let queue = uniqueName("large")

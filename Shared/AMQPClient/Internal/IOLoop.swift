@@ -24,7 +24,9 @@ typealias DeliveryStream = AsyncThrowingStream<AMQPDelivery, any Error>
 /// the continuation the I/O thread resumes.
 enum IOCommand: Sendable {
     case publish(OutgoingMessage, Promise<Void>)
-    case publishBatch([OutgoingMessage], Promise<[AMQPError?]>)
+    /// The callback runs once, on the I/O thread (or the sender's, if the
+    /// loop is gone), with one entry per message: nil when confirmed.
+    case publishBatch([OutgoingMessage], @Sendable ([AMQPError?]) -> Void)
     case rpc(OutgoingMessage, deadline: UInt64, Promise<AMQPMessage>)
     case declare([TopologyItem], Promise<Void>)
     case consume(id: Int, ConsumerSpec, DeliveryStream.Continuation, Promise<Void>)
@@ -137,19 +139,19 @@ final class IOLoop: @unchecked Sendable {
     private final class BatchCollector {
         var results: [AMQPError?]
         var remaining: Int
-        let promise: Promise<[AMQPError?]>
+        let done: @Sendable ([AMQPError?]) -> Void
 
-        init(count: Int, promise: Promise<[AMQPError?]>) {
+        init(count: Int, done: @escaping @Sendable ([AMQPError?]) -> Void) {
             results = Array(repeating: nil, count: count)
             remaining = count
-            self.promise = promise
-            if count == 0 { promise.resume(returning: []) }
+            self.done = done
+            if count == 0 { done([]) }
         }
 
         func settle(_ index: Int, _ error: AMQPError?) {
             results[index] = error
             remaining -= 1
-            if remaining == 0 { promise.resume(returning: results) }
+            if remaining == 0 { done(results) }
         }
     }
 
@@ -691,9 +693,9 @@ final class IOLoop: @unchecked Sendable {
                 // Left in the tracker: connectionLost fails it with the others.
                 throw error
             }
-        case .publishBatch(let messages, let promise):
+        case .publishBatch(let messages, let done):
             // One command, so the messages reach the channel in this order.
-            let collector = BatchCollector(count: messages.count, promise: promise)
+            let collector = BatchCollector(count: messages.count, done: done)
             for (index, message) in messages.enumerated() {
                 let seq = io.confirms.register(.batch(collector, index: index))
                 do {
@@ -958,7 +960,7 @@ final class IOLoop: @unchecked Sendable {
     static func fail(_ command: IOCommand, _ error: AMQPError) {
         switch command {
         case .publish(_, let p), .declare(_, let p), .settle(_, _, _, let p), .consume(_, _, _, let p): p.resume(throwing: error)
-        case .publishBatch(let messages, let p): p.resume(returning: Array(repeating: error, count: messages.count))
+        case .publishBatch(let messages, let done): done(Array(repeating: error, count: messages.count))
         case .rpc(_, _, let p): p.resume(throwing: error)
         case .inspectQueue(_, let p): p.resume(throwing: error)
         case .deleteQueue(_, let p), .purgeQueue(_, let p): p.resume(throwing: error)
