@@ -17,7 +17,8 @@ import Synchronization
 /// (``BookingStore/claimOutbox(limit:lease:)``) — at start, every second
 /// (claims that ran out: a process that died), and for as long as
 /// hand-over is suspended after a failed publish, until the relay has
-/// caught up. See ``publishRound()`` for how the order is kept.
+/// caught up. See ``startRound()`` and ``publishAll()`` for how the order
+/// is kept.
 ///
 /// Woken by ``kick()`` after each command and otherwise every second.
 public final class OutboxRelay: Service, Sendable {
@@ -54,14 +55,14 @@ public final class OutboxRelay: Service, Sendable {
     /// (docs/performance.md, "A lone command").
     static let gatherDelay = Duration.milliseconds(2)
 
-    /// A round is publishing (``kick()`` reads it).
-    private let publishing = Atomic<Bool>(false)
+    /// Rounds started and not yet finished (``kick()`` reads it).
+    private let busy = Atomic<Int>(0)
     /// A kick came while a round was publishing: the next round gathers.
     private let kickedWhileBusy = Atomic<Bool>(false)
 
     /// Asks for a round now (cheap; coalesces).
     public func kick() {
-        if publishing.load(ordering: .relaxed) { kickedWhileBusy.store(true, ordering: .relaxed) }
+        if busy.load(ordering: .relaxed) > 0 { kickedWhileBusy.store(true, ordering: .relaxed) }
         wake.yield()
     }
 
@@ -98,9 +99,7 @@ public final class OutboxRelay: Service, Sendable {
             await withGracefulShutdownHandler {
                 for await _ in wakeups {
                     if kickedWhileBusy.exchange(false, ordering: .relaxed) { try? await Task.sleep(for: Self.gatherDelay) }
-                    publishing.store(true, ordering: .relaxed)
                     await publishAll()
-                    publishing.store(false, ordering: .relaxed)
                     if store.queuedBehindOthers { sweepSoon() }
                     await pruneHourly()
                 }
@@ -112,6 +111,7 @@ public final class OutboxRelay: Service, Sendable {
         // Last rounds so events of commands handled during shutdown go out
         // (what is left stays in the table for the next start).
         await publishAll()
+        await inFlight.drain()
     }
 
     private func pruneHourly() async {
@@ -137,17 +137,65 @@ public final class OutboxRelay: Service, Sendable {
         public var failed: Bool
     }
 
+    /// How many rounds of events taken from memory may await their
+    /// confirms at once. A round used to start only after the previous one
+    /// was confirmed and marked; under load an event then waited for the
+    /// broker's confirm of the round before it (a quorum queue's durable
+    /// write) before it was even sent (docs/performance.md, "Ninth round").
+    static let maxRoundsInFlight = 4
+
+    /// Memory rounds awaiting their confirms, oldest first.
+    private let inFlight = RoundsInFlight()
+
     /// Rounds until one takes less than a batch or fails (then the next
     /// kick or tick tries again, so neither a broker outage nor shutdown
     /// spins here).
+    ///
+    /// Rounds from memory overlap: the next one is sent while earlier ones
+    /// await their confirms (up to ``maxRoundsInFlight``). The channel keeps
+    /// their order, so commit order holds as before; a round that fails
+    /// suspends hand-over when its confirms come, and rounds already sent
+    /// after it are confirmed or fail on their own — a newer event of a
+    /// booking can then arrive before the failed older one is sent again,
+    /// which the contract allows (consumers keep the highest version), as
+    /// it already happened within one batch. Rounds that read the table
+    /// (a sweep, or hand-over suspended) wait until nothing is in flight
+    /// and run alone, as before: rows a round in flight still claims would
+    /// otherwise be read back, and ``resume()`` needs everything confirmed.
     private func publishAll() async {
         while true {
-            let round = await publishRound()
-            if round.failed || round.count < batchSize { return }
+            let sweeping = store.handOverSuspended || sweepDue.load(ordering: .relaxed)
+            if sweeping {
+                await inFlight.drain()
+            } else {
+                await inFlight.waitForRoom(Self.maxRoundsInFlight)
+            }
+            guard let pending = await startRound() else { return }
+            if pending.fromTable {
+                let round = await finishRound(pending)
+                if round.failed || round.count < batchSize { return }
+            } else {
+                let count = pending.events.count
+                inFlight.add(Task { await self.finishRound(pending) })
+                if count < batchSize { return }
+            }
         }
     }
 
-    /// Publishes one batch.
+    /// A round handed to the connection, its confirms to come.
+    private struct PendingRound: Sendable {
+        var events: [OutboxEvent]
+        /// The index in `events` of each message sent.
+        var owners: [Int]
+        var confirmations: PendingConfirmations
+        /// Hand-over was suspended when the round began.
+        var suspended: Bool
+        /// The round read the table.
+        var fromTable: Bool
+    }
+
+    /// Takes one batch and hands it to the connection (nil: nothing to
+    /// publish, or the table read failed).
     ///
     /// Sources, in this order: the table when hand-over is suspended or a
     /// sweep is due (claims run out or released, a process that died), then
@@ -156,17 +204,18 @@ public final class OutboxRelay: Service, Sendable {
     /// rows left in the table are older than anything handed over after
     /// them. A failed publish suspends hand-over (``BookingStore/suspendHandOver(releasing:)``);
     /// a table read that comes back short with everything confirmed resumes it.
-    @discardableResult
-    public func publishRound() async -> Round {
+    private func startRound() async -> PendingRound? {
         let suspended = store.handOverSuspended
         var events: [OutboxEvent] = []
+        var fromTable = false
         if suspended || sweepDue.exchange(false, ordering: .relaxed) {
+            fromTable = true
             do {
                 events = try await store.claimOutbox(limit: batchSize, lease: StoreRules.claimLease)
             } catch {
                 sweepDue.store(true, ordering: .relaxed)
                 logger.error("outbox read failed", metadata: ["error": "\(error)"])
-                return Round(count: 0, failed: true)
+                return nil
             }
             if events.count == batchSize { sweepDue.store(true, ordering: .relaxed) }
         }
@@ -179,7 +228,7 @@ public final class OutboxRelay: Service, Sendable {
         guard !events.isEmpty else {
             HandlerMetrics.outboxBacklog.record(0)
             if suspended { await resume() }
-            return Round(count: 0, failed: false)
+            return nil
         }
         // One ordered batch: the events reach the channel in that order, all
         // in flight at once.
@@ -209,9 +258,19 @@ public final class OutboxRelay: Service, Sendable {
                 owners.append(index)
             }
         }
-        let confirmations = await connection.publish(batch: messages)
+        busy.add(1, ordering: .relaxed)
+        return PendingRound(events: events, owners: owners, confirmations: connection.startPublishing(batch: messages),
+                            suspended: suspended, fromTable: fromTable)
+    }
+
+    /// Waits for a round's confirms, then marks what was confirmed and
+    /// gives back what was not.
+    private func finishRound(_ pending: PendingRound) async -> Round {
+        defer { busy.subtract(1, ordering: .relaxed) }
+        let events = pending.events, suspended = pending.suspended
+        let confirmations = await pending.confirmations.confirmations()
         var outcomes = [AMQPError?](repeating: nil, count: events.count)
-        for (owner, result) in zip(owners, confirmations) where result != nil { outcomes[owner] = outcomes[owner] ?? result }
+        for (owner, result) in zip(pending.owners, confirmations) where result != nil { outcomes[owner] = outcomes[owner] ?? result }
         let results = zip(events, outcomes).map { ($0.id, $1) }
         let ok = results.filter { $0.1 == nil }.map(\.0)
         let failed = results.filter { $0.1 != nil }.map(\.0)
@@ -247,6 +306,33 @@ public final class OutboxRelay: Service, Sendable {
             logger.info("outbox relay caught up; taking new events from memory again")
         } catch {
             logger.error("could not resume the outbox hand-over", metadata: ["error": "\(error)"])
+        }
+    }
+}
+
+/// The relay's memory rounds awaiting their confirms: their finishing
+/// tasks, oldest first. Used by the relay's run loop only (one task), but
+/// a class behind a lock so the tasks can be awaited from there.
+final class RoundsInFlight: Sendable {
+    private let tasks = Mutex<[Task<OutboxRelay.Round, Never>]>([])
+
+    func add(_ task: Task<OutboxRelay.Round, Never>) {
+        tasks.withLock { $0.append(task) }
+    }
+
+    /// Waits until fewer than `limit` rounds are in flight.
+    func waitForRoom(_ limit: Int) async {
+        while let oldest = tasks.withLock({ $0.count >= limit ? $0.first : nil }) {
+            _ = await oldest.value
+            tasks.withLock { $0.removeFirst() }
+        }
+    }
+
+    /// Waits until every round in flight has finished.
+    func drain() async {
+        while let oldest = tasks.withLock({ $0.first }) {
+            _ = await oldest.value
+            tasks.withLock { $0.removeFirst() }
         }
     }
 }
