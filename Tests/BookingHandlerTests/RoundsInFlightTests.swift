@@ -2,9 +2,9 @@ import Synchronization
 import Testing
 @testable import BookingHandler
 
-/// The outbox relay's bound on overlapping rounds: no more than the limit
-/// await their confirms at once, and a sweep of the table starts only once
-/// every round in flight has finished.
+/// The waits the outbox relay builds its overlapping rounds on: room for a
+/// round only below the limit, and a drain (before a round that reads the
+/// table) only once every round in flight has finished.
 @Suite("Relay rounds in flight")
 struct RoundsInFlightTests {
     /// A round that finishes when the test opens its gate.

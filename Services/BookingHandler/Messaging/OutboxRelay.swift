@@ -164,13 +164,16 @@ public final class OutboxRelay: Service, Sendable {
     /// otherwise be read back, and ``resume()`` needs everything confirmed.
     private func publishAll() async {
         while true {
-            let sweeping = store.handOverSuspended || sweepDue.load(ordering: .relaxed)
-            if sweeping {
+            // Decided once, before any waiting: a tick, `sweepSoon` or a
+            // round in flight that fails may change the state meanwhile,
+            // and a round that was not drained for must not read the table.
+            let fromTable = store.handOverSuspended || sweepDue.load(ordering: .relaxed)
+            if fromTable {
                 await inFlight.drain()
             } else {
                 await inFlight.waitForRoom(Self.maxRoundsInFlight)
             }
-            guard let pending = await startRound() else { return }
+            guard let pending = await startRound(fromTable: fromTable) else { return }
             if pending.fromTable {
                 let round = await finishRound(pending)
                 if round.failed || round.count < batchSize { return }
@@ -197,19 +200,21 @@ public final class OutboxRelay: Service, Sendable {
     /// Takes one batch and hands it to the connection (nil: nothing to
     /// publish, or the table read failed).
     ///
-    /// Sources, in this order: the table when hand-over is suspended or a
-    /// sweep is due (claims run out or released, a process that died), then
-    /// — only if the table had less than a batch — the events this process
-    /// committed, from memory. Sweeping first is what keeps commit order:
-    /// rows left in the table are older than anything handed over after
-    /// them. A failed publish suspends hand-over (``BookingStore/suspendHandOver(releasing:)``);
+    /// Sources, in this order: the table when `fromTable` (hand-over
+    /// suspended or a sweep due: claims run out or released, a process that
+    /// died; the caller has drained every round in flight), then — only if
+    /// the table had less than a batch and hand-over is on — the events this
+    /// process committed, from memory. Sweeping first is what keeps commit
+    /// order: rows left in the table are older than anything handed over
+    /// after them. A failed publish suspends hand-over (``BookingStore/suspendHandOver(releasing:)``);
     /// a table read that comes back short with everything confirmed resumes it.
-    private func startRound() async -> PendingRound? {
+    private func startRound(fromTable: Bool) async -> PendingRound? {
+        // Read now: a memory round is decided without draining, and a round
+        // in flight may have suspended hand-over since (then it takes nothing).
         let suspended = store.handOverSuspended
         var events: [OutboxEvent] = []
-        var fromTable = false
-        if suspended || sweepDue.exchange(false, ordering: .relaxed) {
-            fromTable = true
+        if fromTable {
+            sweepDue.store(false, ordering: .relaxed)
             do {
                 events = try await store.claimOutbox(limit: batchSize, lease: StoreRules.claimLease)
             } catch {
@@ -227,7 +232,7 @@ public final class OutboxRelay: Service, Sendable {
         events.sort { $0.id < $1.id }
         guard !events.isEmpty else {
             HandlerMetrics.outboxBacklog.record(0)
-            if suspended { await resume() }
+            if suspended && fromTable { await resume() }
             return nil
         }
         // One ordered batch: the events reach the channel in that order, all
@@ -293,7 +298,8 @@ public final class OutboxRelay: Service, Sendable {
             try? await Task.sleep(for: .milliseconds(200))
             return Round(count: events.count, failed: true)
         }
-        if suspended && events.count < batchSize { await resume() }
+        // Only a table round (run alone) may switch back to memory.
+        if pending.fromTable && suspended && events.count < batchSize { await resume() }
         return Round(count: events.count, failed: false)
     }
 
