@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import Metrics
 import ServiceLifecycle
+import ServiceSupport
 import Synchronization
 
 /// Publishes the outbox to `booking.events` with confirms, in commit order
@@ -145,7 +146,7 @@ public final class OutboxRelay: Service, Sendable {
     static let maxRoundsInFlight = 4
 
     /// Memory rounds awaiting their confirms, oldest first.
-    private let inFlight = RoundsInFlight()
+    private let inFlight = InFlightTasks<Round>()
 
     /// Rounds until one takes less than a batch or fails (then the next
     /// kick or tick tries again, so neither a broker outage nor shutdown
@@ -312,33 +313,6 @@ public final class OutboxRelay: Service, Sendable {
             logger.info("outbox relay caught up; taking new events from memory again")
         } catch {
             logger.error("could not resume the outbox hand-over", metadata: ["error": "\(error)"])
-        }
-    }
-}
-
-/// The relay's memory rounds awaiting their confirms: their finishing
-/// tasks, oldest first. Used by the relay's run loop only (one task), but
-/// a class behind a lock so the tasks can be awaited from there.
-final class RoundsInFlight: Sendable {
-    private let tasks = Mutex<[Task<OutboxRelay.Round, Never>]>([])
-
-    func add(_ task: Task<OutboxRelay.Round, Never>) {
-        tasks.withLock { $0.append(task) }
-    }
-
-    /// Waits until fewer than `limit` rounds are in flight.
-    func waitForRoom(_ limit: Int) async {
-        while let oldest = tasks.withLock({ $0.count >= limit ? $0.first : nil }) {
-            _ = await oldest.value
-            tasks.withLock { $0.removeFirst() }
-        }
-    }
-
-    /// Waits until every round in flight has finished.
-    func drain() async {
-        while let oldest = tasks.withLock({ $0.first }) {
-            _ = await oldest.value
-            tasks.withLock { $0.removeFirst() }
         }
     }
 }

@@ -1,13 +1,14 @@
 import Synchronization
 import Testing
-@testable import BookingHandler
+import ServiceSupport
 
-/// The waits the outbox relay builds its overlapping rounds on: room for a
-/// round only below the limit, and a drain (before a round that reads the
-/// table) only once every round in flight has finished.
-@Suite("Relay rounds in flight")
-struct RoundsInFlightTests {
-    /// A round that finishes when the test opens its gate.
+/// The waits an overlapping publisher builds on (the outbox relay's
+/// rounds): room for a task only below the limit, and a
+/// drain (the relay's before a round that reads the table, shutdown's) only
+/// once every task in flight has finished.
+@Suite("Tasks in flight")
+struct InFlightTasksTests {
+    /// A task that finishes when the test opens its gate.
     private final class Gate: Sendable {
         private let stream: AsyncStream<Void>
         private let continuation: AsyncStream<Void>.Continuation
@@ -23,35 +24,35 @@ struct RoundsInFlightTests {
         var all: [String] { lines.withLock { $0 } }
     }
 
-    private static func round(_ gate: Gate, _ log: Log, _ name: String) -> Task<OutboxRelay.Round, Never> {
+    private static func task(_ gate: Gate, _ log: Log, _ name: String) -> Task<Int, Never> {
         Task {
             await gate.passed()
             log.append("finished \(name)")
-            return OutboxRelay.Round(count: 1, failed: false)
+            return 1
         }
     }
 
-    @Test func aRoundWaitsForRoomAndASweepForEveryRound() async throws {
-        let rounds = RoundsInFlight()
+    @Test func aTaskWaitsForRoomAndADrainForEveryTask() async throws {
+        let tasks = InFlightTasks<Int>()
         let log = Log()
         let gates = (0..<3).map { _ in Gate() }
-        for (i, gate) in gates.enumerated() { rounds.add(Self.round(gate, log, "\(i)")) }
+        for (i, gate) in gates.enumerated() { tasks.add(Self.task(gate, log, "\(i)")) }
 
-        // Three in flight, limit 3: the next round waits for the oldest.
+        // Three in flight, limit 3: the next task waits for the oldest.
         let room = Task {
-            await rounds.waitForRoom(3)
+            await tasks.waitForRoom(3)
             log.append("room")
         }
         // Room under the limit is immediate (a limit of 4 with three in flight).
-        await rounds.waitForRoom(4)
+        await tasks.waitForRoom(4)
         #expect(log.all.isEmpty)
         gates[0].open()
         await room.value
         #expect(log.all == ["finished 0", "room"])
 
-        // A sweep waits for both remaining rounds, whichever ends first.
+        // A drain waits for both remaining tasks, whichever ends first.
         let drained = Task {
-            await rounds.drain()
+            await tasks.drain()
             log.append("drained")
         }
         gates[2].open()
@@ -61,7 +62,7 @@ struct RoundsInFlightTests {
         #expect(Set(tail.prefix(2)) == ["finished 1", "finished 2"])
         #expect(tail.last == "drained")
         // Nothing left: both return at once.
-        await rounds.drain()
-        await rounds.waitForRoom(1)
+        await tasks.drain()
+        await tasks.waitForRoom(1)
     }
 }
