@@ -153,7 +153,7 @@ public final class AMQPConnection: Sendable, Service {
         loop.send(.publishBatch(outgoing) { sent in
             var all = rejected
             for (position, result) in zip(sentPositions, sent) { all[position] = result }
-            pending.fulfil(all)
+            pending.results.fulfil(all)
         })
         return pending
     }

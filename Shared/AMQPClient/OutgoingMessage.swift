@@ -1,5 +1,3 @@
-import Synchronization
-
 /// A message to publish: where it goes, what it carries, and whether it
 /// must reach a queue. ``AMQPConnection/publish(_:)`` sends one,
 /// ``AMQPConnection/publish(batch:)`` several in order.
@@ -30,41 +28,15 @@ public struct OutgoingMessage: Sendable, Equatable {
 /// one entry per message, nil when confirmed, else the error. Fulfilled
 /// once, by the I/O thread; awaited by any number of tasks.
 public final class PendingConfirmations: Sendable {
-    private enum State {
-        case waiting([CheckedContinuation<[AMQPError?], Never>])
-        case done([AMQPError?])
-    }
-    private let state = Mutex(State.waiting([]))
+    let results = OneShot<[AMQPError?]>()
 
     init() {}
 
     /// Waits until every message of the batch is confirmed or failed.
     public func confirmations() async -> [AMQPError?] {
-        await withCheckedContinuation { continuation in
-            let ready: [AMQPError?]? = state.withLock { state in
-                switch state {
-                case .done(let results): return results
-                case .waiting(var waiters):
-                    waiters.append(continuation)
-                    state = .waiting(waiters)
-                    return nil
-                }
-            }
-            if let ready { continuation.resume(returning: ready) }
-        }
+        await results.value()
     }
 
     /// Whether the answers are in (without waiting).
-    public var isSettled: Bool {
-        state.withLock { if case .done = $0 { true } else { false } }
-    }
-
-    func fulfil(_ results: [AMQPError?]) {
-        let waiters: [CheckedContinuation<[AMQPError?], Never>] = state.withLock { state in
-            guard case .waiting(let waiters) = state else { return [] }
-            state = .done(results)
-            return waiters
-        }
-        for waiter in waiters { waiter.resume(returning: results) }
-    }
+    public var isSettled: Bool { results.isSettled }
 }

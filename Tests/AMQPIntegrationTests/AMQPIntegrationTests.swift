@@ -118,7 +118,7 @@ struct AMQPIntegrationTests {
             for i in 0..<100 { try await connection.publish(Array("x\(i)".utf8), routingKey: queue + "-elsewhere") }
         }()
         let pending = batches.map { connection.startPublishing(batch: $0) }
-        // The last batch's answers first: they do not wait for the others'.
+        // Awaited last batch first: any order works.
         for p in pending.reversed() {
             let results = await p.confirmations()
             #expect(results.count == 50)

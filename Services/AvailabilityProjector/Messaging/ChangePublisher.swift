@@ -13,7 +13,7 @@ import Synchronization
 public final class ChangePublisher: Service, Sendable {
     /// Completes when the broker confirmed (or refused) a group of events.
     public final class Ticket: Sendable {
-        private let state = Mutex<(result: Result<Void, AMQPError>?, waiters: [CheckedContinuation<Void, any Error>])>((nil, []))
+        private let result = OneShot<Result<Void, AMQPError>>()
 
         init() {}
 
@@ -24,24 +24,12 @@ public final class ChangePublisher: Service, Sendable {
         }()
 
         func complete(_ result: Result<Void, AMQPError>) {
-            let waiters = state.withLock { s -> [CheckedContinuation<Void, any Error>] in
-                if s.result == nil { s.result = result }
-                defer { s.waiters = [] }
-                return s.waiters
-            }
-            for w in waiters { w.resume(with: result.mapError { $0 as any Error }) }
+            self.result.fulfil(result)
         }
 
         /// Waits until the events were confirmed; throws when they were not.
         public func wait() async throws {
-            try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
-                let ready = state.withLock { s -> Result<Void, AMQPError>? in
-                    if let r = s.result { return r }
-                    s.waiters.append(c)
-                    return nil
-                }
-                if let ready { c.resume(with: ready.mapError { $0 as any Error }) }
-            }
+            try await result.value().get()
         }
     }
 

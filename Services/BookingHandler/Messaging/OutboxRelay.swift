@@ -18,8 +18,8 @@ import Synchronization
 /// (``BookingStore/claimOutbox(limit:lease:)``) — at start, every second
 /// (claims that ran out: a process that died), and for as long as
 /// hand-over is suspended after a failed publish, until the relay has
-/// caught up. See ``startRound()`` and ``publishAll()`` for how the order
-/// is kept.
+/// caught up. See ``startRound(fromTable:)`` and ``publishAll()`` for how
+/// the order is kept.
 ///
 /// Woken by ``kick()`` after each command and otherwise every second.
 public final class OutboxRelay: Service, Sendable {
