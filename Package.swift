@@ -38,12 +38,21 @@ let package = Package(
             pkgConfig: "librabbitmq",
             providers: [.apt(["librabbitmq-dev"])]
         ),
+        /// A write buffer under rabbitmq-c's socket, so that a run of frames
+        /// leaves in one system call (C: it implements the library's socket
+        /// interface).
+        .target(
+            name: "CAMQPWriteBuffer",
+            dependencies: ["CRabbitMQ"],
+            path: "Shared/CAMQPWriteBuffer"
+        ),
         /// The Swift AMQP layer: one I/O thread per connection, confirms,
         /// consumers, RPC, recovery.
         .target(
             name: "AMQPClient",
             dependencies: [
                 "CRabbitMQ",
+                "CAMQPWriteBuffer",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -202,7 +211,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AMQPClientTests",
-            dependencies: ["AMQPClient"],
+            dependencies: ["AMQPClient", "CAMQPWriteBuffer", "CRabbitMQ"],
             path: "Tests/AMQPClientTests"
         ),
         .testTarget(

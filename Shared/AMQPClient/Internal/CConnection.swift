@@ -1,3 +1,4 @@
+import CAMQPWriteBuffer
 import CRabbitMQ
 import Foundation
 
@@ -76,6 +77,10 @@ final class CConnection {
     private let state: amqp_connection_state_t
     /// Scratch memory for C arguments; reset after each batch of calls.
     let arena = CArena()
+    /// The write buffer under the socket (``holdWrites()``); owned by
+    /// `state`, freed with it. Nil only if it could not be allocated: then
+    /// every frame is written as it comes, as rabbitmq-c does by itself.
+    private var writeBuffer: OpaquePointer?
 
     private init(state: amqp_connection_state_t) {
         self.state = state
@@ -109,6 +114,9 @@ final class CConnection {
             socket = amqp_tcp_socket_new(state)
         }
         guard let socket else { throw AMQPError(.protocolError, "cannot create socket") }
+        // After the TLS settings: the library's setters refuse a socket whose
+        // table is not their own.
+        conn.writeBuffer = crabbitmq_write_buffer_install(socket)
 
         var timeout = timeval(tv_sec: config.connectTimeoutSeconds, tv_usec: 0)
         errno = 0
@@ -169,21 +177,41 @@ final class CConnection {
 
     var socketFD: Int32 { amqp_get_sockfd(state) }
 
-    /// Sets or clears `TCP_CORK` on the socket. rabbitmq-c 0.11 writes every
-    /// frame with a system call of its own; it marks a message's method and
-    /// header frames `MSG_MORE` (plain TCP), so a message leaves as one
-    /// segment, but with `TCP_NODELAY` (which it sets) every message and
-    /// every ack is a segment of its own — five publishes and an ack per
-    /// booking. Corked, the kernel only queues them; clearing the cork sends
-    /// what is queued at once, in full segments. The I/O loop corks only
-    /// around writes that wait for nothing (publishes, acks) and uncorks
-    /// before any synchronous call and before it polls, so nothing is held
-    /// back while an answer is awaited. A failure is ignored (the next
-    /// write reports a dead socket).
-    func setCork(_ on: Bool) {
-        var value: Int32 = on ? 1 : 0
-        _ = setsockopt(socketFD, Int32(IPPROTO_TCP), TCP_CORK, &value, socklen_t(MemoryLayout<Int32>.size))
+    /// From now on, frames are copied into the write buffer instead of
+    /// written one system call each, until ``flushWrites()``.
+    ///
+    /// rabbitmq-c 0.11 writes every frame with a `send` of its own: a publish
+    /// is three, an ack one, so a booking's reply, events and ack were about
+    /// sixteen system calls in the handler. The I/O loop holds only around
+    /// writes that wait for nothing (publishes, acks) and flushes before any
+    /// synchronous call and before it polls, so no request sits in the buffer
+    /// while its answer is awaited (docs/performance.md, "Tenth round").
+    func holdWrites() {
+        if let writeBuffer { crabbitmq_write_buffer_hold(writeBuffer) }
     }
+
+    /// Writes what the buffer holds, in one `send` while the socket takes it
+    /// all, and stops holding. Waits at most twice the heartbeat for a full
+    /// socket to take more (none without heartbeats, as rabbitmq-c's own
+    /// publish); a failure leaves the connection unusable (part of a frame
+    /// may be out), so it is reported as lost.
+    func flushWrites() throws(AMQPError) {
+        guard let writeBuffer else { return }
+        let heartbeat = Int(self.heartbeat)
+        let status = crabbitmq_write_buffer_flush(writeBuffer, heartbeat > 0 ? Int32(clamping: heartbeat * 2000) : -1)
+        if status != AMQP_STATUS_OK.rawValue {
+            throw AMQPError(.connectionLost, "writing to the broker failed: \(Self.errorString(status))", libraryStatus: status)
+        }
+    }
+
+    /// Bytes held and not yet written (tests).
+    var heldBytes: Int { writeBuffer.map { Int(crabbitmq_write_buffer_pending($0)) } ?? 0 }
+    /// Flushes that wrote something, and the frame writes they replaced, since the connection opened.
+    var writeBufferCounts: (flushes: Int, heldSends: Int) {
+        guard let writeBuffer else { return (0, 0) }
+        return (Int(crabbitmq_write_buffer_flushes(writeBuffer)), Int(crabbitmq_write_buffer_held_sends(writeBuffer)))
+    }
+
     /// Negotiated heartbeat in seconds (0 = off).
     var heartbeat: Int32 { amqp_get_heartbeat(state) }
 

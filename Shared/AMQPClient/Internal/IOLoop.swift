@@ -41,24 +41,15 @@ enum IOCommand: Sendable {
 }
 
 extension IOCommand {
-    /// What a command writes, for ``IOLoop/corkPlan(_:)``.
-    enum WriteKind: Equatable {
-        /// This many messages published; no answer awaited.
-        case publishes(Int)
-        /// An ack, nack or reject: one frame, no answer.
-        case settle
-        /// Anything else: it may make a synchronous call (declare, consume,
-        /// the first RPC's reply consumer, queue inspection, close).
-        case mayWait
-    }
-
-    var writeKind: WriteKind {
+    /// Whether the command only writes frames and waits for no answer
+    /// (publishes, acks): those run with writes held (``IOLoop/holdPlan(_:)``).
+    /// Anything else may make a synchronous call (declare, consume, the first
+    /// RPC's reply consumer, queue inspection, close).
+    var onlyWrites: Bool {
         switch self {
-        case .publish: .publishes(1)
-        case .publishBatch(let messages, _): .publishes(messages.count)
-        case .settle: .settle
+        case .publish, .publishBatch, .settle: true
         case .rpc, .declare, .consume, .stopConsumer, .inspectQueue, .deleteQueue, .deleteExchange, .purgeQueue, .get,
-             .close: .mayWait
+             .close: false
         }
     }
 }
@@ -370,7 +361,7 @@ final class IOLoop: @unchecked Sendable {
     private func serviceConnection() {
         guard let c = io.conn else { return }
         do {
-            runCorked(takeCommands(), c)
+            runHoldingWrites(takeCommands(), c)
             guard io.machine.isServicing else { return }
 
             // Frames rabbitmq-c already holds (queued during a synchronous
@@ -422,43 +413,32 @@ final class IOLoop: @unchecked Sendable {
         }
     }
 
-    /// Runs `commands`, with the socket corked (``CConnection/setCork(_:)``)
-    /// where ``corkPlan(_:)`` says so, and uncorked at the end, before the
-    /// loop polls.
-    private func runCorked(_ commands: [IOCommand], _ c: CConnection) {
-        var corked = false
-        for (command, cork) in zip(commands, Self.corkPlan(commands.map(\.writeKind))) {
-            if cork != corked, io.machine.isServicing, io.conn === c {
-                c.setCork(cork)
-                corked = cork
+    /// Runs `commands`, holding the frames of each run of commands that
+    /// only write (``IOCommand/onlyWrites``, ``CConnection/holdWrites()``)
+    /// and writing them at once when the run ends: before a command that may
+    /// wait for the broker — its request must not sit in the buffer while
+    /// the answer is awaited — and before the loop polls.
+    private func runHoldingWrites(_ commands: [IOCommand], _ c: CConnection) {
+        var holding = false
+        for command in commands {
+            let hold = command.onlyWrites
+            if hold != holding, io.machine.isServicing, io.conn === c {
+                if hold { c.holdWrites() } else { flush(c) }
+                holding = hold
             }
             handle(command)
         }
-        if corked, io.conn === c { c.setCork(false) }
+        if holding, io.conn === c { flush(c) }
     }
 
-    /// For each command of one mailbox drain, whether the socket is corked
-    /// while it runs: in a run of commands that wait for nothing (publishes
-    /// and acks, between commands that may wait) when the run writes more
-    /// than one message or ack — each would otherwise be a segment of its
-    /// own; a lone message already leaves as one (``CConnection/setCork(_:)``).
-    /// Never while a command may wait for the broker: its request must not
-    /// sit in the kernel's queue.
-    static func corkPlan(_ kinds: [IOCommand.WriteKind]) -> [Bool] {
-        var plan = [Bool](repeating: false, count: kinds.count)
-        var start = 0
-        while start < kinds.count {
-            guard kinds[start] != .mayWait else { start += 1; continue }
-            var end = start
-            var writes = 0
-            while end < kinds.count, kinds[end] != .mayWait {
-                if case .publishes(let n) = kinds[end] { writes += n } else { writes += 1 }
-                end += 1
-            }
-            if writes > 1 { for i in start..<end { plan[i] = true } }
-            start = end
+    /// Writes what `c` holds; a failure loses the connection (the commands
+    /// whose frames were held fail with it, as if their own write had).
+    private func flush(_ c: CConnection) {
+        do throws(AMQPError) {
+            try c.flushWrites()
+        } catch {
+            connectionLost(error)
         }
-        return plan
     }
 
     private func heartbeatServiceInterval(_ c: CConnection) -> UInt64 {
