@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -45,7 +46,7 @@ struct crabbitmq_write_buffer {
     int holding;
     unsigned char *data;
     size_t length, capacity;
-    unsigned long flushes, held_sends;
+    unsigned long flushes, held_sends, writes;
 };
 
 // Kept between flushes; a larger buffer (a big batch) is given back.
@@ -122,40 +123,55 @@ static long long now_ms(void) {
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+// Bytes received and not yet read by the library: growing means the broker
+// is alive (heartbeats, deliveries) even while it reads nothing from us.
+static int unread_bytes(int fd) {
+    int n = 0;
+    return ioctl(fd, FIONREAD, &n) == 0 ? n : -1;
+}
+
 int crabbitmq_write_buffer_flush(crabbitmq_write_buffer *b, int timeout_ms) {
     b->holding = 0;
     if (!b->length) return AMQP_STATUS_OK;
     b->flushes += 1;
-    long long deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+    int fd = b->original->get_sockfd(b->socket);
+    long long alive_at = now_ms();
+    int unread = -2;
     size_t sent = 0;
     int status = AMQP_STATUS_OK;
     while (sent < b->length) {
         ssize_t n = b->original->send(b->socket, b->data + sent, b->length - sent, 0);
         if (n > 0) {
+            b->writes += 1;
             sent += (size_t)n;
+            alive_at = now_ms();
             continue;
         }
         if (n != PRIVATE_STATUS_SOCKET_NEEDWRITE && n != PRIVATE_STATUS_SOCKET_NEEDREAD) {
             status = n < 0 ? (int)n : AMQP_STATUS_SOCKET_ERROR;
             break;
         }
-        // The socket is full (the broker reads slower, or TLS needs to
-        // read first): wait until it takes more.
-        int wait = -1;
-        if (deadline >= 0) {
-            long long left = deadline - now_ms();
+        // The socket is full (the broker reads slower, or has blocked this
+        // connection: a memory or disk alarm), or TLS must read first. Wait
+        // as long as the broker shows signs of life — it takes bytes, or
+        // sends some (heartbeats) — and give up after `timeout_ms` without
+        // any, as the library does when a heartbeat is missed.
+        int now_unread = unread_bytes(fd);
+        if (now_unread != unread) {
+            if (unread != -2) alive_at = now_ms();
+            unread = now_unread;
+        }
+        int wait = 1000;
+        if (timeout_ms >= 0) {
+            long long left = alive_at + timeout_ms - now_ms();
             if (left <= 0) {
                 status = AMQP_STATUS_TIMEOUT;
                 break;
             }
-            wait = left > 1000000 ? 1000000 : (int)left;
+            if (left < wait) wait = (int)left;
         }
-        struct pollfd fd = {
-            .fd = b->original->get_sockfd(b->socket),
-            .events = n == PRIVATE_STATUS_SOCKET_NEEDREAD ? POLLIN : POLLOUT,
-        };
-        int ready = poll(&fd, 1, wait);
-        if (ready < 0 && errno != EINTR) {
+        struct pollfd p = {.fd = fd, .events = n == PRIVATE_STATUS_SOCKET_NEEDREAD ? POLLIN : POLLOUT};
+        if (poll(&p, 1, wait) < 0 && errno != EINTR) {
             status = AMQP_STATUS_SOCKET_ERROR;
             break;
         }
@@ -172,3 +188,4 @@ int crabbitmq_write_buffer_flush(crabbitmq_write_buffer *b, int timeout_ms) {
 size_t crabbitmq_write_buffer_pending(const crabbitmq_write_buffer *b) { return b->length; }
 unsigned long crabbitmq_write_buffer_flushes(const crabbitmq_write_buffer *b) { return b->flushes; }
 unsigned long crabbitmq_write_buffer_held_sends(const crabbitmq_write_buffer *b) { return b->held_sends; }
+unsigned long crabbitmq_write_buffer_writes(const crabbitmq_write_buffer *b) { return b->writes; }

@@ -16,9 +16,18 @@ struct WriteBufferTests {
         let peer: Int32
         let buffer: OpaquePointer?
 
-        init(buffered: Bool) throws {
+        /// - Parameter smallBuffers: socket buffers of 64 KiB each way, so
+        ///   that a few MB cannot fit whatever the host's TCP settings.
+        init(buffered: Bool, smallBuffers: Bool = false) throws {
             let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             defer { close(listener) }
+            let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            if smallBuffers {
+                var size: Int32 = 65536
+                for (fd, option) in [(listener, SO_RCVBUF), (client, SO_SNDBUF)] {
+                    _ = setsockopt(fd, SOL_SOCKET, option, &size, socklen_t(MemoryLayout<Int32>.size))
+                }
+            }
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)
             address.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -29,7 +38,6 @@ struct WriteBufferTests {
                           getsockname(listener, $0, &length) == 0 else { throw POSIXError(.EADDRINUSE) }
                 }
             }
-            let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             try withUnsafePointer(to: &address) {
                 try $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                     guard connect(client, $0, length) == 0 else { throw POSIXError(.ECONNREFUSED) }
@@ -98,6 +106,7 @@ struct WriteBufferTests {
         #expect(crabbitmq_write_buffer_flush(buffer, 1000) == AMQP_STATUS_OK.rawValue)
         #expect(crabbitmq_write_buffer_pending(buffer) == 0)
         #expect(crabbitmq_write_buffer_flushes(buffer) == 1)
+        #expect(crabbitmq_write_buffer_writes(buffer) == 1, "nine frames, one write")
         let written = buffered.read(held)
 
         for body in bodies { #expect(plain.publish(body) == AMQP_STATUS_OK.rawValue) }
@@ -114,17 +123,67 @@ struct WriteBufferTests {
     }
 
     @Test func aFlushWaitsForAFullSocketAndReportsATimeoutWhenThePeerNeverReads() throws {
-        let pair = try Pair(buffered: true)
+        let pair = try Pair(buffered: true, smallBuffers: true)
         let buffer = try #require(pair.buffer)
-        // More than loopback's socket buffers take (several MB) while the
-        // peer reads nothing: the flush must wait, then give up.
+        // More than the socket buffers take while the peer reads nothing:
+        // the flush must wait, then give up.
         crabbitmq_write_buffer_hold(buffer)
         let body = [UInt8](repeating: 1, count: 1 << 20)
-        for _ in 0..<32 { #expect(pair.publish(body) == AMQP_STATUS_OK.rawValue) }
+        for _ in 0..<4 { #expect(pair.publish(body) == AMQP_STATUS_OK.rawValue) }
         let started = ContinuousClock.now
         #expect(crabbitmq_write_buffer_flush(buffer, 300) == AMQP_STATUS_TIMEOUT.rawValue)
-        #expect(ContinuousClock.now - started >= .milliseconds(300), "it waited for the socket before giving up")
+        #expect(ContinuousClock.now - started >= .milliseconds(250), "it waited for the socket before giving up")
         #expect(crabbitmq_write_buffer_pending(buffer) == 0, "emptied either way")
+    }
+
+    /// The timeout counts from the last sign of life, not from the start:
+    /// a peer that reads slowly, or reads nothing but sends (a broker that
+    /// blocked the connection still sends heartbeats), is waited for.
+    @Test(arguments: [SignOfLife.reads, .writes])
+    func aFlushWaitsAsLongAsThePeerShowsSignsOfLife(_ sign: SignOfLife) throws {
+        let pair = try Pair(buffered: true, smallBuffers: true)
+        let buffer = try #require(pair.buffer)
+        crabbitmq_write_buffer_hold(buffer)
+        let body = [UInt8](repeating: 3, count: 1 << 20)
+        #expect(pair.publish(body) == AMQP_STATUS_OK.rawValue)
+        let held = crabbitmq_write_buffer_pending(buffer)
+        let peer = pair.peer
+        let stop = Mutex(false)
+        let done = DispatchSemaphore(value: 0)
+        // Every 40 ms for 1.2 s: a read of 64 KiB (1 MiB takes 16 of them),
+        // or a byte written back.
+        let trickle = Thread {
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            for _ in 0..<30 where !stop.withLock({ $0 }) {
+                switch sign {
+                case .reads: _ = chunk.withUnsafeMutableBytes { recv(peer, $0.baseAddress!, 65536, Int32(MSG_DONTWAIT)) }
+                case .writes: _ = chunk.withUnsafeBytes { send(peer, $0.baseAddress!, 1, Int32(MSG_NOSIGNAL)) }
+                }
+                usleep(40_000)
+            }
+            done.signal()
+        }
+        let started = ContinuousClock.now
+        trickle.start()
+        let status = crabbitmq_write_buffer_flush(buffer, 200)
+        let waited = ContinuousClock.now - started
+        stop.withLock { $0 = true }
+        _ = done.wait(timeout: .now() + 5)
+        switch sign {
+        case .reads:
+            // Far longer than 200 ms in all, and it got through.
+            #expect(status == AMQP_STATUS_OK.rawValue)
+            #expect(waited >= .milliseconds(400), "the peer read for \(waited)")
+        case .writes:
+            #expect(status == AMQP_STATUS_TIMEOUT.rawValue)
+            #expect(waited >= .milliseconds(1100), "waited \(waited) for a peer that kept writing for 1.2 s")
+        }
+        #expect(held > 0)
+    }
+
+    enum SignOfLife: Sendable, CustomStringConvertible {
+        case reads, writes
+        var description: String { self == .reads ? "the peer reads slowly" : "the peer sends bytes" }
     }
 
     @Test func aFlushThatMustWaitFinishesWhenThePeerReads() throws {

@@ -78,8 +78,9 @@ final class CConnection {
     /// Scratch memory for C arguments; reset after each batch of calls.
     let arena = CArena()
     /// The write buffer under the socket (``holdWrites()``); owned by
-    /// `state`, freed with it. Nil only if it could not be allocated: then
-    /// every frame is written as it comes, as rabbitmq-c does by itself.
+    /// `state`, freed with it. Nil if it could not be allocated or the
+    /// library is not a version whose socket layout it knows (0.8 to 0.15):
+    /// then every frame is written as it comes, as rabbitmq-c does by itself.
     private var writeBuffer: OpaquePointer?
 
     private init(state: amqp_connection_state_t) {
@@ -191,10 +192,15 @@ final class CConnection {
     }
 
     /// Writes what the buffer holds, in one `send` while the socket takes it
-    /// all, and stops holding. Waits at most twice the heartbeat for a full
-    /// socket to take more (none without heartbeats, as rabbitmq-c's own
-    /// publish); a failure leaves the connection unusable (part of a frame
-    /// may be out), so it is reported as lost.
+    /// all, and stops holding. While the socket is full it waits as long as
+    /// the broker shows a sign of life at least every two heartbeats — it
+    /// takes bytes, or sends some — as rabbitmq-c's own publish does: a
+    /// memory or disk alarm makes RabbitMQ stop reading a publishing
+    /// connection (and stop checking its heartbeats) for as long as it
+    /// lasts, and that is a wait, not a dead broker. Without heartbeats it
+    /// waits without limit, as the library does too. A
+    /// failure leaves the connection unusable (part of a frame may be out),
+    /// so it is reported as lost.
     func flushWrites() throws(AMQPError) {
         guard let writeBuffer else { return }
         let heartbeat = Int(self.heartbeat)

@@ -36,19 +36,22 @@ crabbitmq_write_buffer *crabbitmq_write_buffer_install(amqp_socket_t *socket);
 // From now on, sends are copied into the buffer until the next flush.
 void crabbitmq_write_buffer_hold(crabbitmq_write_buffer *buffer);
 
-// Writes what the buffer holds and stops holding. Waits up to `timeout_ms`
-// (negative: no limit) whenever the socket cannot take more. Returns
-// AMQP_STATUS_OK, or an amqp_status_enum error after which the connection is
-// unusable (part of a frame may have been written); the buffer is emptied
-// either way.
+// Writes what the buffer holds and stops holding. When the socket cannot
+// take more it waits, for as long as the peer shows signs of life within
+// every `timeout_ms` (it takes bytes, or sends some, such as heartbeats;
+// negative: no limit). Returns AMQP_STATUS_OK, or an amqp_status_enum error
+// (AMQP_STATUS_TIMEOUT after `timeout_ms` without a sign of life) after
+// which the connection is unusable (part of a frame may have been written);
+// the buffer is emptied either way.
 int crabbitmq_write_buffer_flush(crabbitmq_write_buffer *buffer, int timeout_ms);
 
 // Bytes waiting in the buffer (for tests and assertions).
 size_t crabbitmq_write_buffer_pending(const crabbitmq_write_buffer *buffer);
 
-// Counters since install: flushes that wrote something, and send(2)-level
-// writes the buffer made for them (for tests and the benchmark).
+// Counters since install (for tests): flushes that had something to write,
+// the library's sends that were held, and the socket writes flushes made.
 unsigned long crabbitmq_write_buffer_flushes(const crabbitmq_write_buffer *buffer);
 unsigned long crabbitmq_write_buffer_held_sends(const crabbitmq_write_buffer *buffer);
+unsigned long crabbitmq_write_buffer_writes(const crabbitmq_write_buffer *buffer);
 
 #endif
