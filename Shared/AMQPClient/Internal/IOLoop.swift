@@ -42,7 +42,7 @@ enum IOCommand: Sendable {
 
 extension IOCommand {
     /// Whether the command only writes frames and waits for no answer
-    /// (publishes, acks): those run with writes held (``IOLoop/holdPlan(_:)``).
+    /// (publishes, acks): those run with writes held (`IOLoop.runHoldingWrites`).
     /// Anything else may make a synchronous call (declare, consume, the first
     /// RPC's reply consumer, queue inspection, close).
     var onlyWrites: Bool {
