@@ -72,12 +72,8 @@ static ssize_t buffer_send(void *socket, const void *bytes, size_t length, int f
         b->held_sends += 1;
         return (ssize_t)length;
     }
-    if (b->length) {
-        // Not expected (callers flush before anything that writes while
-        // not holding), but never let a frame overtake held ones.
-        int status = crabbitmq_write_buffer_flush(b, -1);
-        if (status != AMQP_STATUS_OK) return status;
-    }
+    // Not holding means the buffer is empty: holding ends only in a flush
+    // or a close, and both empty it. So nothing held can be overtaken.
     return b->original->send(socket, bytes, length, flags);
 }
 

@@ -23,15 +23,12 @@ public final class InFlightTasks<Success: Sendable>: Sendable {
     public func waitForRoom(_ limit: Int) async {
         while let oldest = tasks.withLock({ $0.count >= limit ? $0.first : nil }) {
             _ = await oldest.value
-            tasks.withLock { $0.removeFirst() }
+            _ = tasks.withLock { $0.removeFirst() }
         }
     }
 
     /// Waits until every task in flight has finished.
     public func drain() async {
-        while let oldest = tasks.withLock({ $0.first }) {
-            _ = await oldest.value
-            tasks.withLock { $0.removeFirst() }
-        }
+        await waitForRoom(1)
     }
 }

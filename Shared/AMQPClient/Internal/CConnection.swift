@@ -198,9 +198,9 @@ final class CConnection {
     /// memory or disk alarm makes RabbitMQ stop reading a publishing
     /// connection (and stop checking its heartbeats) for as long as it
     /// lasts, and that is a wait, not a dead broker. Without heartbeats it
-    /// waits without limit, as the library does too. A
-    /// failure leaves the connection unusable (part of a frame may be out),
-    /// so it is reported as lost.
+    /// waits without limit, as the library does too. A failure leaves the
+    /// connection unusable (part of a frame may be out), so it is reported
+    /// as lost.
     func flushWrites() throws(AMQPError) {
         guard let writeBuffer else { return }
         let heartbeat = Int(self.heartbeat)
@@ -208,14 +208,6 @@ final class CConnection {
         if status != AMQP_STATUS_OK.rawValue {
             throw AMQPError(.connectionLost, "writing to the broker failed: \(Self.errorString(status))", libraryStatus: status)
         }
-    }
-
-    /// Bytes held and not yet written (tests).
-    var heldBytes: Int { writeBuffer.map { Int(crabbitmq_write_buffer_pending($0)) } ?? 0 }
-    /// Flushes that wrote something, and the frame writes they replaced, since the connection opened.
-    var writeBufferCounts: (flushes: Int, heldSends: Int) {
-        guard let writeBuffer else { return (0, 0) }
-        return (Int(crabbitmq_write_buffer_flushes(writeBuffer)), Int(crabbitmq_write_buffer_held_sends(writeBuffer)))
     }
 
     /// Negotiated heartbeat in seconds (0 = off).
