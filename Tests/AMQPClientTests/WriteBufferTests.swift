@@ -130,9 +130,7 @@ struct WriteBufferTests {
         crabbitmq_write_buffer_hold(buffer)
         let body = [UInt8](repeating: 1, count: 1 << 20)
         for _ in 0..<4 { #expect(pair.publish(body) == AMQP_STATUS_OK.rawValue) }
-        let started = ContinuousClock.now
         #expect(crabbitmq_write_buffer_flush(buffer, 300) == AMQP_STATUS_TIMEOUT.rawValue)
-        #expect(ContinuousClock.now - started >= .milliseconds(250), "it waited for the socket before giving up")
         #expect(crabbitmq_write_buffer_pending(buffer) == 0, "emptied either way")
     }
 
@@ -146,39 +144,36 @@ struct WriteBufferTests {
         crabbitmq_write_buffer_hold(buffer)
         let body = [UInt8](repeating: 3, count: 1 << 20)
         #expect(pair.publish(body) == AMQP_STATUS_OK.rawValue)
-        let held = crabbitmq_write_buffer_pending(buffer)
         let peer = pair.peer
-        let stop = Mutex(false)
+        let peerDone = Mutex(false)
         let done = DispatchSemaphore(value: 0)
-        // Every 40 ms for 1.2 s: a read of 64 KiB (1 MiB takes 16 of them),
-        // or a byte written back.
+        // Every 40 ms, 30 times: a read of 64 KiB (1 MiB takes 16 of them),
+        // or a byte written back. Far longer in all than the 200 ms timeout.
         let trickle = Thread {
             var chunk = [UInt8](repeating: 0, count: 65536)
-            for _ in 0..<30 where !stop.withLock({ $0 }) {
+            for _ in 0..<30 {
                 switch sign {
                 case .reads: _ = chunk.withUnsafeMutableBytes { recv(peer, $0.baseAddress!, 65536, Int32(MSG_DONTWAIT)) }
                 case .writes: _ = chunk.withUnsafeBytes { send(peer, $0.baseAddress!, 1, Int32(MSG_NOSIGNAL)) }
                 }
                 usleep(40_000)
             }
+            peerDone.withLock { $0 = true }
             done.signal()
         }
-        let started = ContinuousClock.now
         trickle.start()
         let status = crabbitmq_write_buffer_flush(buffer, 200)
-        let waited = ContinuousClock.now - started
-        stop.withLock { $0 = true }
+        let peerDoneAtReturn = peerDone.withLock { $0 }
         _ = done.wait(timeout: .now() + 5)
         switch sign {
         case .reads:
-            // Far longer than 200 ms in all, and it got through.
+            // It got through, at the peer's pace.
             #expect(status == AMQP_STATUS_OK.rawValue)
-            #expect(waited >= .milliseconds(400), "the peer read for \(waited)")
         case .writes:
+            // It gave up only after the peer had gone quiet.
             #expect(status == AMQP_STATUS_TIMEOUT.rawValue)
-            #expect(waited >= .milliseconds(1100), "waited \(waited) for a peer that kept writing for 1.2 s")
+            #expect(peerDoneAtReturn, "the flush gave up while the peer was still writing")
         }
-        #expect(held > 0)
     }
 
     enum SignOfLife: Sendable, CustomStringConvertible {

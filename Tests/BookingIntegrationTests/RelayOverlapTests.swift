@@ -53,10 +53,9 @@ struct RelayOverlapTests {
             total += count
             relay.kick()
         }
+        // Each mark is an event: after each, see whether every event is published.
         try await withTimeout(60, "the relay publishing every event") {
-            while try await inner.counts().outboxPending > 0 {
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            for await _ in store.marks where try await inner.counts().outboxPending == 0 { return }
         }
         running.cancel()
         _ = try? await running.value
@@ -85,7 +84,13 @@ private final class RecordingStore: BookingStore {
 
     private let inner: any BookingStore
     private let state = Mutex(Observations())
-    init(_ inner: any BookingStore) { self.inner = inner }
+    /// One element after each `markPublished`.
+    let marks: AsyncStream<Void>
+    private let marked: AsyncStream<Void>.Continuation
+    init(_ inner: any BookingStore) {
+        self.inner = inner
+        (marks, marked) = AsyncStream.makeStream()
+    }
 
     var observations: Observations { state.withLock { $0 } }
 
@@ -115,6 +120,7 @@ private final class RecordingStore: BookingStore {
         try await inner.markPublished(ids)
         let marked = Set(ids)
         state.withLock { $0.roundsInFlight.removeAll { $0.isSubset(of: marked) } }
+        self.marked.yield()
     }
 
     /// Always: the relay sweeps the table every 20 ms.
