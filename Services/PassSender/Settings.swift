@@ -30,12 +30,32 @@ public struct PassSenderSettings: Sendable, Equatable {
     /// unset = SQLite in `DATA_DIR`.
     public var database: PostgresSettings?
 
+    /// `PASS_CLAIM_LEASE`: how long a claimed pass stays its instance's
+    /// without a recorded gateway answer; nil = the default,
+    /// ``claimLease``.
+    public var claimLeaseSetting: Duration?
+
     /// How long a claimed pass stays another instance's without a recorded
-    /// gateway answer: twice the gateway timeout plus 30 s (a call and its
-    /// ledger commit fit many times over; a dead claimer's passes are taken
-    /// over after it).
+    /// gateway answer: `PASS_CLAIM_LEASE`, else twice the gateway timeout
+    /// plus 30 s (a call and its ledger commit fit many times over). A dead
+    /// claimer's passes are taken over after it, so it is also how long a
+    /// restart after a crash waits before sending again what was in flight.
     public var claimLease: TimeInterval {
-        2 * (Double(gatewayTimeout.components.seconds) + Double(gatewayTimeout.components.attoseconds) / 1e18) + 30
+        if let claimLeaseSetting { return Self.seconds(claimLeaseSetting) }
+        return 2 * Self.seconds(gatewayTimeout) + 30
+    }
+
+    /// The shortest `PASS_CLAIM_LEASE` accepted for a gateway timeout: two
+    /// calls and 5 s for the ledger commit between them (the lease is
+    /// renewed with every answer recorded, so a live instance must get from
+    /// one renewal to the next within it, or another takes over rows it is
+    /// still sending: a second send).
+    public static func minimumClaimLease(gatewayTimeout: Duration) -> TimeInterval {
+        2 * seconds(gatewayTimeout) + 5
+    }
+
+    static func seconds(_ duration: Duration) -> TimeInterval {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     /// The defaults of the operations contract.
@@ -98,6 +118,17 @@ public struct PassSenderSettings: Sendable, Equatable {
                 throw SettingsError("PASS_CONCURRENCY: '\(text)' is not a whole number in 1...256")
             }
             concurrency = n
+        }
+        if let text = value("PASS_CLAIM_LEASE") {
+            let minimum = Self.minimumClaimLease(gatewayTimeout: gatewayTimeout)
+            guard let lease = RetryDelay(text), lease.milliseconds <= 3_600_000 else {
+                throw SettingsError("PASS_CLAIM_LEASE: '\(text)' is not a duration of at most 1h (e.g. 50s)")
+            }
+            guard Double(lease.milliseconds) / 1000 >= minimum else {
+                throw SettingsError("PASS_CLAIM_LEASE: '\(text)' is shorter than twice PASS_GATEWAY_TIMEOUT plus 5 s "
+                                    + "(\(Int(minimum.rounded(.up)))s): a live instance's claim could run out during its own call")
+            }
+            claimLeaseSetting = .milliseconds(lease.milliseconds)
         }
     }
 

@@ -28,15 +28,16 @@ struct LifecycleEndToEndTests {
     }
 
     /// The real end-to-end case with short durations: the handler's clock
-    /// runs 30 times faster than the wall clock from 08:55 tomorrow, so a
-    /// 15-minute booking starts 10 s and ends 40 s after the test begins.
+    /// runs 60 times faster than the wall clock from 08:50 tomorrow, so a
+    /// 15-minute booking starts 10 s and ends 25 s after the test begins
+    /// (the timer loop polls every wall second: every handler minute).
     /// Nothing is forced: the handler's own timer loop starts, releases,
     /// expires and completes the bookings while the broker carries the
     /// events.
     @Test func bookingsStartEndExpireAndAreReleasedByThemselves() async throws {
-        let rate = 30.0
+        let rate = 60.0
         let date = TestDates.tomorrow
-        let origin = try #require(ContractFormat.instant(date: date, time: "08:55", timeZone: "Europe/Berlin"))
+        let origin = try #require(ContractFormat.instant(date: date, time: "08:50", timeZone: "Europe/Berlin"))
         let wall = Date()
         let h = try await HandlerHarness.start(administrators: ["guest"], now: {
             origin.addingTimeInterval(Date().timeIntervalSince(wall) * rate)

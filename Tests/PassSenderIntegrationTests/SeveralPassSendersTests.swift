@@ -13,7 +13,8 @@ import TestSupport
 /// booking at once), and `kill -9` of one of them while gateway calls are
 /// held: every attendee gets exactly one pass. The survivor waits for the
 /// live instance's claims and takes over the dead one's when their lease
-/// runs out (PASS_GATEWAY_TIMEOUT 1 s: lease 32 s).
+/// runs out (PASS_GATEWAY_TIMEOUT 1 s, PASS_CLAIM_LEASE 8 s: the shortest
+/// accepted is 7 s).
 @Suite("Several pass senders on one ledger", .serialized)
 struct SeveralPassSendersTests {
     /// Declares the pass sender's queues in `url`'s vhost and publishes
@@ -46,7 +47,7 @@ struct SeveralPassSendersTests {
 
         func launch(_ directory: String) throws -> Process {
             try CrashTests.launch(url: url, dataDirectory: directory, gateway: gateway.url, log: log,
-                                  extra: ["DATABASE_URL": databaseURL, "PASS_GATEWAY_TIMEOUT": "1s"])
+                                  extra: ["DATABASE_URL": databaseURL, "PASS_GATEWAY_TIMEOUT": "1s", "PASS_CLAIM_LEASE": "8s"])
         }
         let a = try launch(directories[0])
         let b = try launch(directories[1])
@@ -127,7 +128,9 @@ struct SeveralPassSendersTests {
 
         // Heartbeat 2 s: the broker drops the one inside about 4 s into the
         // cut and hands its unacknowledged events to the other.
-        let common = ["PASS_GATEWAY_TIMEOUT": "1s", "AMQP_HEARTBEAT": "2"]
+        // Lease 32 s (the default for a 1 s timeout), longer than the cut:
+        // the inside's claims outlast the partition.
+        let common = ["PASS_GATEWAY_TIMEOUT": "1s", "PASS_CLAIM_LEASE": "32s", "AMQP_HEARTBEAT": "2"]
         let outside = try CrashTests.launch(url: url, dataDirectory: directories[0], gateway: gateway.url, log: log,
                                             extra: common.merging(["DATABASE_URL": databaseURL]) { a, _ in a })
         var inside = common

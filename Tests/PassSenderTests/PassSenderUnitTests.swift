@@ -19,9 +19,32 @@ struct SettingsTests {
         #expect(PassQueues.delay(RetryDelay(milliseconds: 120_000)) == "pass-sender.retry.delay.2m")
     }
 
+    /// The claim lease: twice the gateway timeout plus 30 s unless
+    /// `PASS_CLAIM_LEASE` says otherwise, and never shorter than two calls
+    /// plus 5 s, whatever the timeout.
+    @Test func claimLease() throws {
+        #expect(try PassSenderSettings(environment: [:]).claimLease == 50)
+        #expect(try PassSenderSettings(environment: ["PASS_GATEWAY_TIMEOUT": "2s"]).claimLease == 34)
+        #expect(try PassSenderSettings(environment: ["PASS_CLAIM_LEASE": "25s"]).claimLease == 25)
+        #expect(try PassSenderSettings(environment: ["PASS_CLAIM_LEASE": "2m"]).claimLease == 120)
+        #expect(try PassSenderSettings(environment: ["PASS_GATEWAY_TIMEOUT": "2s", "PASS_CLAIM_LEASE": "9s"]).claimLease == 9)
+        for (timeout, lease) in [("2s", "8999ms"), ("10s", "24s"), (nil, "0")] {
+            var environment = ["PASS_CLAIM_LEASE": lease]
+            environment["PASS_GATEWAY_TIMEOUT"] = timeout
+            do {
+                _ = try PassSenderSettings(environment: environment)
+                Issue.record("lease \(lease) with timeout \(timeout ?? "default") was accepted")
+            } catch {
+                #expect("\(error)".hasPrefix("PASS_CLAIM_LEASE"), "\(error)")
+                #expect("\(error)".contains("shorter than twice PASS_GATEWAY_TIMEOUT"), "\(error)")
+            }
+        }
+    }
+
     @Test(arguments: [["PASS_RETRY_DELAYS": "1s,,x"], ["PASS_MAX_ATTEMPTS": "0"], ["PASS_GATEWAY_URL": "ftp://x"],
                       ["PASS_GATEWAY_TIMEOUT": "5x"], ["PASS_RETRY_DELAYS": "-1s"],
-                      ["PASS_RETRY_DELAYS": "99999999999999999"], ["PASS_GATEWAY_TIMEOUT": "99999999999999999"]])
+                      ["PASS_RETRY_DELAYS": "99999999999999999"], ["PASS_GATEWAY_TIMEOUT": "99999999999999999"],
+                      ["PASS_CLAIM_LEASE": "soon"], ["PASS_CLAIM_LEASE": "2h"]])
     func badValuesNameTheVariable(_ env: [String: String]) {
         #expect(throws: (any Error).self) { try PassSenderSettings(environment: env) }
         do {
