@@ -41,7 +41,7 @@ public struct PassSenderApp: Sendable {
                                              now: now, series: { try await ledger.seriesOccurrences(seriesId: $0) })
             let http = settings.gatewayURL != nil || settings.notifyURL != nil
                 ? HTTPPassGateway(baseURL: settings.gatewayURL, notifyURL: settings.notifyURL, timeout: settings.gatewayTimeout,
-                                  logger: logger)
+                                  connectionsPerHost: settings.gatewayConcurrency, logger: logger)
                 : nil
             let passes: any PassGateway = settings.gatewayURL != nil ? http! : spool
             chosen = NoticeRoutingGateway(passes: passes, http: http, spool: spool)
@@ -75,6 +75,8 @@ public struct PassSenderApp: Sendable {
             "notify": .string(settings.notifyURL ?? "spool"),
             "retry.delays": .string(settings.retryDelays.map(\.label).joined(separator: ",")),
             "max.attempts": "\(settings.maxAttempts)",
+            "claim.lease": "\(settings.claimLease)s",
+            "concurrency": "\(settings.concurrency)", "gateway.concurrency": "\(settings.gatewayConcurrency)",
         ])
         return PassSenderApp(ledger: ledger, dispatcher: dispatcher, consumer: consumer, gateway: chosen, services: services)
     }

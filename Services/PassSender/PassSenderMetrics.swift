@@ -22,6 +22,10 @@ struct PassSenderMetrics: Sendable {
     let claimsWaited: Counter
     /// Gateway calls whose recipients another instance took over meanwhile.
     let claimsLost: Counter
+    /// Claims renewed before a gateway call because the message waited for
+    /// a gateway slot (`PASS_GATEWAY_CONCURRENCY`) nearly as long as their
+    /// lease: more than a rare one means the gateway is the bottleneck.
+    let claimsRenewed: Counter
     /// Time of one gateway call.
     let gatewayDuration: Timer
     /// Gateway calls by outcome (success, pass_failed, rejected, transient)
@@ -62,6 +66,7 @@ struct PassSenderMetrics: Sendable {
         let plain = factory ?? MetricsSystem.factory
         claimsWaited = Counter(label: "pass_claims_waited_total", factory: plain)
         claimsLost = Counter(label: "pass_claims_lost_total", factory: plain)
+        claimsRenewed = Counter(label: "pass_claims_renewed_total", factory: plain)
         gatewayDuration = Timer(label: "pass_gateway_duration_seconds", factory: plain)
         ledgerBatchWrites = Recorder(label: "pass_ledger_batch_writes", aggregate: true, factory: plain)
         ledgerTransactions = Counter(label: "pass_ledger_transactions_total", factory: plain)

@@ -16,9 +16,16 @@ public struct PassSenderSettings: Sendable, Equatable {
     public var retryDelays: [RetryDelay]
     /// `PASS_GATEWAY_TIMEOUT`: whole-request timeout of the HTTP gateway (default 10 s).
     public var gatewayTimeout: Duration
-    /// `PASS_CONCURRENCY`: messages handled at once per consumer (default 8; passes
-    /// of one booking are always handled one batch at a time).
+    /// `PASS_CONCURRENCY`: messages handled at once per consumer (default
+    /// ``defaultConcurrency``; passes of one booking are always handled one
+    /// batch at a time). Of these, at most ``gatewayConcurrency`` are in a
+    /// gateway call at once.
     public var concurrency: Int
+    /// `PASS_GATEWAY_CONCURRENCY`: gateway calls in flight at once, both
+    /// consumers together (default ``defaultGatewayConcurrency``): what the
+    /// gateway sees at once, and how many calls' passes can go out twice
+    /// after a crash (``GatewaySlots``).
+    public var gatewayConcurrency: Int
     /// `BOOKING_HANDLER_USER`: the broker user whose booking events are
     /// trusted; nil = the pass sender's own user (``SenderCheck``).
     public var bookingHandlerUser: String?
@@ -60,17 +67,26 @@ public struct PassSenderSettings: Sendable, Equatable {
 
     /// The defaults of the operations contract.
     public static let defaultRetryDelays = "1s,5s,30s,2m,10m"
+    /// `PASS_CONCURRENCY` unset. Was 8 until the gateway calls got a bound
+    /// of their own: 8 messages in progress left the pass sender waiting on
+    /// its own confirms and commits (docs/performance.md, eleventh round).
+    public static let defaultConcurrency = 64
+    /// `PASS_GATEWAY_CONCURRENCY` unset: the 8 calls at once the gateway
+    /// saw before (AsyncHTTPClient's connections per host).
+    public static let defaultGatewayConcurrency = 8
 
     /// Settings with explicit values (tests, benchmarks).
     public init(gatewayURL: String? = nil, maxAttempts: Int = 5,
                 retryDelays: [RetryDelay] = try! RetryDelay.parseList(PassSenderSettings.defaultRetryDelays),
-                gatewayTimeout: Duration = .seconds(10), concurrency: Int = 8, notifyURL: String? = nil) {
+                gatewayTimeout: Duration = .seconds(10), concurrency: Int = PassSenderSettings.defaultConcurrency,
+                gatewayConcurrency: Int = PassSenderSettings.defaultGatewayConcurrency, notifyURL: String? = nil) {
         self.gatewayURL = gatewayURL
         self.notifyURL = notifyURL
         self.maxAttempts = maxAttempts
         self.retryDelays = retryDelays
         self.gatewayTimeout = gatewayTimeout
         self.concurrency = concurrency
+        self.gatewayConcurrency = gatewayConcurrency
     }
 
     /// Reads the settings from `environment`; a bad value throws a
@@ -118,6 +134,12 @@ public struct PassSenderSettings: Sendable, Equatable {
                 throw SettingsError("PASS_CONCURRENCY: '\(text)' is not a whole number in 1...256")
             }
             concurrency = n
+        }
+        if let text = value("PASS_GATEWAY_CONCURRENCY") {
+            guard let n = Int(text), (1...256).contains(n) else {
+                throw SettingsError("PASS_GATEWAY_CONCURRENCY: '\(text)' is not a whole number in 1...256")
+            }
+            gatewayConcurrency = n
         }
         if let text = value("PASS_CLAIM_LEASE") {
             let minimum = Self.minimumClaimLease(gatewayTimeout: gatewayTimeout)

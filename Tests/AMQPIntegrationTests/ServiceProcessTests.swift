@@ -134,6 +134,7 @@ struct ServiceProcessTests {
     @Test(arguments: [
         ("booking-handler", "INBOX_RETENTION_DAYS", "-3"),
         ("pass-sender", "PASS_CONCURRENCY", "0"),
+        ("pass-sender", "PASS_GATEWAY_CONCURRENCY", "257"),
         ("availability-projector", "PROJECTOR_INSTANCE", "Not Valid!"),
     ])
     func aBadSettingExitsTwoNamingIt(service: String, name: String, value: String) async throws {

@@ -29,8 +29,10 @@ struct PassBenchmark: AsyncParsableCommand {
     var rounds = 1
     @Flag(help: "Skip the raw broker rate and the notices (passes/s only).")
     var passesOnly = false
-    @Option(help: "PASS_CONCURRENCY of the pass sender measured (default 8, the service's default).")
-    var concurrency = 8
+    @Option(help: "PASS_CONCURRENCY of the pass sender measured (default: the service's).")
+    var concurrency = PassSenderSettings.defaultConcurrency
+    @Option(help: "PASS_GATEWAY_CONCURRENCY of the pass sender measured (default: the service's).")
+    var gatewayConcurrency = PassSenderSettings.defaultGatewayConcurrency
     @Option(help: "A PostgreSQL DATABASE_URL (without a query): the ledger there, in a fresh schema per measurement, instead of SQLite.")
     var databaseURL: String?
 
@@ -121,7 +123,8 @@ struct PassBenchmark: AsyncParsableCommand {
         let client = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: "bench-client"),
                                                       logger: logger)
         var settings = PassSenderSettings(gatewayURL: gatewayURL, maxAttempts: 5, retryDelays: [RetryDelay(milliseconds: 1000)],
-                                          gatewayTimeout: .seconds(10), concurrency: concurrency, notifyURL: gatewayURL)
+                                          gatewayTimeout: .seconds(10), concurrency: concurrency,
+                                          gatewayConcurrency: gatewayConcurrency, notifyURL: gatewayURL)
         if let databaseURL {
             let schema = "bench_" + UUID().uuidString.prefix(8).lowercased()
             settings.database = try PassSenderSettings(environment: ["DATABASE_URL": databaseURL + "?schema=" + schema]).database

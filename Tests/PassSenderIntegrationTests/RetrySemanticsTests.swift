@@ -235,3 +235,57 @@ struct RetrySemanticsTests {
         await h.stop()
     }
 }
+
+/// `PASS_GATEWAY_CONCURRENCY` against a real HTTP gateway: more messages
+/// in progress than gateway calls, and the gateway never sees more calls
+/// at once than the bound, however many messages wait.
+@Suite("Pass sender gateway concurrency", .serialized)
+struct GatewayConcurrencyTests {
+    @Test func theGatewaySeesNoMoreCallsAtOnceThanTheBound() async throws {
+        let blocking = LockedBox(true)
+        let gateway = try await FaultGateway.start(requestRule: { _, _ in blocking.withLock { $0 } ? .block : .proceed })
+        // A timeout far longer than the test: a held call never times out
+        // and frees its slot early.
+        let h = try await PassHarness.start(gateway: gateway, delays: "100ms", timeout: .seconds(120), name: "gateway-bound",
+                                            concurrency: 12, gatewayConcurrency: 3)
+        let bookings = (0..<12).map { _ in makeBooking(attendees: 1) }
+        for b in bookings { try await h.publish(.bookingConfirmed, b) }
+        // Three calls held by the gateway; the other nine messages were
+        // admitted and wait for a slot, none of them at the gateway.
+        try await gateway.state.wait("three calls held") { $0.blocked >= 3 }
+        try await withTimeout(60, "nine calls waiting for a slot") {
+            while h.app.dispatcher.waitingForGateway < 9 { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        #expect(gateway.state.current.blocked == 3)
+        #expect(gateway.state.current.calls == 3)
+        blocking.withLock { $0 = false }
+        gateway.release()  // the held calls answer 503: retried after 100 ms
+        for b in bookings { try await h.waitDelivered(b, indexes: [0]) }
+        #expect(gateway.state.current.mostInFlight == 3, "never more than three calls at once")
+        #expect(gateway.sentCounts.values.allSatisfy { $0 == 1 } && gateway.sentCounts.count == 12, "each pass sent once")
+        await h.stop()
+    }
+
+    /// The HTTP client keeps as many connections per host as there are
+    /// slots: 12 calls at once all reach the gateway (the client's own
+    /// default is 8; the others would wait inside their timeout).
+    @Test func theHTTPClientKeepsAConnectionPerSlot() async throws {
+        let gateway = try await FaultGateway.start(requestRule: { _, _ in .block })
+        let client = HTTPPassGateway(baseURL: gateway.url, timeout: .seconds(120), connectionsPerHost: 12,
+                                     logger: testLogger("http-slots"))
+        let booking = makeBooking(attendees: 1)
+        let request = SendPassRequestBuilder.request(for: booking, attendeeIndexes: [0])
+        let calls = (0..<12).map { i in
+            Task {
+                await client.send(request, batch: PassBatch(bookingId: "b\(i)", version: 1, attendeeIndexes: [0], booking: booking,
+                                                            kind: .pass, previous: nil))
+            }
+        }
+        try await gateway.state.wait("twelve calls at the gateway at once") { $0.blocked == 12 }
+        #expect(gateway.state.current.mostInFlight == 12)
+        gateway.release()
+        for call in calls { _ = await call.value }
+        await client.shutdown()
+        await gateway.stop()
+    }
+}

@@ -104,6 +104,9 @@ final class FaultGateway: Sendable {
         var sent: [PassKey] = []
         var failures: [PassKey: Int] = [:]
         var blocked = 0
+        /// `/sendpass` calls being answered now, and the most at once.
+        var inFlight = 0
+        var mostInFlight = 0
         /// Calls answered only after ``release()`` (``Action/sendThenHold``),
         /// by the `Host` header they came with: the passes went out.
         var held: [(host: String, keys: [PassKey])] = []
@@ -190,7 +193,10 @@ final class FaultGateway: Sendable {
                 s.calls += 1
                 s.requests.append(keys)
                 s.hosts.append(host)
+                s.inFlight += 1
+                s.mostInFlight = max(s.mostInFlight, s.inFlight)
             }
+            defer { gateway.state.update { $0.inFlight -= 1 } }
             switch requestRule(call, keys) {
             case .hang:
                 try? await Task.sleep(for: .seconds(30))
@@ -323,14 +329,15 @@ final class PassHarness: Sendable {
 
     static func start(gateway: FaultGateway, maxAttempts: Int = 3, delays: String = "100ms,200ms",
                       timeout: Duration = .milliseconds(500), name: String = "pass",
-                      environment: [String: String] = [:], notify: Bool = false) async throws -> PassHarness {
+                      environment: [String: String] = [:], notify: Bool = false, concurrency: Int = 4,
+                      gatewayConcurrency: Int = PassSenderSettings.defaultGatewayConcurrency) async throws -> PassHarness {
         let url = try TestBroker.isolatedURL(name)
         let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("pass-data")).path
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
         let logger = testLogger(name)
         var settings = PassSenderSettings(gatewayURL: gateway.url, maxAttempts: maxAttempts,
                                           retryDelays: try RetryDelay.parseList(delays), gatewayTimeout: timeout,
-                                          concurrency: 4)
+                                          concurrency: concurrency, gatewayConcurrency: gatewayConcurrency)
         // Settings a deployment gives through the environment
         // (BOOKING_HANDLER_USER, ADMIN_USERS), read as main reads them.
         let fromEnvironment = try PassSenderSettings(environment: environment)

@@ -19,6 +19,24 @@ struct SettingsTests {
         #expect(PassQueues.delay(RetryDelay(milliseconds: 120_000)) == "pass-sender.retry.delay.2m")
     }
 
+    /// Messages in progress and gateway calls in flight are bounded apart:
+    /// 64 and 8 unless set, each 1...256.
+    @Test func concurrencies() throws {
+        let defaults = try PassSenderSettings(environment: [:])
+        #expect(defaults.concurrency == 64 && defaults.gatewayConcurrency == 8)
+        #expect(PassSenderSettings().concurrency == 64 && PassSenderSettings().gatewayConcurrency == 8)
+        let set = try PassSenderSettings(environment: ["PASS_CONCURRENCY": "100", "PASS_GATEWAY_CONCURRENCY": "3"])
+        #expect(set.concurrency == 100 && set.gatewayConcurrency == 3)
+        for bad in ["0", "257", "eight", "-1"] {
+            #expect(throws: (any Error).self) { try PassSenderSettings(environment: ["PASS_GATEWAY_CONCURRENCY": bad]) }
+            do {
+                _ = try PassSenderSettings(environment: ["PASS_GATEWAY_CONCURRENCY": bad])
+            } catch {
+                #expect("\(error)".hasPrefix("PASS_GATEWAY_CONCURRENCY"), "\(error)")
+            }
+        }
+    }
+
     /// The claim lease: twice the gateway timeout plus 30 s unless
     /// `PASS_CLAIM_LEASE` says otherwise, and never shorter than two calls
     /// plus 5 s, whatever the timeout.

@@ -29,6 +29,9 @@ public struct PassDispatcher: Sendable {
     let logger: Logger
     let now: @Sendable () -> Date
     let metrics: PassSenderMetrics
+    /// Bounds the gateway calls in flight (`PASS_GATEWAY_CONCURRENCY`),
+    /// shared by both consumers.
+    let slots: GatewaySlots
 
     public init(ledger: PassLedger, gateway: any PassGateway, settings: PassSenderSettings, logger: Logger,
                 now: @escaping @Sendable () -> Date = { Date() }) {
@@ -44,7 +47,11 @@ public struct PassDispatcher: Sendable {
         self.logger = logger
         self.now = now
         self.metrics = metrics
+        self.slots = GatewaySlots(limit: settings.gatewayConcurrency)
     }
+
+    /// Gateway calls waiting for a slot now (``GatewaySlots``).
+    public var waitingForGateway: Int { slots.waiting }
 
     /// What one message came to (for logs and tests).
     public struct Summary: Sendable, Equatable {
@@ -90,11 +97,15 @@ public struct PassDispatcher: Sendable {
     /// queues dead-letter a message requeued too often). The claimer
     /// finishes, or its lease runs out because it died; we look again every
     /// second until then.
-    private func admitted(_ admit: () async throws -> PassLedger.Admitted) async throws -> PassLedger.Admitted {
+    ///
+    /// Returns the admission and the ledger's time just before it: its
+    /// claims' lease runs from no earlier than that.
+    private func admitted(_ admit: () async throws -> PassLedger.Admitted) async throws -> (PassLedger.Admitted, Date) {
         var logged = false
         while true {
             do {
-                return try await admit()
+                let before = ledger.now()
+                return (try await admit(), before)
             } catch let held as PassLedger.ClaimHeld {
                 if !logged {
                     logger.info("another pass sender instance is sending to these recipients; waiting for it",
@@ -108,7 +119,8 @@ public struct PassDispatcher: Sendable {
         }
     }
 
-    private func run(_ admitted: PassLedger.Admitted) async throws -> Summary {
+    private func run(_ admitted: (PassLedger.Admitted, Date)) async throws -> Summary {
+        let (admitted, claimedAt) = admitted
         var summary = Summary()
         summary.leftovers = admitted.leftovers
         switch admitted.admission {
@@ -117,26 +129,70 @@ public struct PassDispatcher: Sendable {
             metrics.dropped.increment(reason.rawValue)
             return summary
         case .proceed(let jobs):
-            for job in jobs { try await run(job: job, summary: &summary) }
+            var renewedAt = claimedAt
+            for job in jobs { try await run(job: job, summary: &summary, renewedAt: &renewedAt) }
             return summary
         }
     }
 
-    private func run(job: NoticeJob, summary: inout Summary) async throws {
+    /// How long after its last renewal a claim can still go into a gateway
+    /// call without one: the call (at most the gateway timeout) and the
+    /// commit of its answer (5 s, as ``PassSenderSettings/minimumClaimLease(gatewayTimeout:)``
+    /// allows) must end before the lease does, or another instance could
+    /// take the rows over and send them again.
+    var renewAfter: TimeInterval {
+        ledger.claimLease - PassSenderSettings.seconds(settings.gatewayTimeout) - 5
+    }
+
+    /// Sends `job`'s work, one gateway call at a time, each holding one of
+    /// ``slots`` (`PASS_GATEWAY_CONCURRENCY`) for the call (and the renewal
+    /// before it, when one is due): the admission before and the commit
+    /// after run outside, overlapping other messages' calls. `renewedAt` is
+    /// when this message's claims were last renewed (admission, or a
+    /// recorded answer that ended within the lease; `distantPast` when
+    /// that is not known); a call later than ``renewAfter`` after it
+    /// renews them first and leaves out the recipients it no longer
+    /// claims.
+    private func run(job: NoticeJob, summary: inout Summary, renewedAt: inout Date) async throws {
         let booking = job.booking
         var remaining = job.work.sorted { $0.attendeeIndex < $1.attendeeIndex }
         var oneByOne = false
+        let email = { (w: PassWork) in PassLedger.normalised(job.recipients[w.attendeeIndex].email) }
         while !remaining.isEmpty {
             let batch = oneByOne ? [remaining[0]] : remaining
             let rest = Array(remaining.dropFirst(batch.count))
             let indexes = batch.map(\.attendeeIndex)
-            let started = DispatchTime.now()
             let batchInfo = PassBatch(bookingId: booking.id, version: booking.version, attendeeIndexes: indexes,
                                       booking: booking, kind: job.kind, previous: job.previous)
-            let outcome = job.kind == .pass
-                ? await gateway.send(SendPassRequestBuilder.request(for: booking, attendeeIndexes: indexes), batch: batchInfo)
-                : await gateway.notify(NotifyRequestBuilder.request(for: job, indexes: indexes), batch: batchInfo)
-            metrics.gatewayDuration.recordInterval(since: started)
+            var lostWhileWaiting: Set<String> = []
+            let called: GatewayOutcome? = try await slots.holding {
+                if ledger.now().timeIntervalSince(renewedAt) > renewAfter {
+                    let before = ledger.now()
+                    lostWhileWaiting = try await ledger.renewClaims(bookingId: booking.id, version: booking.version,
+                                                                    kind: job.kind, emails: batch.map(email))
+                    renewedAt = before
+                    metrics.claimsRenewed.increment()
+                    if !lostWhileWaiting.isEmpty { return nil }
+                }
+                let started = DispatchTime.now()
+                let outcome = job.kind == .pass
+                    ? await gateway.send(SendPassRequestBuilder.request(for: booking, attendeeIndexes: indexes), batch: batchInfo)
+                    : await gateway.notify(NotifyRequestBuilder.request(for: job, indexes: indexes), batch: batchInfo)
+                metrics.gatewayDuration.recordInterval(since: started)
+                return outcome
+            }
+            guard let outcome = called else {
+                // Another instance took these over (or finished them) while
+                // this message waited for a slot: they are its now. The
+                // rest goes on.
+                logger.warning("recipients no longer claimed after a wait for a gateway slot (another pass sender instance took them over); leaving them to it", metadata: [
+                    "booking.id": .string(booking.id), "booking.version": "\(booking.version)", "kind": .string(job.kind.rawValue),
+                    "recipients.taken_over": "\(lostWhileWaiting.count)",
+                ])
+                metrics.claimsLost.increment()
+                remaining = remaining.filter { !lostWhileWaiting.contains(email($0)) }
+                continue
+            }
             metrics.gatewayRequests.increment(outcome.label, job.kind.rawValue)
             summary.gatewayCalls += 1
 
@@ -170,8 +226,18 @@ public struct PassDispatcher: Sendable {
                 ])
             }
             var taken: Set<String> = []
+            // A commit that writes renews the lease of the rows we still
+            // claim — all of them, if it ran before the lease could lapse.
+            // record() fences only the failures it writes, so after a
+            // commit that ended past the old lease nothing says the other
+            // rows are still ours: the next call renews (and checks) first.
+            let previousRenewal = renewedAt
+            let committing = ledger.now()
             do {
                 try await commit(job: job, delivered: delivered, failures: failures, summary: &summary)
+                if !delivered.isEmpty || !failures.isEmpty {
+                    renewedAt = ledger.now().timeIntervalSince(previousRenewal) < ledger.claimLease ? committing : .distantPast
+                }
             } catch let lost as PassLedger.ClaimLost {
                 // Our lease ran out during the call (it hung: a partition, a
                 // stalled ledger) and another instance took these rows over.
@@ -182,11 +248,13 @@ public struct PassDispatcher: Sendable {
                     "recipients.taken_over": "\(lost.emails.count)",
                 ])
                 metrics.claimsLost.increment()
-                let email = { (w: PassWork) in PassLedger.normalised(job.recipients[w.attendeeIndex].email) }
+                // Our lease ran out: whatever this commit renews, the next
+                // call checks first which rows are still ours.
+                renewedAt = .distantPast
                 try await commit(job: job, delivered: delivered, failures: failures.filter { !taken.contains(email($0.0)) },
                                  summary: &summary)
             }
-            remaining = (again + rest).filter { !taken.contains(PassLedger.normalised(job.recipients[$0.attendeeIndex].email)) }
+            remaining = (again + rest).filter { !taken.contains(email($0)) }
                 .sorted { $0.attendeeIndex < $1.attendeeIndex }
         }
     }

@@ -21,7 +21,11 @@ public final class HTTPPassGateway: PassGateway {
     ///     only notices go over HTTP.
     ///   - notifyURL: `PASS_NOTIFY_URL` (`/notify` is appended).
     ///   - timeout: `PASS_GATEWAY_TIMEOUT`, for connect + request + answer.
-    public init(baseURL: String?, notifyURL: String? = nil, timeout: Duration, logger: Logger) {
+    ///   - connectionsPerHost: `PASS_GATEWAY_CONCURRENCY`: as many
+    ///     connections as calls may be in flight (``GatewaySlots``), so a
+    ///     call never waits for a connection inside its own timeout.
+    public init(baseURL: String?, notifyURL: String? = nil, timeout: Duration,
+                connectionsPerHost: Int = PassSenderSettings.defaultGatewayConcurrency, logger: Logger) {
         func endpoint(_ base: String?, _ path: String) -> String? {
             guard var base else { return nil }
             while base.hasSuffix("/") { base.removeLast() }
@@ -35,6 +39,7 @@ public final class HTTPPassGateway: PassGateway {
         configuration.timeout = .init(connect: .milliseconds(min(Self.milliseconds(timeout), 5000)),
                                       read: .milliseconds(Self.milliseconds(timeout)))
         configuration.redirectConfiguration = .disallow
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = max(1, connectionsPerHost)
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 

@@ -211,6 +211,17 @@ public struct PassConsumer: Sendable {
             observer?(Settled(queue: queue, type: label, bookingId: bookingId, outcome: .deadLettered(error.description),
                               summary: nil))
             return
+        } catch is CancellationError {
+            // The graceful stop ran out of time while this message waited
+            // for a gateway slot: it goes back having sent nothing more
+            // (what it committed is kept; its claims are taken over once
+            // their lease runs out).
+            await locks.unlock(bookingId)
+            logger.info("stopping: message given back to the queue before its gateway call")
+            PassSenderMetrics.shared.messages.increment(label, "requeued")
+            try? await delivery.nack(requeue: true)
+            observer?(Settled(queue: queue, type: label, bookingId: bookingId, outcome: .requeued, summary: nil))
+            return
         } catch {
             // What was committed but not published waits for the
             // redelivery (its admission finds it), not flushed here: a

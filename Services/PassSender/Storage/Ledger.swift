@@ -104,15 +104,8 @@ public final class PassLedger: Sendable {
         let owner = self.owner, lease = claimLease, clock = self.now
         return try await database.write(lockKey: bookingId) { db in
             let now = clock().timeIntervalSince1970
-            var lost: Set<String> = []
-            for f in failures {
-                let row = try db.rows("""
-                    SELECT status, claimedBy FROM notice WHERE bookingId = ? AND version = ? AND kind = ? AND email = ?
-                    """, bookingId, version, kind.rawValue, f.email).first
-                if row?.string("status") != PassStatus.attempting.rawValue || row?.string("claimedBy") != owner {
-                    lost.insert(f.email)
-                }
-            }
+            let lost = try Self.notClaimed(db, bookingId: bookingId, version: version, kind: kind, emails: failures.map(\.email),
+                                           owner: owner)
             if !lost.isEmpty { throw ClaimLost(bookingId: bookingId, emails: lost) }
             for email in delivered {
                 try db.execute("""
@@ -128,9 +121,7 @@ public final class PassLedger: Sendable {
                     """, f.status.rawValue, f.attempts, f.firstFailureAt, f.lastFailureAt, f.lastErrorCode,
                     f.lastErrorText, now, bookingId, version, kind.rawValue, f.email)
             }
-            try db.execute("""
-                UPDATE notice SET leaseUntil = ? WHERE bookingId = ? AND version = ? AND status = 'attempting' AND claimedBy = ?
-                """, now + lease, bookingId, version, owner)
+            try Self.renewLease(db, bookingId: bookingId, version: version, owner: owner, until: now + lease)
             let encoder = JSONEncoder()
             var written: [OutboxRow] = []
             for m in outbox {
@@ -145,6 +136,46 @@ public final class PassLedger: Sendable {
             }
             return written
         }
+    }
+
+    /// Renews this instance's lease on the version's rows it still claims
+    /// (as ``record(bookingId:version:kind:delivered:deliveredAt:failures:outbox:)``
+    /// does) and returns which of `emails` (normalised) it no longer
+    /// claims: another instance took them over, or finished them. For a
+    /// message that waited for a gateway slot so long that its lease might
+    /// run out during the call (``PassDispatcher``): it sends only to the
+    /// rest.
+    public func renewClaims(bookingId: String, version: Int, kind: NoticeKind, emails: [String]) async throws -> Set<String> {
+        let owner = self.owner, lease = claimLease, clock = self.now
+        return try await database.write(lockKey: bookingId) { db in
+            let now = clock().timeIntervalSince1970
+            let lost = try Self.notClaimed(db, bookingId: bookingId, version: version, kind: kind, emails: emails, owner: owner)
+            try Self.renewLease(db, bookingId: bookingId, version: version, owner: owner, until: now + lease)
+            return lost
+        }
+    }
+
+    /// Which of `emails` (normalised) `owner` does not claim: rows not
+    /// `attempting`, or claimed by another instance.
+    private static func notClaimed(_ db: any LedgerSQL, bookingId: String, version: Int, kind: NoticeKind, emails: [String],
+                                   owner: String) throws -> Set<String> {
+        var lost: Set<String> = []
+        for email in emails {
+            let row = try db.rows("""
+                SELECT status, claimedBy FROM notice WHERE bookingId = ? AND version = ? AND kind = ? AND email = ?
+                """, bookingId, version, kind.rawValue, email).first
+            if row?.string("status") != PassStatus.attempting.rawValue || row?.string("claimedBy") != owner {
+                lost.insert(email)
+            }
+        }
+        return lost
+    }
+
+    /// Extends `owner`'s lease on every row of the version it still claims.
+    private static func renewLease(_ db: any LedgerSQL, bookingId: String, version: Int, owner: String, until: Double) throws {
+        try db.execute("""
+            UPDATE notice SET leaseUntil = ? WHERE bookingId = ? AND version = ? AND status = 'attempting' AND claimedBy = ?
+            """, until, bookingId, version, owner)
     }
 
     /// Outbox messages not yet confirmed by the broker, oldest first: of one
