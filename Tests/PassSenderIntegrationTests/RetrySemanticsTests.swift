@@ -266,6 +266,38 @@ struct GatewayConcurrencyTests {
         await h.stop()
     }
 
+    /// A stop that runs out of time while messages wait for a gateway slot
+    /// (the gateway holds the one call in flight): the waiting messages go
+    /// back to the queue having sent nothing, instead of keeping the
+    /// process until it is killed.
+    @Test func aStopOutOfTimeGivesWaitingMessagesBack() async throws {
+        let gateway = try await FaultGateway.start(requestRule: { _, _ in .block })
+        let h = try await PassHarness.start(gateway: gateway, timeout: .seconds(120), name: "gateway-stop",
+                                            concurrency: 4, gatewayConcurrency: 1)
+        let bookings = (0..<3).map { _ in makeBooking(attendees: 1) }
+        for b in bookings { try await h.publish(.bookingConfirmed, b) }
+        try await gateway.state.wait("one call held") { $0.blocked >= 1 }
+        try await withTimeout(60, "two calls waiting for the slot") {
+            while h.app.dispatcher.waitingForGateway < 2 { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        await h.stopImpatiently()
+        let requeued = h.settled.current.filter { $0.outcome == .requeued }.compactMap(\.bookingId)
+        #expect(Set(requeued).count >= 2 && Set(requeued).isSubset(of: Set(bookings.map(\.id))),
+                "the waiting messages went back: \(h.settled.current.map { "\($0.bookingId ?? "-") \($0.outcome)" })")
+        #expect(gateway.state.current.calls == 1, "nothing more reached the gateway")
+        // They went back before their call: no attempt recorded (a waiter
+        // that kept waiting would have made a call in a cancelled task and
+        // recorded it as a failed attempt).
+        let ledger = try PassLedger(path: h.dataDirectory + "/pass-sender.sqlite")
+        var untried = 0
+        for b in bookings {
+            if let pass = try await ledger.passes(bookingId: b.id).first, pass.status == .attempting && pass.attempts == 0 { untried += 1 }
+        }
+        await ledger.close()
+        #expect(untried == 2, "two passes claimed and never tried")
+        await h.stop()
+    }
+
     /// The HTTP client keeps as many connections per host as there are
     /// slots: 12 calls at once all reach the gateway (the client's own
     /// default is 8; the others would wait inside their timeout).

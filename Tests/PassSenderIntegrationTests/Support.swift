@@ -438,6 +438,15 @@ final class PassHarness: Sendable {
     /// `passes.failed`, read the way operators read it.
     func failedQueue() -> FailedPassQueue { FailedPassQueue(connection: client) }
 
+    /// A graceful stop whose time limit runs out at once (as the
+    /// services' 30 s do with a hanging gateway): the stop is triggered,
+    /// then the group cancelled. The ledger file stays; ``stop()`` cleans up.
+    func stopImpatiently() async {
+        await group.triggerGracefulShutdown()
+        running.cancel()
+        _ = await running.result
+    }
+
     func stop() async {
         await group.triggerGracefulShutdown()
         _ = await running.result
