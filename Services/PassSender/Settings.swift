@@ -58,8 +58,13 @@ public struct PassSenderSettings: Sendable, Equatable {
     /// one renewal to the next within it, or another takes over rows it is
     /// still sending: a second send).
     public static func minimumClaimLease(gatewayTimeout: Duration) -> TimeInterval {
-        2 * seconds(gatewayTimeout) + 5
+        2 * seconds(gatewayTimeout) + answerCommitMargin
     }
+
+    /// Seconds a lease must leave, after a gateway call, for committing its
+    /// answer (``minimumClaimLease(gatewayTimeout:)``, and the renewal
+    /// before a call in ``PassDispatcher``).
+    public static let answerCommitMargin: TimeInterval = 5
 
     static func seconds(_ duration: Duration) -> TimeInterval {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18

@@ -15,8 +15,8 @@ struct GatewaySlotsTests {
     /// At most `limit` bodies run at once; all of them run in the end.
     @Test func theBoundHolds() async throws {
         let slots = GatewaySlots(limit: 2)
-        let gate = Watched(false)
-        let log = Watched(State())
+        let gate = Observed(false)
+        let log = Observed(State())
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<6 {
                 group.addTask {
@@ -44,8 +44,8 @@ struct GatewaySlotsTests {
     /// One slot: the waiters get it in the order they came.
     @Test func waitersGoInOrder() async throws {
         let slots = GatewaySlots(limit: 1)
-        let gate = Watched(false)
-        let order = Watched([Int]())
+        let gate = Observed(false)
+        let order = Observed([Int]())
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 try await slots.holding {
@@ -68,8 +68,8 @@ struct GatewaySlotsTests {
     /// takes no slot with it; a task cancelled before it asks gets none.
     @Test func aCancelledWaiterLeavesTheQueue() async throws {
         let slots = GatewaySlots(limit: 1)
-        let gate = Watched(false)
-        let inside = Watched(false)
+        let gate = Observed(false)
+        let inside = Observed(false)
         let holder = Task {
             try await slots.holding {
                 inside.update { $0 = true }
@@ -77,7 +77,7 @@ struct GatewaySlotsTests {
             }
         }
         try await inside.wait("the slot taken") { $0 }
-        let ran = Watched(false)
+        let ran = Observed(false)
         let waiter = Task { try await slots.holding { ran.update { $0 = true } } }
         try await until { slots.waiting == 1 }
         waiter.cancel()
@@ -163,19 +163,10 @@ struct ClaimRenewalTests {
     /// renews, finds them gone and sends nothing. Without the renewal both
     /// instances would send that pass.
     @Test(arguments: LedgerKind.allCases) func aMessageThatWaitedPastItsLeaseSendsNothingTakenOver(_ kind: LedgerKind) async throws {
-        let dir = try TemporaryDirectory("renew-dispatch")
-        defer { dir.remove() }
-        let url = try TestPostgres.url(schemaPrefix: "renewd")
-        let ahead = LockedBox<TimeInterval>(0)
-        let clock: @Sendable () -> Date = { Date().addingTimeInterval(ahead.withLock { $0 }) }
-        let a = PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: 30, now: clock)
-        let b = PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: 30,
-                           now: { clock().addingTimeInterval(1) })
+        let two = try await TwoInstances(kind, "renew-dispatch")
+        let (a, b) = (two.a, two.b)
         let gateway = HeldGateway()
-        let settings = PassSenderSettings(gatewayTimeout: .seconds(5), gatewayConcurrency: 1)
-        let metrics = TestMetrics()
-        let d = PassDispatcher(ledger: a, gateway: gateway, settings: settings, logger: Logger(label: "t"), now: clock,
-                               metrics: PassSenderMetrics(factory: metrics))
+        let d = two.dispatcher(gateway, gatewayConcurrency: 1)
         #expect(d.renewAfter == 20, "lease 30 s − timeout 5 s − 5 s for the commit")
         let first = DispatcherTests.booking(attendees: 1), second = DispatcherTests.booking(attendees: 1)
         let sendingFirst = Task { try await d.handle(event: first) }
@@ -187,7 +178,7 @@ struct ClaimRenewalTests {
         }
         #expect(try await a.passes(bookingId: second.id).first?.status == .attempting)
         // Its lease runs out; another instance takes the pass over.
-        ahead.withLock { $0 = 40 }
+        two.ahead.withLock { $0 = 40 }
         guard case .proceed = try await b.admit(event: .bookingConfirmed, booking: second, previous: nil) else {
             Issue.record("B took nothing over"); return
         }
@@ -196,10 +187,9 @@ struct ClaimRenewalTests {
         #expect(summaries.0.delivered == [0])
         #expect(summaries.1.gatewayCalls == 0 && summaries.1.delivered.isEmpty, "nothing sent that B now claims")
         #expect(gateway.calls.current == [first.id], "the gateway saw the first booking only")
-        #expect(try metrics.expectCounter("pass_claims_renewed_total").totalValue == 1)
-        #expect(try metrics.expectCounter("pass_claims_lost_total").totalValue == 1)
-        await a.close()
-        await b.close()
+        #expect(try two.metrics.expectCounter("pass_claims_renewed_total").totalValue == 1)
+        #expect(try two.metrics.expectCounter("pass_claims_lost_total").totalValue == 1)
+        await two.close()
     }
 
     /// A call answered after the lease lapsed (the clock jumps 40 s during
@@ -210,61 +200,44 @@ struct ClaimRenewalTests {
     /// and finds it taken. (Before, a commit that wrote a delivery counted
     /// as a renewal, and that pass went out from both instances.)
     @Test(arguments: LedgerKind.allCases) func aCommitPastTheLeaseMakesTheNextCallCheckFirst(_ kind: LedgerKind) async throws {
-        let dir = try TemporaryDirectory("renew-lapse")
-        defer { dir.remove() }
-        let url = try TestPostgres.url(schemaPrefix: "renewl")
-        let ahead = LockedBox<TimeInterval>(0)
-        let clock: @Sendable () -> Date = { Date().addingTimeInterval(ahead.withLock { $0 }) }
-        let a = PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: 30, now: clock)
-        let b = PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: 30, now: clock)
+        let two = try await TwoInstances(kind, "renew-lapse")
         let booking = DispatcherTests.booking(attendees: 3)
         let tookOver = LockedBox(false)
-        let gateway = ActingGateway { indexes in
+        let gateway = ActingGateway { [two] indexes in
             if indexes == [0, 1, 2] {
                 // The call hangs past the lease; B takes the rows over.
-                ahead.withLock { $0 = 40 }
-                if case .proceed = try? await b.admit(event: .bookingConfirmed, booking: booking, previous: nil) {
+                two.ahead.withLock { $0 = 40 }
+                if case .proceed = try? await two.b.admit(event: .bookingConfirmed, booking: booking, previous: nil) {
                     tookOver.withLock { $0 = true }
                 }
                 return .passFailed(index: 1, code: 4001, text: "mailbox busy")
             }
             return .success
         }
-        let metrics = TestMetrics()
-        let d = PassDispatcher(ledger: a, gateway: gateway, settings: PassSenderSettings(gatewayTimeout: .seconds(5)),
-                               logger: Logger(label: "t"), now: clock, metrics: PassSenderMetrics(factory: metrics))
-        let summary = try await d.handle(event: booking)
+        let summary = try await two.dispatcher(gateway).handle(event: booking)
         #expect(tookOver.withLock { $0 }, "B took the rows over during the call")
         #expect(summary.delivered == [0])
         #expect(gateway.calls.withLock { $0 } == [[0, 1, 2]], "pass 2 is B's now: not sent again from here")
-        #expect(try metrics.expectCounter("pass_claims_renewed_total").totalValue == 1)
-        await a.close()
-        await b.close()
+        #expect(try two.metrics.expectCounter("pass_claims_renewed_total").totalValue == 1)
+        await two.close()
     }
 
     /// The same lapse without a takeover: the answer is recorded (the rows
     /// are still ours), and the next call renews before it goes out.
     @Test func aCommitPastTheLeaseWithoutATakeOverRenewsBeforeTheNextCall() async throws {
-        let dir = try TemporaryDirectory("renew-lapse-kept")
-        defer { dir.remove() }
-        let ahead = LockedBox<TimeInterval>(0)
-        let clock: @Sendable () -> Date = { Date().addingTimeInterval(ahead.withLock { $0 }) }
-        let a = PassLedger(database: try await LedgerKind.sqlite.database(directory: dir.url, url: ""), claimLease: 30, now: clock)
-        let gateway = ActingGateway { indexes in
+        let two = try await TwoInstances(.sqlite, "renew-lapse-kept")
+        let gateway = ActingGateway { [two] indexes in
             if indexes == [0, 1, 2] {
-                ahead.withLock { $0 = 40 }
+                two.ahead.withLock { $0 = 40 }
                 return .passFailed(index: 1, code: 4001, text: "mailbox busy")
             }
             return .success
         }
-        let metrics = TestMetrics()
-        let d = PassDispatcher(ledger: a, gateway: gateway, settings: PassSenderSettings(gatewayTimeout: .seconds(5)),
-                               logger: Logger(label: "t"), now: clock, metrics: PassSenderMetrics(factory: metrics))
-        let summary = try await d.handle(event: DispatcherTests.booking(attendees: 3))
+        let summary = try await two.dispatcher(gateway).handle(event: DispatcherTests.booking(attendees: 3))
         #expect(summary.delivered == [0, 2] && summary.scheduled == [1])
         #expect(gateway.calls.withLock { $0 } == [[0, 1, 2], [2]])
-        #expect(try metrics.expectCounter("pass_claims_renewed_total").totalValue == 1)
-        await a.close()
+        #expect(try two.metrics.expectCounter("pass_claims_renewed_total").totalValue == 1)
+        await two.close()
     }
 
     /// A message that waited less than `renewAfter` goes straight on: no
@@ -289,8 +262,8 @@ struct ClaimRenewalTests {
 /// booking id.
 final class HeldGateway: PassGateway, Sendable {
     let channel = PassChannel.gateway
-    let calls = Watched([String]())
-    private let open = Watched(false)
+    let calls = Observed([String]())
+    private let open = Observed(false)
 
     func release() { open.update { $0 = true } }
 
@@ -307,52 +280,37 @@ final class HeldGateway: PassGateway, Sendable {
     }
 }
 
-/// A value whose changes can be awaited (the integration tests' `Observed`,
-/// which this target cannot see).
-final class Watched<Value: Sendable>: Sendable {
-    private struct State {
-        var value: Value
-        var waiters: [(id: UUID, test: (Value) -> Bool, continuation: CheckedContinuation<Void, any Error>)] = []
-    }
-    private let state: Mutex<State>
+/// Two pass-sender instances on one ledger (`kind`), lease 30 s, sharing
+/// a clock the test moves on (``ahead``) instead of waiting for leases.
+struct TwoInstances: Sendable {
+    let dir: TemporaryDirectory
+    let ahead = LockedBox<TimeInterval>(0)
+    let clock: @Sendable () -> Date
+    let a: PassLedger
+    let b: PassLedger
+    let metrics = TestMetrics()
 
-    init(_ value: Value) { state = Mutex(State(value: value)) }
-
-    var current: Value { state.withLock { $0.value } }
-
-    func update(_ change: (inout Value) -> Void) {
-        let ready = state.withLock { s -> [CheckedContinuation<Void, any Error>] in
-            change(&s.value)
-            let value = s.value
-            let ready = s.waiters.filter { $0.test(value) }
-            s.waiters.removeAll { $0.test(value) }
-            return ready.map(\.continuation)
-        }
-        for c in ready { c.resume() }
+    init(_ kind: LedgerKind, _ name: String) async throws {
+        dir = try TemporaryDirectory(name)
+        let url = try TestPostgres.url(schemaPrefix: "renew")
+        let ahead = self.ahead
+        clock = { Date().addingTimeInterval(ahead.withLock { $0 }) }
+        a = PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: 30, now: clock)
+        b = PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: 30, now: clock)
     }
 
-    /// Waits until `condition` holds, failing after `timeout` seconds.
-    func wait(_ what: String, timeout: Double = 30, until condition: @escaping @Sendable (Value) -> Bool) async throws {
-        try await withTimeout(timeout, what) { [self] in
-            let id = UUID()
-            try await withTaskCancellationHandler {
-                try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
-                    let now = state.withLock { s -> Bool in
-                        if condition(s.value) { return true }
-                        s.waiters.append((id, condition, c))
-                        return false
-                    }
-                    if now { c.resume() }
-                }
-            } onCancel: { [self] in
-                let cancelled = state.withLock { s -> [CheckedContinuation<Void, any Error>] in
-                    let mine = s.waiters.filter { $0.id == id }.map(\.continuation)
-                    s.waiters.removeAll { $0.id == id }
-                    return mine
-                }
-                for c in cancelled { c.resume(throwing: CancellationError()) }
-            }
-        }
+    /// A dispatcher of instance A (gateway timeout 5 s) counting in ``metrics``.
+    func dispatcher(_ gateway: any PassGateway,
+                    gatewayConcurrency: Int = PassSenderSettings.defaultGatewayConcurrency) -> PassDispatcher {
+        PassDispatcher(ledger: a, gateway: gateway,
+                       settings: PassSenderSettings(gatewayTimeout: .seconds(5), gatewayConcurrency: gatewayConcurrency),
+                       logger: Logger(label: "t"), now: clock, metrics: PassSenderMetrics(factory: metrics))
+    }
+
+    func close() async {
+        await a.close()
+        await b.close()
+        dir.remove()
     }
 }
 

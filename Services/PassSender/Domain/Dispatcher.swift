@@ -137,11 +137,11 @@ public struct PassDispatcher: Sendable {
 
     /// How long after its last renewal a claim can still go into a gateway
     /// call without one: the call (at most the gateway timeout) and the
-    /// commit of its answer (5 s, as ``PassSenderSettings/minimumClaimLease(gatewayTimeout:)``
-    /// allows) must end before the lease does, or another instance could
-    /// take the rows over and send them again.
+    /// commit of its answer (``PassSenderSettings/answerCommitMargin``)
+    /// must end before the lease does, or another instance could take the
+    /// rows over and send them again.
     var renewAfter: TimeInterval {
-        ledger.claimLease - PassSenderSettings.seconds(settings.gatewayTimeout) - 5
+        ledger.claimLease - PassSenderSettings.seconds(settings.gatewayTimeout) - PassSenderSettings.answerCommitMargin
     }
 
     /// Sends `job`'s work, one gateway call at a time, each holding one of
@@ -166,11 +166,11 @@ public struct PassDispatcher: Sendable {
                                       booking: booking, kind: job.kind, previous: job.previous)
             var lostWhileWaiting: Set<String> = []
             let called: GatewayOutcome? = try await slots.holding {
-                if ledger.now().timeIntervalSince(renewedAt) > renewAfter {
-                    let before = ledger.now()
+                let now = ledger.now()
+                if now.timeIntervalSince(renewedAt) > renewAfter {
                     lostWhileWaiting = try await ledger.renewClaims(bookingId: booking.id, version: booking.version,
                                                                     kind: job.kind, emails: batch.map(email))
-                    renewedAt = before
+                    renewedAt = now
                     metrics.claimsRenewed.increment()
                     if !lostWhileWaiting.isEmpty { return nil }
                 }

@@ -36,13 +36,10 @@ final class GatewaySlots: Sendable {
         var nextID: UInt64 = 0
     }
 
-    /// The bound.
-    let limit: Int
     private let state: Mutex<State>
 
     init(limit: Int) {
         precondition(limit >= 1)
-        self.limit = limit
         state = Mutex(State(free: limit))
     }
 
