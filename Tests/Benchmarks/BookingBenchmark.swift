@@ -53,8 +53,12 @@ struct BookingBenchmark: AsyncParsableCommand {
         print("booking-handler pid \(handler.processIdentifier) ready; RSS \(String(format: "%.1f", currentRSSMiB(pid: handler.processIdentifier) ?? 0)) MiB")
 
         let slots = SlotSequence(rooms: rooms)
+        let pid = handler.processIdentifier
+        let cpu0 = CPUTime.of(pid: pid)
         let swiftPipelined = try await book(client, slots: slots, count: pipelined, inFlight: inFlight)
+        let cpu1 = CPUTime.of(pid: pid)
         let swiftSingle = try await book(client, slots: slots, count: single, inFlight: 1)
+        let cpu2 = CPUTime.of(pid: pid)
         var total = pipelined + single
         let fillStart = monotonicNow()
         while total < fill {
@@ -89,6 +93,14 @@ struct BookingBenchmark: AsyncParsableCommand {
                      inFlight, rawShapedPipelined.0, rawShapedPipelined.1.percentile(50), rawShapedPipelined.1.percentile(99),
                      rawShapedSingle.0, rawShapedSingle.1.percentile(50), rawShapedSingle.1.percentile(99)))
         print("failed replies: pipelined \(swiftPipelined.failures), single \(swiftSingle.failures)")
+        // The handler's own CPU per booking in each phase (the issue's
+        // measure; the client's CPU is this process's and not counted).
+        for (name, from, to, count) in [("\(inFlight) in flight", cpu0, cpu1, pipelined), ("one at a time", cpu1, cpu2, single)] {
+            guard let from, let to, count > 0 else { continue }
+            let user = (to.user - from.user) / Double(count) * 1e6, system = (to.system - from.system) / Double(count) * 1e6
+            print(String(format: "booking-handler CPU per booking, %@: user %.0f µs, system %.0f µs, total %.0f µs",
+                         name, user, system, user + system))
+        }
         if leftOver > 0 { print("purged \(leftOver) events this run left in the pass sender's and the projector's queues (its bookings' and the echo's)") }
         print(String(format: "fill to %d bookings: %.0f cmd/s; handler RSS after: %.1f MiB (peak %.1f MiB); handler exit status %d",
                      total, fillRate, rss, peak, handler.terminationStatus))

@@ -16,8 +16,23 @@ struct BrokerBaseline {
     var raw: (pipelined: Run, single: Run)
     var quorum: (pipelined: Run, single: Run)
     var shaped: (pipelined: Run, single: Run)
+    /// CPU µs per call of the booking-shaped echo's pipelined run: the
+    /// broker's (nil without its pid: a broker this run did not start) and
+    /// this process's (the load generator and the echo server's threads).
+    var shapedPipelinedCPU: (broker: Double?, echo: Double?) = (nil, nil)
+    /// The same for its one-at-a-time run.
+    var shapedSingleCPU: (broker: Double?, echo: Double?) = (nil, nil)
+    /// The booking-shaped echo again with its events consumed: two durable
+    /// quorum queues bound to `booking.events` for both events, as the pass
+    /// sender's and the projector's are, each drained by a consumer that only
+    /// acks (``Raw/DrainConsumer``). Without them the echo's events route to
+    /// no queue and the broker confirms them without a write; with them it
+    /// carries a booking's messages as it does for the set: the broker's
+    /// share of a booking of the whole set. Nil unless asked for.
+    var consumed: (pipelined: Run, single: Run, cpu: (broker: Double?, echo: Double?))?
 
-    static func measure(_ client: AMQPConnection, url: AMQPURL, pipelined: Int, single: Int, inFlight: Int) async throws -> BrokerBaseline {
+    static func measure(_ client: AMQPConnection, url: AMQPURL, pipelined: Int, single: Int, inFlight: Int,
+                        brokerPID: Int32? = nil, withConsumedEvents: Bool = false) async throws -> BrokerBaseline {
         let body = Array(#"{"room":"Berlin","date":"2026-11-23","start":"09:00","end":"10:30"}"#.utf8)
         func both(_ queue: String) -> (pipelined: Run, single: Run) {
             let p = Raw.rpc(url: url, queue: queue, count: pipelined, inFlight: inFlight, body: body)
@@ -35,9 +50,40 @@ struct BrokerBaseline {
         let quorum = both(quorumQueue)
         quorumEcho.stop()
         let shapedServer = Raw.HandlerShapedServer(url: url, queue: quorumQueue, eventsExchange: Topology.eventsExchange)
-        let shaped = both(quorumQueue)
+        let before = (broker: brokerPID.flatMap { CPUTime.of(pid: $0) }, echo: CPUTime.of(pid: getpid()))
+        let shapedPipelined = Raw.rpc(url: url, queue: quorumQueue, count: pipelined, inFlight: inFlight, body: body)
+        let after = (broker: brokerPID.flatMap { CPUTime.of(pid: $0) }, echo: CPUTime.of(pid: getpid()))
+        let shapedSingle = Raw.rpc(url: url, queue: quorumQueue, count: single, inFlight: 1, body: body)
+        let last = (broker: brokerPID.flatMap { CPUTime.of(pid: $0) }, echo: CPUTime.of(pid: getpid()))
+        var consumed: (pipelined: Run, single: Run, cpu: (broker: Double?, echo: Double?))?
+        if withConsumedEvents {
+            let eventQueues = ["bench.events.consumed.1", "bench.events.consumed.2"]
+            for q in eventQueues { _ = try? await client.deleteQueue(q) }  // a run that was killed left it
+            try await client.declare(eventQueues.flatMap { q in
+                [.queue(QueueDeclaration(q, type: .quorum))]
+                    + ["booking.created", "booking.confirmed"].map {
+                        .binding(QueueBinding(queue: q, exchange: Topology.eventsExchange, routingKey: $0))
+                    }
+            })
+            let drains = eventQueues.map { Raw.DrainConsumer(url: url, queue: $0) }
+            let from = (broker: brokerPID.flatMap { CPUTime.of(pid: $0) }, echo: CPUTime.of(pid: getpid()))
+            let p = Raw.rpc(url: url, queue: quorumQueue, count: pipelined, inFlight: inFlight, body: body)
+            let to = (broker: brokerPID.flatMap { CPUTime.of(pid: $0) }, echo: CPUTime.of(pid: getpid()))
+            let s = Raw.rpc(url: url, queue: quorumQueue, count: single, inFlight: 1, body: body)
+            for d in drains { d.stop() }
+            for q in eventQueues { _ = try? await client.deleteQueue(q) }
+            consumed = ((p.0, p.1), (s.0, s.1), (CPUTime.micros(from: from.broker, to: to.broker, per: pipelined),
+                                                 CPUTime.micros(from: from.echo, to: to.echo, per: pipelined)))
+        }
         shapedServer.stop()
         _ = try? await client.deleteQueue(quorumQueue)
-        return BrokerBaseline(raw: raw, quorum: quorum, shaped: shaped)
+        var baseline = BrokerBaseline(raw: raw, quorum: quorum,
+                                      shaped: ((shapedPipelined.0, shapedPipelined.1), (shapedSingle.0, shapedSingle.1)))
+        baseline.shapedPipelinedCPU = (CPUTime.micros(from: before.broker, to: after.broker, per: pipelined),
+                                       CPUTime.micros(from: before.echo, to: after.echo, per: pipelined))
+        baseline.shapedSingleCPU = (CPUTime.micros(from: after.broker, to: last.broker, per: single),
+                                    CPUTime.micros(from: after.echo, to: last.echo, per: single))
+        baseline.consumed = consumed
+        return baseline
     }
 }

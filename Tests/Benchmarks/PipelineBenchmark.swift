@@ -43,6 +43,8 @@ struct PipelineBenchmark: AsyncParsableCommand {
     var maxReplyP99 = 50.0
     @Option(help: "The pass sender's gateway: spool (files in its DATA_DIR, as the README runs it) or http (a local gateway in this process that always succeeds; its CPU is this process's, not the pass sender's).")
     var passGateway = "spool"
+    @Flag(inversion: .prefixedNo, help: "Watch each booking's booking.created through a classic and a quorum queue of this benchmark's own (the share of the projector's lag before the projector). Off, the broker carries only the set's own messages and its CPU per booking is the set's.")
+    var watchCreated = true
     @Flag(help: "Book the pipelined and one-at-a-time phases through this package's Swift client instead of a raw rabbitmq-c loop (the echo baselines and paced phases always use the raw loop).")
     var swiftClient = false
 
@@ -51,8 +53,9 @@ struct PipelineBenchmark: AsyncParsableCommand {
         defer { broker.stop() }
         print("broker: \(broker.url)")
         let client = try await broker.client("bench-client")
+        let brokerPID = broker.node?.pid
         let baseline = try await BrokerBaseline.measure(client, url: broker.url, pipelined: pipelined, single: single,
-                                                        inFlight: inFlight)
+                                                        inFlight: inFlight, brokerPID: brokerPID, withConsumedEvents: true)
         let rawPipelined = baseline.raw.pipelined, rawSingle = baseline.raw.single
         let shapedPipelined = baseline.shaped.pipelined, shapedSingle = baseline.shaped.single
 
@@ -137,10 +140,10 @@ struct PipelineBenchmark: AsyncParsableCommand {
         // own (adding the queue's durable write before delivery). The rest
         // of the projector lag is the projector's (its transaction, its
         // publish) and the `availability.changed`'s trip here.
-        let createdQueues: [(name: String, type: QueueDeclaration.QueueType, lag: EventLag)] = [
+        let createdQueues: [(name: String, type: QueueDeclaration.QueueType, lag: EventLag)] = watchCreated ? [
             ("bench.booking.created.classic", .classic, EventLag()),
             ("bench.booking.created.quorum", .quorum, EventLag()),
-        ]
+        ] : []
         var createdWatchers: [Task<Void, any Error>] = []
         for q in createdQueues {
             _ = try? await client.deleteQueue(q.name)  // a run that was killed left it
@@ -167,6 +170,7 @@ struct PipelineBenchmark: AsyncParsableCommand {
         /// (or received by the local gateway) and the projector's queue is empty; CPU of each process over both.
         func phase(_ name: String, count: Int, inFlight: Int, rate: Double? = nil) async throws -> PhaseResult {
             let before = services.map { CPUTime.of(pid: $0.process.processIdentifier) }
+            let othersBefore = (broker: brokerPID.flatMap { CPUTime.of(pid: $0) }, own: CPUTime.of(pid: getpid()))
             let stagesBefore = try await stages.read()
             let eventsBefore = try await projectorEvents.read()
             let started = monotonicNow()
@@ -208,13 +212,18 @@ struct PipelineBenchmark: AsyncParsableCommand {
             let drained = monotonicNow()
             let eventsAfter = try await projectorEvents.read()
             let after = services.map { CPUTime.of(pid: $0.process.processIdentifier) }
+            let othersAfter = (broker: brokerPID.flatMap { CPUTime.of(pid: $0) }, own: CPUTime.of(pid: getpid()))
             let cpu = zip(before, after).map { b, a -> (user: Double, system: Double) in
                 guard let b, let a else { return (.nan, .nan) }
                 return ((a.user - b.user) / Double(count) * 1e6, (a.system - b.system) / Double(count) * 1e6)
             }
             return PhaseResult(name: name, result: result, replySeconds: Double(replied - started) / 1e9,
-                               drainSeconds: Double(drained - replied) / 1e9, cpuMicros: cpu, projectorLag: lag.phaseLatencies,
-                               eventLag: (createdQueues[0].lag.phaseLatencies, createdQueues[1].lag.phaseLatencies),
+                               drainSeconds: Double(drained - replied) / 1e9, cpuMicros: cpu,
+                               otherCPUMicros: (CPUTime.micros(from: othersBefore.broker, to: othersAfter.broker, per: count),
+                                                CPUTime.micros(from: othersBefore.own, to: othersAfter.own, per: count)),
+                               projectorLag: lag.phaseLatencies,
+                               eventLag: watchCreated ? (createdQueues[0].lag.phaseLatencies, createdQueues[1].lag.phaseLatencies)
+                                                      : (Latencies(), Latencies()),
                                stageMicros: StageTimes.meanMicros(from: stagesBefore, to: stagesAfter),
                                projectorEvents: eventsAfter.reduce(into: [:]) { $0[$1.key] = Int($1.value - (eventsBefore[$1.key] ?? 0)) })
         }
@@ -259,12 +268,18 @@ struct PipelineBenchmark: AsyncParsableCommand {
                          + " vs raw echo %.0f calls/s (p50 %.2f ms)",
                          shapedRate.0, shapedRate.1.percentile(50), p.result.rate / shapedRate.0,
                          p.result.latencies.percentile(50) / shapedRate.1.percentile(50), raw.0, raw.1.percentile(50))) }
+            if !p.name.hasPrefix("paced"), let consumed = baseline.consumed {
+                let echo = p.name == "one at a time" ? consumed.single : consumed.pipelined
+                print(String(format: "  vs the same echo with its events consumed (two quorum queues, as the set's) %.0f calls/s (p50 %.2f ms):"
+                             + " rate ratio %.2f, p50 ratio %.2f", echo.rate, echo.latencies.percentile(50),
+                             p.result.rate / echo.rate, p.result.latencies.percentile(50) / echo.latencies.percentile(50)))
+            }
             print(String(format: "  projector lag, reply → availability.changed showing the slot taken: p50 %.2f ms, p99 %.2f ms (%d bookings)",
                          p.projectorLag.percentile(50), p.projectorLag.percentile(99), p.projectorLag.samples.count))
-            print(String(format: "    reply → its booking.created here: via a classic queue p50 %.2f ms, p99 %.2f ms;"
+            if watchCreated { print(String(format: "    reply → its booking.created here: via a classic queue p50 %.2f ms, p99 %.2f ms;"
                          + " via a quorum queue (as the projector's) p50 %.2f ms, p99 %.2f ms",
                          p.eventLag.classic.percentile(50), p.eventLag.classic.percentile(99),
-                         p.eventLag.quorum.percentile(50), p.eventLag.quorum.percentile(99)))
+                         p.eventLag.quorum.percentile(50), p.eventLag.quorum.percentile(99))) }
             print("  projector events: " + p.projectorEvents.filter { $0.value > 0 }.sorted { $0.key < $1.key }
                 .map { "\($0.key) \($0.value)" }.joined(separator: ", "))
             let st = p.stageMicros
@@ -284,6 +299,7 @@ struct PipelineBenchmark: AsyncParsableCommand {
                 print(String(format: "  %-23@ CPU per booking: user %.0f µs, system %.0f µs, total %.0f µs",
                              s.name, cpu.user, cpu.system, cpu.user + cpu.system))
             }
+            printBudget(p, echo: p.name == "one at a time" ? nil : (shapedPipelined.rate, baseline.shapedPipelinedCPU))
         }
         if findRate {
             if let sustained {
@@ -298,6 +314,15 @@ struct PipelineBenchmark: AsyncParsableCommand {
             print(String(format: "%-23@ RSS after %d bookings: %.1f MiB; exit status %d", s.name, booked, rss, s.process.terminationStatus))
         }
         print("(CPU from /proc/<pid>/stat in clock ticks of 1/\(CPUTime.ticksPerSecond) s, over the phase and the drain after it)")
+        for (name, cpu) in [("\(inFlight) in flight", baseline.shapedPipelinedCPU), ("one at a time", baseline.shapedSingleCPU)] {
+            guard let broker = cpu.broker, let echo = cpu.echo else { continue }
+            print(String(format: "booking-shaped echo, %@: broker %.0f µs + echo process %.0f µs of CPU per call"
+                         + " (its events reach no queue: the services' queues do not exist yet)", name, broker, echo))
+        }
+        if let consumed = baseline.consumed, let broker = consumed.cpu.broker, let echo = consumed.cpu.echo {
+            print(String(format: "booking-shaped echo with its events consumed, %d in flight: %.0f calls/s; broker %.0f µs"
+                         + " + echo process (with the two consumers) %.0f µs of CPU per call", inFlight, consumed.pipelined.rate, broker, echo))
+        }
     }
 
     /// The search for the highest paced rate the set sustains: doubling
@@ -369,6 +394,8 @@ struct PipelineBenchmark: AsyncParsableCommand {
         var replySeconds: Double
         var drainSeconds: Double
         var cpuMicros: [(user: Double, system: Double)]
+        /// The broker's and this process's CPU µs per booking (nil: not measured).
+        var otherCPUMicros: (broker: Double?, own: Double?)
         var projectorLag: Latencies
         /// Reply → the booking's `booking.created` here, through a classic
         /// and through a quorum queue: the share of ``projectorLag`` before
@@ -423,6 +450,29 @@ struct PipelineBenchmark: AsyncParsableCommand {
     }
 }
 
+/// The whole machine's CPU per booking in a phase (the services, the
+/// broker, and this process: the load generator, the watchers and, with
+/// `--pass-gateway http`, the gateway) and what it implies: on this
+/// machine's cores no set that spends that much can book faster than
+/// cores / CPU per booking, whatever its latency. Beside a pipelined
+/// phase, the same budget for half the booking-shaped echo's rate (issue
+/// 18's target): the CPU per booking the whole machine may spend to reach it.
+private func printBudget(_ p: PipelineBenchmark.PhaseResult, echo: (rate: Double, cpu: (broker: Double?, echo: Double?))?) {
+    guard let broker = p.otherCPUMicros.broker, let own = p.otherCPUMicros.own else { return }
+    let services = p.cpuMicros.reduce(0) { $0 + $1.user + $1.system }
+    let total = services + broker + own
+    let cores = Double(ProcessInfo.processInfo.activeProcessorCount)
+    print(String(format: "  rabbitmq broker         CPU per booking: %.0f µs; this process (load generator, watchers, any HTTP gateway): %.0f µs",
+                 broker, own))
+    print(String(format: "  the whole machine: %.0f µs of CPU per booking (services %.0f); on %.0f cores that allows at most %.0f bookings/s",
+                 total, services, cores, cores * 1e6 / total))
+    if let echo {
+        print(String(format: "  half the booking-shaped echo's rate (%.0f/s) would allow %.0f µs per booking for everything;"
+                     + " the echo itself took %@ per call", echo.rate / 2, cores * 1e6 / (echo.rate / 2),
+                     echo.cpu.broker.map { b in String(format: "%.0f µs (broker %.0f + echo %.0f)", b + (echo.cpu.echo ?? 0), b, echo.cpu.echo ?? 0) } ?? "unknown"))
+    }
+}
+
 /// User and system CPU seconds a process has used (`/proc/<pid>/stat`,
 /// fields 14 and 15).
 struct CPUTime {
@@ -438,6 +488,12 @@ struct CPUTime {
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
         return CPUTime(user: user / ticksPerSecond, system: system / ticksPerSecond)
+    }
+
+    /// User + system µs per operation between two readings; nil if either is missing.
+    static func micros(from before: CPUTime?, to after: CPUTime?, per count: Int) -> Double? {
+        guard let before, let after, count > 0 else { return nil }
+        return (after.user + after.system - before.user - before.system) / Double(count) * 1e6
     }
 }
 

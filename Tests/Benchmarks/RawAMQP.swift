@@ -184,6 +184,42 @@ enum Raw {
         }
     }
 
+    /// A consumer that does nothing but ack, on its own thread: stands in
+    /// for a service that consumes the echo's events, so the broker carries
+    /// them into a queue and out again as it does for the real set.
+    final class DrainConsumer: @unchecked Sendable {  // `stopping` is the only shared state, guarded by the lock
+        private let lock = NSLock()
+        private var stopping = false
+        private let done = DispatchSemaphore(value: 0)
+
+        init(url: AMQPURL, queue: String) {
+            let thread = Thread { [self] in serve(url: url, queue: queue) }
+            thread.start()
+        }
+
+        func stop() {
+            lock.withLock { stopping = true }
+            done.wait()
+        }
+
+        private func serve(url: AMQPURL, queue: String) {
+            let conn = connect(url)
+            amqp_basic_qos(conn, 1, 0, 256, 0)
+            amqp_basic_consume(conn, 1, bytes(queue), crabbitmq_bytes(nil, 0), 0, 0, 0, crabbitmq_empty_table())
+            precondition(amqp_get_rpc_reply(conn).reply_type == AMQP_RESPONSE_NORMAL)
+            while !lock.withLock({ stopping }) {
+                var envelope = amqp_envelope_t()
+                var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
+                amqp_maybe_release_buffers(conn)
+                guard amqp_consume_message(conn, &envelope, &timeout, 0).reply_type == AMQP_RESPONSE_NORMAL else { continue }
+                amqp_basic_ack(conn, 1, envelope.delivery_tag, 0)
+                amqp_destroy_envelope(&envelope)
+            }
+            close(conn)
+            done.signal()
+        }
+    }
+
     /// RPC client over direct reply-to with confirms on (as the Swift layer
     /// does), keeping `inFlight` requests outstanding. Returns (calls/s, latencies).
     static func rpc(url: AMQPURL, queue: String, count: Int, inFlight: Int, body: [UInt8]) -> (Double, Latencies) {

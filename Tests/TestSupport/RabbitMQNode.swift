@@ -47,13 +47,17 @@ public final class RabbitMQNode: Sendable {
     public func thaw() throws { try signalBroker(SIGCONT) }
 
     private func signalBroker(_ signal: Int32) throws {
-        let mnesia = URL(fileURLWithPath: directory).appendingPathComponent("mnesia")
-        let pidFile = try FileManager.default.contentsOfDirectory(atPath: mnesia.path).first { $0.hasSuffix(".pid") }
-        guard let pidFile, let text = try? String(contentsOf: mnesia.appendingPathComponent(pidFile), encoding: .utf8),
-              let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
-            throw NodeError("no pid file for the node in \(mnesia.path)")
-        }
+        guard let pid = pid else { throw NodeError("no pid file for the node in \(directory)/mnesia") }
         guard kill(pid, signal) == 0 else { throw NodeError("kill(\(pid), \(signal)) failed: errno \(errno)") }
+    }
+
+    /// The node's Erlang VM process (from its pid file), or nil before it
+    /// wrote one. Benchmarks read its CPU from `/proc`.
+    public var pid: Int32? {
+        let mnesia = URL(fileURLWithPath: directory).appendingPathComponent("mnesia")
+        guard let pidFile = (try? FileManager.default.contentsOfDirectory(atPath: mnesia.path))?.first(where: { $0.hasSuffix(".pid") }),
+              let text = try? String(contentsOf: mnesia.appendingPathComponent(pidFile), encoding: .utf8) else { return nil }
+        return Int32(text.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
     /// Stops the node and removes its directory.
