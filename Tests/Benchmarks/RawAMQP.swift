@@ -65,15 +65,16 @@ enum Raw {
         return Double(count) / (Double(monotonicNow() - start) / 1e9)
     }
 
-    /// An RPC server on its own thread: consumes `queue`, replies to
-    /// `reply_to` with the request body and its `correlation_id`, acks.
-    final class EchoServer: @unchecked Sendable {  // `stopping` is the only shared state, guarded by the lock
+    /// A consumer of `queue` on a thread of its own (prefetch 256, manual
+    /// acks), calling `handle` with the connection and each message until
+    /// stopped. `handle` settles the message.
+    class ConsumerThread: @unchecked Sendable {  // `stopping` is the only shared state, guarded by the lock
         private let lock = NSLock()
         private var stopping = false
         private let done = DispatchSemaphore(value: 0)
 
-        init(url: AMQPURL, queue: String) {
-            let thread = Thread { [self] in serve(url: url, queue: queue) }
+        init(url: AMQPURL, queue: String, handle: @escaping @Sendable (amqp_connection_state_t, amqp_envelope_t) -> Void) {
+            let thread = Thread { [self] in serve(url: url, queue: queue, handle: handle) }
             thread.start()
         }
 
@@ -82,7 +83,7 @@ enum Raw {
             done.wait()
         }
 
-        private func serve(url: AMQPURL, queue: String) {
+        private func serve(url: AMQPURL, queue: String, handle: (amqp_connection_state_t, amqp_envelope_t) -> Void) {
             let conn = connect(url)
             amqp_basic_qos(conn, 1, 0, 256, 0)
             amqp_basic_consume(conn, 1, bytes(queue), crabbitmq_bytes(nil, 0), 0, 0, 0, crabbitmq_empty_table())
@@ -91,8 +92,20 @@ enum Raw {
                 var envelope = amqp_envelope_t()
                 var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
                 amqp_maybe_release_buffers(conn)
-                let reply = amqp_consume_message(conn, &envelope, &timeout, 0)
-                guard reply.reply_type == AMQP_RESPONSE_NORMAL else { continue }
+                guard amqp_consume_message(conn, &envelope, &timeout, 0).reply_type == AMQP_RESPONSE_NORMAL else { continue }
+                handle(conn, envelope)
+                amqp_destroy_envelope(&envelope)
+            }
+            close(conn)
+            done.signal()
+        }
+    }
+
+    /// An RPC server on its own thread: consumes `queue`, replies to
+    /// `reply_to` with the request body and its `correlation_id`, acks.
+    final class EchoServer: ConsumerThread, @unchecked Sendable {
+        init(url: AMQPURL, queue: String) {
+            super.init(url: url, queue: queue) { conn, envelope in
                 var props = amqp_basic_properties_t()
                 props._flags = UInt32(AMQP_BASIC_CORRELATION_ID_FLAG | AMQP_BASIC_CONTENT_TYPE_FLAG)
                 props.correlation_id = envelope.message.properties.correlation_id
@@ -100,10 +113,19 @@ enum Raw {
                 amqp_basic_publish(conn, 1, crabbitmq_bytes(nil, 0), envelope.message.properties.reply_to, 0, 0,
                                    &props, envelope.message.body)
                 amqp_basic_ack(conn, 1, envelope.delivery_tag, 0)
-                amqp_destroy_envelope(&envelope)
             }
-            close(conn)
-            done.signal()
+        }
+    }
+
+    /// A consumer that does nothing but ack, each message on its own: it
+    /// stands in for a service that consumes the echo's events, so the
+    /// broker carries them into a queue and out again as it does for the
+    /// real set.
+    final class DrainConsumer: ConsumerThread, @unchecked Sendable {
+        init(url: AMQPURL, queue: String) {
+            super.init(url: url, queue: queue) { conn, envelope in
+                amqp_basic_ack(conn, 1, envelope.delivery_tag, 0)
+            }
         }
     }
 
@@ -178,42 +200,6 @@ enum Raw {
                 default:
                     continue
                 }
-            }
-            close(conn)
-            done.signal()
-        }
-    }
-
-    /// A consumer that does nothing but ack, on its own thread: stands in
-    /// for a service that consumes the echo's events, so the broker carries
-    /// them into a queue and out again as it does for the real set.
-    final class DrainConsumer: @unchecked Sendable {  // `stopping` is the only shared state, guarded by the lock
-        private let lock = NSLock()
-        private var stopping = false
-        private let done = DispatchSemaphore(value: 0)
-
-        init(url: AMQPURL, queue: String) {
-            let thread = Thread { [self] in serve(url: url, queue: queue) }
-            thread.start()
-        }
-
-        func stop() {
-            lock.withLock { stopping = true }
-            done.wait()
-        }
-
-        private func serve(url: AMQPURL, queue: String) {
-            let conn = connect(url)
-            amqp_basic_qos(conn, 1, 0, 256, 0)
-            amqp_basic_consume(conn, 1, bytes(queue), crabbitmq_bytes(nil, 0), 0, 0, 0, crabbitmq_empty_table())
-            precondition(amqp_get_rpc_reply(conn).reply_type == AMQP_RESPONSE_NORMAL)
-            while !lock.withLock({ stopping }) {
-                var envelope = amqp_envelope_t()
-                var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
-                amqp_maybe_release_buffers(conn)
-                guard amqp_consume_message(conn, &envelope, &timeout, 0).reply_type == AMQP_RESPONSE_NORMAL else { continue }
-                amqp_basic_ack(conn, 1, envelope.delivery_tag, 0)
-                amqp_destroy_envelope(&envelope)
             }
             close(conn)
             done.signal()
