@@ -23,12 +23,14 @@ struct BrokerBaseline {
     /// The same for its one-at-a-time run.
     var shapedSingleCPU: (broker: Double?, echo: Double?) = (nil, nil)
     /// The booking-shaped echo again with its events consumed: two durable
-    /// quorum queues bound to `booking.events` for both events, as the pass
-    /// sender's and the projector's are, each drained by a consumer that only
-    /// acks (``Raw/DrainConsumer``). Without them the echo's events route to
-    /// no queue and the broker confirms them without a write; with them it
-    /// carries a booking's messages as it does for the set: the broker's
-    /// share of a booking of the whole set. Nil unless asked for.
+    /// quorum queues bound to `booking.events` with the pass sender's and
+    /// the projector's binding keys (so one takes `booking.confirmed`, the
+    /// other both events), each drained by a consumer that only acks
+    /// (``Raw/DrainConsumer``). Without them the echo's events route to no
+    /// queue and the broker confirms them without a write; with them it
+    /// writes, delivers and settles them as it does for the set (the set's
+    /// public copies, `pass.delivered` and `availability.changed` are not
+    /// in it). Nil unless asked for.
     var consumed: (pipelined: Run, single: Run, cpu: (broker: Double?, echo: Double?))?
 
     static func measure(_ client: AMQPConnection, url: AMQPURL, pipelined: Int, single: Int, inFlight: Int,
@@ -57,21 +59,22 @@ struct BrokerBaseline {
         let last = (broker: brokerPID.flatMap { CPUTime.of(pid: $0) }, echo: CPUTime.of(pid: getpid()))
         var consumed: (pipelined: Run, single: Run, cpu: (broker: Double?, echo: Double?))?
         if withConsumedEvents {
-            let eventQueues = ["bench.events.consumed.1", "bench.events.consumed.2"]
-            for q in eventQueues { _ = try? await client.deleteQueue(q) }  // a run that was killed left it
-            try await client.declare(eventQueues.flatMap { q in
+            // Bound as the set's queues are: the pass sender's takes
+            // `booking.confirmed`, the projector's both events.
+            let eventQueues = [("bench.events.as-pass-sender", Topology.passSenderEventsBindingKeys),
+                               ("bench.events.as-projector", Topology.projectorEventsBindingKeys)]
+            for (q, _) in eventQueues { _ = try? await client.deleteQueue(q) }  // a run that was killed left it
+            try await client.declare(eventQueues.flatMap { q, keys in
                 [.queue(QueueDeclaration(q, type: .quorum))]
-                    + ["booking.created", "booking.confirmed"].map {
-                        .binding(QueueBinding(queue: q, exchange: Topology.eventsExchange, routingKey: $0))
-                    }
+                    + keys.map { .binding(QueueBinding(queue: q, exchange: Topology.eventsExchange, routingKey: $0)) }
             })
-            let drains = eventQueues.map { Raw.DrainConsumer(url: url, queue: $0) }
+            let drains = eventQueues.map { Raw.DrainConsumer(url: url, queue: $0.0) }
             let from = (broker: brokerPID.flatMap { CPUTime.of(pid: $0) }, echo: CPUTime.of(pid: getpid()))
             let p = Raw.rpc(url: url, queue: quorumQueue, count: pipelined, inFlight: inFlight, body: body)
             let to = (broker: brokerPID.flatMap { CPUTime.of(pid: $0) }, echo: CPUTime.of(pid: getpid()))
             let s = Raw.rpc(url: url, queue: quorumQueue, count: single, inFlight: 1, body: body)
             for d in drains { d.stop() }
-            for q in eventQueues { _ = try? await client.deleteQueue(q) }
+            for (q, _) in eventQueues { _ = try? await client.deleteQueue(q) }
             consumed = ((p.0, p.1), (s.0, s.1), (CPUTime.micros(from: from.broker, to: to.broker, per: pipelined),
                                                  CPUTime.micros(from: from.echo, to: to.echo, per: pipelined)))
         }

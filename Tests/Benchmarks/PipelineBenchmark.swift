@@ -270,7 +270,7 @@ struct PipelineBenchmark: AsyncParsableCommand {
                          p.result.latencies.percentile(50) / shapedRate.1.percentile(50), raw.0, raw.1.percentile(50))) }
             if !p.name.hasPrefix("paced"), let consumed = baseline.consumed {
                 let echo = p.name == "one at a time" ? consumed.single : consumed.pipelined
-                print(String(format: "  vs the same echo with its events consumed (two quorum queues, as the set's) %.0f calls/s (p50 %.2f ms):"
+                print(String(format: "  vs the same echo with its events consumed (quorum queues bound as the set's) %.0f calls/s (p50 %.2f ms):"
                              + " rate ratio %.2f, p50 ratio %.2f", echo.rate, echo.latencies.percentile(50),
                              p.result.rate / echo.rate, p.result.latencies.percentile(50) / echo.latencies.percentile(50)))
             }
@@ -321,7 +321,7 @@ struct PipelineBenchmark: AsyncParsableCommand {
         }
         if let consumed = baseline.consumed, let broker = consumed.cpu.broker, let echo = consumed.cpu.echo {
             print(String(format: "booking-shaped echo with its events consumed, %d in flight: %.0f calls/s; broker %.0f µs"
-                         + " + echo process (with the two consumers) %.0f µs of CPU per call", inFlight, consumed.pipelined.rate, broker, echo))
+                         + " + echo process (with its two consumers) %.0f µs of CPU per call", inFlight, consumed.pipelined.rate, broker, echo))
         }
     }
 
