@@ -30,8 +30,10 @@ struct BrokerBaseline {
     /// queue and the broker confirms them without a write; with them it
     /// writes, delivers and settles them as it does for the set (the set's
     /// public copies, `pass.delivered` and `availability.changed` are not
-    /// in it). Nil unless asked for.
-    var consumed: (pipelined: Run, single: Run, cpu: (broker: Double?, echo: Double?))?
+    /// in it, nor the service queues' delivery limit and dead-lettering).
+    /// `cpu` is the pipelined run's, until every event was acked; `singleCPU`
+    /// the one-at-a-time run's. Nil unless asked for.
+    var consumed: (pipelined: Run, single: Run, cpu: (broker: Double?, echo: Double?), singleCPU: (broker: Double?, echo: Double?))?
 
     static func measure(_ client: AMQPConnection, url: AMQPURL, pipelined: Int, single: Int, inFlight: Int,
                         brokerPID: Int32? = nil, withConsumedEvents: Bool = false) async throws -> BrokerBaseline {
@@ -52,12 +54,14 @@ struct BrokerBaseline {
         let quorum = both(quorumQueue)
         quorumEcho.stop()
         let shapedServer = Raw.HandlerShapedServer(url: url, queue: quorumQueue, eventsExchange: Topology.eventsExchange)
+        defer { shapedServer.stop() }
         let before = (broker: brokerPID.flatMap { CPUTime.of(pid: $0) }, echo: CPUTime.of(pid: getpid()))
         let shapedPipelined = Raw.rpc(url: url, queue: quorumQueue, count: pipelined, inFlight: inFlight, body: body)
         let after = (broker: brokerPID.flatMap { CPUTime.of(pid: $0) }, echo: CPUTime.of(pid: getpid()))
         let shapedSingle = Raw.rpc(url: url, queue: quorumQueue, count: single, inFlight: 1, body: body)
         let last = (broker: brokerPID.flatMap { CPUTime.of(pid: $0) }, echo: CPUTime.of(pid: getpid()))
-        var consumed: (pipelined: Run, single: Run, cpu: (broker: Double?, echo: Double?))?
+        var consumed: (pipelined: Run, single: Run, cpu: (broker: Double?, echo: Double?),
+                       singleCPU: (broker: Double?, echo: Double?))?
         if withConsumedEvents {
             // Bound as the set's queues are: the pass sender's takes
             // `booking.confirmed`, the projector's both events.
@@ -71,14 +75,23 @@ struct BrokerBaseline {
             let drains = eventQueues.map { Raw.DrainConsumer(url: url, queue: $0.0) }
             let from = (broker: brokerPID.flatMap { CPUTime.of(pid: $0) }, echo: CPUTime.of(pid: getpid()))
             let p = Raw.rpc(url: url, queue: quorumQueue, count: pipelined, inFlight: inFlight, body: body)
+            // Its events still on their way to the consumers belong to the
+            // run, as the set's drain belongs to its phase: one per call to
+            // the pass sender's queue, two to the projector's.
+            let drained = drains[0].waitUntilAcked(pipelined) && drains[1].waitUntilAcked(2 * pipelined)
             let to = (broker: brokerPID.flatMap { CPUTime.of(pid: $0) }, echo: CPUTime.of(pid: getpid()))
             let s = Raw.rpc(url: url, queue: quorumQueue, count: single, inFlight: 1, body: body)
+            let drainedSingle = drains[0].waitUntilAcked(pipelined + single) && drains[1].waitUntilAcked(2 * (pipelined + single))
+            let last = (broker: brokerPID.flatMap { CPUTime.of(pid: $0) }, echo: CPUTime.of(pid: getpid()))
+            if !drained || !drainedSingle { print("warning: the echo's event consumers did not get every event within 30 s") }
             for d in drains { d.stop() }
             for (q, _) in eventQueues { _ = try? await client.deleteQueue(q) }
-            consumed = ((p.0, p.1), (s.0, s.1), (CPUTime.micros(from: from.broker, to: to.broker, per: pipelined),
-                                                 CPUTime.micros(from: from.echo, to: to.echo, per: pipelined)))
+            consumed = ((p.0, p.1), (s.0, s.1),
+                        (CPUTime.micros(from: from.broker, to: to.broker, per: pipelined),
+                         CPUTime.micros(from: from.echo, to: to.echo, per: pipelined)),
+                        (CPUTime.micros(from: to.broker, to: last.broker, per: single),
+                         CPUTime.micros(from: to.echo, to: last.echo, per: single)))
         }
-        shapedServer.stop()
         _ = try? await client.deleteQueue(quorumQueue)
         var baseline = BrokerBaseline(raw: raw, quorum: quorum,
                                       shaped: ((shapedPipelined.0, shapedPipelined.1), (shapedSingle.0, shapedSingle.1)))

@@ -1,6 +1,7 @@
 import AMQPClient
 import CRabbitMQ
 import Foundation
+import Synchronization
 
 /// The baseline: thin loops straight over rabbitmq-c, no Swift layer, one
 /// thread each. What the Swift layer is compared against in the same run.
@@ -122,10 +123,27 @@ enum Raw {
     /// broker carries them into a queue and out again as it does for the
     /// real set.
     final class DrainConsumer: ConsumerThread, @unchecked Sendable {
+        private final class Count: Sendable { let value = Mutex(0) }
+        private let acked = Count()
+
         init(url: AMQPURL, queue: String) {
+            let acked = self.acked
             super.init(url: url, queue: queue) { conn, envelope in
                 amqp_basic_ack(conn, 1, envelope.delivery_tag, 0)
+                acked.value.withLock { $0 += 1 }
             }
+        }
+
+        /// Waits until it has acked `count` messages in all (or `timeout`
+        /// seconds passed: false), so a CPU reading taken after it includes
+        /// the deliveries still under way when the last reply came.
+        func waitUntilAcked(_ count: Int, timeout: Double = 30) -> Bool {
+            let deadline = monotonicNow() + UInt64(timeout * 1e9)
+            while acked.value.withLock({ $0 }) < count {
+                if monotonicNow() > deadline { return false }
+                usleep(1_000)
+            }
+            return true
         }
     }
 

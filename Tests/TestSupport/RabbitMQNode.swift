@@ -51,13 +51,18 @@ public final class RabbitMQNode: Sendable {
         guard kill(pid, signal) == 0 else { throw NodeError("kill(\(pid), \(signal)) failed: errno \(errno)") }
     }
 
-    /// The node's Erlang VM process (from its pid file), or nil before it
-    /// wrote one. Benchmarks read its CPU from `/proc`.
+    /// The node's Erlang VM process (from its pid file, if that names a
+    /// running `beam.smp`), or nil. Benchmarks read its CPU from `/proc`.
     public var pid: Int32? {
         let mnesia = URL(fileURLWithPath: directory).appendingPathComponent("mnesia")
         guard let pidFile = (try? FileManager.default.contentsOfDirectory(atPath: mnesia.path))?.first(where: { $0.hasSuffix(".pid") }),
-              let text = try? String(contentsOf: mnesia.appendingPathComponent(pidFile), encoding: .utf8) else { return nil }
-        return Int32(text.trimmingCharacters(in: .whitespacesAndNewlines))
+              let text = try? String(contentsOf: mnesia.appendingPathComponent(pidFile), encoding: .utf8),
+              let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) else { return nil }
+        // A pid from another namespace (a broker in a container) would name
+        // some unrelated process here.
+        guard let command = try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8),
+              command.split(separator: "\0").first?.hasSuffix("beam.smp") == true else { return nil }
+        return pid
     }
 
     /// Stops the node and removes its directory.
