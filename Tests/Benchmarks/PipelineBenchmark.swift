@@ -486,29 +486,6 @@ private func printBudget(_ p: PipelineBenchmark.PhaseResult, throughputBound: Bo
     print(line)
 }
 
-/// User and system CPU seconds a process has used (`/proc/<pid>/stat`,
-/// fields 14 and 15).
-struct CPUTime {
-    var user: Double
-    var system: Double
-
-    static let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
-
-    static func of(pid: Int32) -> CPUTime? {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = stat.lastIndex(of: ")") else { return nil }
-        // After "pid (comm) ": state is field 3, utime 14, stime 15.
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
-        return CPUTime(user: user / ticksPerSecond, system: system / ticksPerSecond)
-    }
-
-    /// User + system µs per operation between two readings; nil if either is missing.
-    static func micros(from before: CPUTime?, to after: CPUTime?, per count: Int) -> Double? {
-        guard let before, let after, count > 0 else { return nil }
-        return (after.user + after.system - before.user - before.system) / Double(count) * 1e6
-    }
-}
 
 /// Matches bookings to the `availability.changed` that first shows their
 /// slot taken. A change may arrive before the reply (the projector is

@@ -116,13 +116,3 @@ struct SeriesBenchmark: AsyncParsableCommand {
     }
 }
 
-/// User + system CPU time of a process so far, from `/proc/<pid>/stat`.
-func cpuNanos(pid: Int32) -> UInt64 {
-    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-          let close = stat.lastIndex(of: ")") else { return 0 }
-    // Fields after the command name: state is field 3; utime 14, stime 15.
-    let fields = stat[stat.index(after: close)...].split(separator: " ")
-    guard fields.count > 13, let user = UInt64(fields[11]), let system = UInt64(fields[12]) else { return 0 }
-    let ticks = UInt64(sysconf(Int32(_SC_CLK_TCK)))
-    return (user + system) * 1_000_000_000 / max(1, ticks)
-}

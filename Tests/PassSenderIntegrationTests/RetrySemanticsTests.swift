@@ -241,6 +241,14 @@ struct RetrySemanticsTests {
 /// at once than the bound, however many messages wait.
 @Suite("Pass sender gateway concurrency", .serialized)
 struct GatewayConcurrencyTests {
+    /// Waits (at most 60 s) until `count` gateway calls wait for a slot. A
+    /// semaphore's queue has no event to await, so this polls it.
+    static func waitForSlotWaiters(_ h: PassHarness, _ count: Int) async throws {
+        try await withTimeout(60, "\(count) calls waiting for a gateway slot") {
+            while h.app.dispatcher.waitingForGateway < count { try await Task.sleep(for: .milliseconds(10)) }
+        }
+    }
+
     @Test func theGatewaySeesNoMoreCallsAtOnceThanTheBound() async throws {
         let blocking = LockedBox(true)
         let gateway = try await FaultGateway.start(requestRule: { _, _ in blocking.withLock { $0 } ? .block : .proceed })
@@ -253,9 +261,7 @@ struct GatewayConcurrencyTests {
         // Three calls held by the gateway; the other nine messages were
         // admitted and wait for a slot, none of them at the gateway.
         try await gateway.state.wait("three calls held") { $0.blocked >= 3 }
-        try await withTimeout(60, "nine calls waiting for a slot") {
-            while h.app.dispatcher.waitingForGateway < 9 { try await Task.sleep(for: .milliseconds(10)) }
-        }
+        try await Self.waitForSlotWaiters(h, 9)
         #expect(gateway.state.current.blocked == 3)
         #expect(gateway.state.current.calls == 3)
         blocking.withLock { $0 = false }
@@ -277,9 +283,7 @@ struct GatewayConcurrencyTests {
         let bookings = (0..<3).map { _ in makeBooking(attendees: 1) }
         for b in bookings { try await h.publish(.bookingConfirmed, b) }
         try await gateway.state.wait("one call held") { $0.blocked >= 1 }
-        try await withTimeout(60, "two calls waiting for the slot") {
-            while h.app.dispatcher.waitingForGateway < 2 { try await Task.sleep(for: .milliseconds(10)) }
-        }
+        try await Self.waitForSlotWaiters(h, 2)
         await h.stopImpatiently()
         let requeued = h.settled.current.filter { $0.outcome == .requeued }.compactMap(\.bookingId)
         #expect(Set(requeued).count >= 2 && Set(requeued).isSubset(of: Set(bookings.map(\.id))),

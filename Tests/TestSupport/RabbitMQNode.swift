@@ -47,7 +47,9 @@ public final class RabbitMQNode: Sendable {
     public func thaw() throws { try signalBroker(SIGCONT) }
 
     private func signalBroker(_ signal: Int32) throws {
-        guard let pid = pid else { throw NodeError("no pid file for the node in \(directory)/mnesia") }
+        guard let pid = pid else {
+            throw NodeError("no running beam.smp named by a pid file in \(directory)/mnesia")
+        }
         guard kill(pid, signal) == 0 else { throw NodeError("kill(\(pid), \(signal)) failed: errno \(errno)") }
     }
 
