@@ -55,8 +55,8 @@
 #                        are built with `swift build` (debug).
 #   CONTAINER_TEST_SKIP  comma-separated checks to skip: pass, availability,
 #                        restart, lint, refuse, caller-model, ha (skipped checks
-#                        are listed at the end). caller-model needs the
-#                        booking handler of issue 11 (contract v1.1).
+#                        are listed at the end). caller-model needs a
+#                        booking handler of contract v1.1.
 #   CONTAINER_TEST_CACHE where the debootstrap tarball is kept (default
 #                        /var/cache/room-booking)
 #   CONTAINER_TEST_TIMEOUT  seconds to wait for healthy containers (default 180)
@@ -637,10 +637,10 @@ check "series: an SMS pass per occurrence (<bookingId>-v1-0.sms for each of the 
   done
   echo 'not every occurrence ($series_ids) has its SMS pass, or series $series_id has no e-mail, in /data/outbox/'; exit 1"
 
-# ---- the handler's caller model (contract v1.1, issue 11) -----------------
+# ---- the handler's caller model (contract v1.1) ---------------------------
 # What the booking handler must do for outside systems sharing the broker.
-# These need the handler of issue 11; run with CONTAINER_TEST_SKIP=caller-model
-# before it is merged.
+# These need a booking handler of contract v1.1; CONTAINER_TEST_SKIP=caller-model
+# skips them for an older one.
 queue_messages() { # queue_messages QUEUE: its message count (ready + unacked)
   "$COMPOSE" -p "$PROJECT" -f "$ROOT/docker-compose.yml" exec -T rabbitmq rabbitmqctl -q list_queues name messages |
     awk -v q="$1" '$1 == q {print $2}'
@@ -655,7 +655,7 @@ if skipped caller-model; then
     skip "caller model $c (CONTAINER_TEST_SKIP=caller-model)"
   done
 else
-  section "caller model: what one outside system may not do to another (needs issue 11's booking handler)"
+  section "caller model: what one outside system may not do to another (needs a contract v1.1 booking handler)"
   rooms_url="http://127.0.0.1:$PROJECTOR_PORT/rooms?date=$DATE&name=Hamburg"
   room_snapshot() { curl -fsS "$rooms_url" | "$PYTHON" -c 'import json,sys; r=[x for x in json.load(sys.stdin) if x["name"]=="Hamburg"]; print(json.dumps({k: r[0].get(k) for k in ("capacity","location","equipment")} if r else None, sort_keys=True))'; }
   HAMBURG_BEFORE=$(room_snapshot 2>/dev/null || echo "unavailable")

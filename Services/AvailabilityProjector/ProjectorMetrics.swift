@@ -2,7 +2,7 @@ import Metrics
 import ServiceSupport
 
 /// Every metric the availability projector exports, in one table (docs:
-/// README, "Metrics"). Static, so each is made on first use — after the
+/// docs/operations.md, "Metrics and health"). Static, so each is made on first use — after the
 /// service bootstrapped its metrics backend.
 enum ProjectorMetrics {
     /// Booking events by outcome (applied, stale, ignored, dead-lettered,

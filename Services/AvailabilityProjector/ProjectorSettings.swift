@@ -2,7 +2,7 @@ import Foundation
 import ServiceSupport
 
 /// The projector's own settings (the common ones are ``CommonSettings``);
-/// README.md and docs/projector.md describe them.
+/// docs/configuration.md and docs/projector.md describe them.
 public struct ProjectorSettings: Sendable {
     /// `REQUIRE_USER_ID`: queries without the AMQP `user_id` are refused.
     public var requireUserID: Bool

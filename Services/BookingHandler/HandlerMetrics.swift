@@ -1,8 +1,8 @@
 import Metrics
 import ServiceSupport
 
-/// Every metric the booking handler exports, in one table (docs: README,
-/// "Metrics"). Static, so each is made on first use — after the service
+/// Every metric the booking handler exports, in one table (docs:
+/// docs/booking-handler.md, "Metrics"). Static, so each is made on first use — after the service
 /// bootstrapped its metrics backend.
 enum HandlerMetrics {
     /// Commands by resolved type and outcome (ok, rejected, refused,

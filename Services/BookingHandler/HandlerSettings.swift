@@ -2,7 +2,7 @@ import Foundation
 import PostgresSupport
 import ServiceSupport
 
-/// The booking handler's own settings (README, "Settings"); the common ones
+/// The booking handler's own settings (docs/configuration.md); the common ones
 /// (`AMQP_URL`, `DATA_DIR`, …) are ``CommonSettings``. A bad value throws a
 /// ``SettingsError`` naming the variable: the service exits 2.
 public struct HandlerSettings: Sendable, Equatable {

@@ -1,8 +1,8 @@
 import Metrics
 import ServiceSupport
 
-/// Every metric the pass sender exports, in one table (docs: README,
-/// "Metrics"), like `HandlerMetrics` and `ProjectorMetrics`. The service
+/// Every metric the pass sender exports, in one table (docs:
+/// docs/pass-sender.md, "Metrics, health"), like `HandlerMetrics` and `ProjectorMetrics`. The service
 /// counts in ``shared``, made on first use — after the service bootstrapped
 /// its metrics backend. Unlike those two it is a value rather than an enum
 /// of statics, so that a test can make one on a `TestMetrics` factory and

@@ -74,7 +74,8 @@ public struct PassSenderSettings: Sendable, Equatable {
     public static let defaultRetryDelays = "1s,5s,30s,2m,10m"
     /// `PASS_CONCURRENCY` unset. Was 8 until the gateway calls got a bound
     /// of their own: 8 messages in progress left the pass sender waiting on
-    /// its own confirms and commits (docs/performance.md, eleventh round).
+    /// its own confirms and commits (docs/performance.md, "Gateway calls get a
+    /// bound of their own; 64 messages in progress").
     public static let defaultConcurrency = 64
     /// `PASS_GATEWAY_CONCURRENCY` unset: the 8 calls at once the gateway
     /// saw before (AsyncHTTPClient's connections per host).

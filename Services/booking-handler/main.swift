@@ -4,7 +4,7 @@ import Foundation
 import ServiceSupport
 
 // booking-handler: validates and stores booking commands, replies to the
-// sender and publishes events through its outbox. Settings: README.md.
+// sender and publishes events through its outbox. Settings: docs/configuration.md.
 exit(await ServiceRunner.main(service: "booking-handler", defaultHTTPPort: 8081,
                               settings: { try HandlerSettings(environment: $0) }) { start in
     let (settings, logger) = (start.common, start.logger)

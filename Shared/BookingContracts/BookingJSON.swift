@@ -6,7 +6,7 @@ import Foundation
 // `booking.public` copy for every command, and `JSONEncoder` spent most of
 // its time in the Codable machinery (boxed containers, a reference tree,
 // generic metadata), about 8 % of the handler's CPU per booking
-// (docs/performance.md, fourth round). These writers produce the same
+// (docs/performance.md, "Booking JSON is written by hand"). These writers produce the same
 // bytes as ``ContractJSON/encode(_:)`` for the same value: keys in sorted
 // order, absent optionals omitted, strings escaped as `JSONEncoder` does
 // with `.withoutEscapingSlashes`. `BookingJSONTests` and

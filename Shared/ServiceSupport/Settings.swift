@@ -3,7 +3,8 @@ import Foundation
 import Logging
 
 /// The settings every service reads from its environment (the operations
-/// contract in docs and README), with the documented defaults.
+/// contract in docs; every variable in docs/configuration.md), with the
+/// documented defaults.
 public struct CommonSettings: Sendable {
     /// `AMQP_URL`, default `amqp://guest:guest@127.0.0.1:5672/%2f`: one
     /// broker, or the nodes of a cluster tried in turn (``AMQPURL/list(_:)``).

@@ -385,7 +385,7 @@ struct ConnectionStateMachineEndpointTests {
         var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 60, endpointCount: 3)
         #expect(m.endpoint == 0)
         var now: UInt64 = 10
-        // Round 1: nodes 0 and 1 fail → the next at once; node 2 fails → 1 s.
+        // First pass over the nodes: 0 and 1 fail → the next at once; node 2 fails → 1 s.
         #expect(m.connectFailed(failed(.connectionFailed), now: now, random: 0) == .retry(at: now))
         #expect(m.endpoint == 1)
         #expect(m.reconnectDue(now: now) == true)
@@ -394,7 +394,7 @@ struct ConnectionStateMachineEndpointTests {
         #expect(m.reconnectDue(now: now) == true)
         #expect(m.connectFailed(failed(.connectionFailed), now: now, random: 0) == .retry(at: now + second))
         #expect(m.endpoint == 0)
-        // Round 2 ends with 2 s.
+        // The second pass ends with 2 s.
         now += second
         #expect(m.reconnectDue(now: now) == true)
         #expect(m.connectFailed(failed(.connectionFailed), now: now, random: 0) == .retry(at: now))

@@ -94,7 +94,7 @@ struct BookingBenchmark: AsyncParsableCommand {
                      rawShapedSingle.0, rawShapedSingle.1.percentile(50), rawShapedSingle.1.percentile(99)))
         print("failed replies: pipelined \(swiftPipelined.failures), single \(swiftSingle.failures)")
         // The handler's own CPU per booking in each phase, up to its last
-        // reply (the measure; the client's CPU is this process's and
+        // reply (the measure of the handler's CPU target; the client's CPU is this process's and
         // not counted; `benchmarks pipeline` also counts the drain after).
         for (name, from, to, count) in [("\(inFlight) in flight", cpu0, cpu1, pipelined), ("one at a time", cpu1, cpu2, single)] {
             guard let from, let to, count > 0 else { continue }

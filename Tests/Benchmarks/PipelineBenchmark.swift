@@ -463,7 +463,7 @@ struct PipelineBenchmark: AsyncParsableCommand {
 /// (`throughputBound`), what that implies: no set that spends so much can
 /// book faster than cores / CPU per booking on this machine. Beside it,
 /// with `echoRate`, the budget for half the booking-shaped echo's rate
-/// (issue 18's target) and what of it is left once the broker and C loops
+/// (the set's pipelined target, docs/performance.md) and what of it is left once the broker and C loops
 /// that only answer and ack have carried the set's messages (the echo with
 /// its events consumed, `consumed`).
 private func printBudget(_ p: PipelineBenchmark.PhaseResult, throughputBound: Bool, echoRate: Double?,

@@ -14,7 +14,7 @@ private func attendee(name: String) -> AttendeeInput {
     AttendeeInput(name: name, email: "ada@example.com", phone: "0170 1234567")
 }
 
-/// Every field limit of issue 11, in UTF-8 bytes: exactly at the limit is
+/// Every field limit of contract v1.1 (docs/contract/README.md), in UTF-8 bytes: exactly at the limit is
 /// accepted, one byte over is 1100 naming the field.
 @Suite("Size limits of fields (UTF-8 bytes)")
 struct FieldSizeLimitTests {

@@ -4,7 +4,7 @@ import Foundation
 import Testing
 import TestSupport
 
-/// The README's example for other systems, run as written: Debian's
+/// docs/integrating.md's example for other systems, run as written: Debian's
 /// amqp-tools (a client that is not ours) publish a booking.create with
 /// reply_to and an idempotency-key header, then read the reply.
 @Suite("Publishing from another system")
@@ -28,7 +28,7 @@ struct ExternalClientTests {
         #expect(try ContractJSON.decode(CommandReply.self, from: Array(secondOutput.utf8)) == reply)
         #expect(try await h.app.store.counts().bookings == 1)
 
-        // The README's reading example (v1.1), with the same client: the
+        // docs/integrating.md's reading example (v1.1), with the same client: the
         // booking just made is listed, contacts included (it was made without
         // user_id, so they are nobody's secret).
         let (listed, listing) = try runExample(h.url, script: "list-bookings.sh")

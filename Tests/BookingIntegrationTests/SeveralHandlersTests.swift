@@ -12,7 +12,7 @@ import TestSupport
 /// of the RabbitMQ node the handler is connected to (and that leads its
 /// queue). Every time: every command answered, every slot booked exactly
 /// once, every booking's created and confirmed events published. Each
-/// prints the figures the issue asks for (lost, duplicated, time to recover).
+/// prints the figures docs/high-availability.md reports (lost, duplicated, time to recover).
 @Suite("Several booking handlers on PostgreSQL", .serialized)
 struct SeveralHandlersTests {
     @Test func killDashNineOfOneOfTwoHandlersLosesNothingAndBooksNothingTwice() async throws {

@@ -5,7 +5,7 @@ import PassSender
 import Testing
 import TestSupport
 
-/// The scripted fault cases of the issue, each against a real broker (own
+/// The scripted fault cases (docs/pass-sender.md, "Tests"), each against a real broker (own
 /// vhost), the pass sender as `main` builds it, and a real HTTP gateway.
 @Suite("Pass sender retry semantics", .serialized)
 struct RetrySemanticsTests {

@@ -96,7 +96,7 @@ struct PassMailTests {
         #expect(line.hasSuffix("\\;\\,\\\\"))
     }
 
-    /// Rewritten without Foundation's string search (issue 18); these pin
+    /// Rewritten without Foundation's string search; these pin
     /// what the old code did — except one tightening: the old E.164 regex's
     /// `$` (ICU) also matched before a final line break, so "+49170\n"
     /// passed it; the check by hand refuses it.

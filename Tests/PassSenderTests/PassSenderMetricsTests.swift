@@ -8,7 +8,7 @@ import TestSupport
 
 /// Every metric in ``PassSenderMetrics`` that a test without a broker can
 /// drive is emitted, under the names and dimensions the dashboards use
-/// (README, "Metrics"): each test counts in a table of its own on a
+/// (docs/pass-sender.md, "Metrics, health"): each test counts in a table of its own on a
 /// `TestMetrics` factory. Not here: `pass_messages_total{type,outcome}`,
 /// counted by the consumer (the integration tests run it against a broker).
 @Suite("Pass sender metrics")

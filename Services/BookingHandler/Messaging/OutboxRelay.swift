@@ -142,7 +142,7 @@ public final class OutboxRelay: Service, Sendable {
     /// confirms at once. A round used to start only after the previous one
     /// was confirmed and marked; under load an event then waited for the
     /// broker's confirm of the round before it (a quorum queue's durable
-    /// write) before it was even sent (docs/performance.md, "Ninth round").
+    /// write) before it was even sent (docs/performance.md, "The outbox relay's rounds overlap").
     static let maxRoundsInFlight = 4
 
     /// Memory rounds awaiting their confirms, oldest first.

@@ -2,7 +2,7 @@ import BookingContracts
 import Foundation
 import GRDB
 
-/// The ledger's second schema (issue 15): rows keyed by (booking, version,
+/// The ledger's second schema (contract v1.1 notices): rows keyed by (booking, version,
 /// kind, normalised e-mail) instead of the attendee's position, which a
 /// `booking.update` can change.
 enum LedgerMigrationV2 {

@@ -7,7 +7,8 @@
 //
 // Why: rabbitmq-c 0.11 writes each frame with its own send(2) (a publish is
 // three, an ack one), and has no way to batch them. TCP_CORK merged the
-// segments but not the system calls (docs/performance.md, "Tenth round").
+// segments but not the system calls (docs/performance.md, "Frames are
+// written in runs, by a buffer under rabbitmq-c's socket").
 //
 // Ownership: `crabbitmq_write_buffer_install` attaches the buffer to a TCP
 // or TLS socket of rabbitmq-c; the socket owns it from then on, and
