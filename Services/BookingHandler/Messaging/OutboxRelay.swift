@@ -53,7 +53,7 @@ public final class OutboxRelay: Service, Sendable {
     /// (alternating runs of `benchmarks booking`): pipelined +3–10 %.
     /// A kick that finds the relay idle — a lone command — is served at
     /// once: the wait gathers nothing then and only delays the events
-    /// (docs/performance.md, "A lone command").
+    /// (docs/performance.md, "The relay gathers only under load").
     static let gatherDelay = Duration.milliseconds(2)
 
     /// Rounds started and not yet finished (``kick()`` reads it).
