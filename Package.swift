@@ -27,6 +27,9 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        // Already in the graph through postgres-nio; named for the list
+        // cursor's HMAC.
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3" ..< "5.0.0"),
     ],
     targets: [
         // MARK: Shared
@@ -125,6 +128,7 @@ let package = Package(
             name: "BookingHandler",
             dependencies: [
                 "AMQPClient", "BookingContracts", "PhoneNumbers", "PostgresSupport", "ServiceSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

@@ -5,7 +5,7 @@
 #
 #   Debian packages (apt): rabbitmq-server librabbitmq-dev libphonenumber-dev
 #     libprotobuf-dev amqp-tools iproute2 libsqlite3-dev tzdata openssl chromium curl
-#   Python packages (pip): jsonschema, pyyaml
+#   Python packages (pip): jsonschema, pyyaml, icalendar, pika
 #
 # Safe to run any number of times: when everything is present it only queries
 # dpkg and python and exits (well under a second). apt-get update runs only
@@ -32,8 +32,8 @@ APT_PACKAGES=(
   iptables           # the partition test cuts one handler off (Tests/BookingIntegrationTests/SeveralHandlersTests)
   socat              # forwards a network namespace's traffic to the loopback broker and PostgreSQL (same tests)
 )
-PIP_PACKAGES=(jsonschema pyyaml icalendar)   # pip names (icalendar: the independent parser of the pass e-mails' iCalendar parts)
-PIP_MODULES=(jsonschema yaml icalendar)       # matching import names
+PIP_PACKAGES=(jsonschema pyyaml icalendar pika)   # pip names (icalendar: the independent parser of the pass e-mails' iCalendar parts; pika: an outside system's own client in the isolation tests)
+PIP_MODULES=(jsonschema yaml icalendar pika)       # matching import names
 
 PYTHON=${PYTHON:-python3}
 

@@ -22,10 +22,11 @@ public struct ProjectorApp: Sendable {
     public let services: [any Service]
 
     public static func build(
-        connection: AMQPConnection, dataDirectory: String, httpPort: Int? = nil, logger: Logger,
+        connection: AMQPConnection, dataDirectory: String, httpPort: Int? = nil,
+        httpHost: String = CommonSettings.defaultBindAddress, logger: Logger,
         now: @escaping @Sendable () -> Date = { Date() }, replayTimeout: Duration = .seconds(600),
         eventConcurrency: Int = 32, eventSender: SenderCheck? = nil, requireUserID: Bool = false,
-        queues: ProjectorQueues = .shipped
+        queues: ProjectorQueues = .shipped, callerRate: CallerRate? = nil, rateExempt: Set<String> = []
     ) async throws -> ProjectorApp {
         // Events and replay streams are trusted only from the booking
         // handler's broker user (default: ours, the one-user embedded set).
@@ -38,7 +39,9 @@ public struct ProjectorApp: Sendable {
                                    sender: sender)
             .service(queue: queues.events, concurrency: eventConcurrency)
         let queries = QueryResponder(connection: connection, engine: engine, logger: logger,
-                                     requireUserID: requireUserID).service()
+                                     requireUserID: requireUserID,
+                                     limiter: CallerRateLimiter(rate: callerRate, exempt: rateExempt.union([connection.user])))
+            .service()
         let rebuilder = Rebuilder(connection: connection, store: store, publisher: publisher, logger: logger,
                                   replayTimeout: replayTimeout, sender: sender, queues: queues)
         var services: [any Service] = [connection, publisher, events, queries]
@@ -49,7 +52,7 @@ public struct ProjectorApp: Sendable {
         let filler = ModelFiller(rebuilder: rebuilder, store: store, logger: logger, enabled: queues.instance != nil)
         services.append(filler)
         if let httpPort {
-            services.insert(OpsServer(port: httpPort, checks: [
+            services.insert(OpsServer(host: httpHost, port: httpPort, checks: [
                 ReadinessCheck("amqp") { connection.isConnected },
                 ReadinessCheck("events") { events.status.isConsuming },
                 ReadinessCheck("queries") { queries.status.isConsuming },

@@ -11,6 +11,11 @@ public struct ProjectorSettings: Sendable {
     public var queues: ProjectorQueues
     /// `BOOKING_HANDLER_USER`: the broker user whose events are trusted.
     public var bookingHandlerUser: String?
+    /// `ADMIN_USERS`: never rate-limited.
+    public var administrators: Set<String>
+    /// `CALLER_RATE`: availability queries per second and burst per caller
+    /// on this instance; nil: no limit. Default ``CallerRate/standard``.
+    public var callerRate: CallerRate?
 
     /// Reads the settings; throws ``SettingsError`` naming the variable.
     public init(environment: [String: String]) throws {
@@ -18,6 +23,14 @@ public struct ProjectorSettings: Sendable {
         queues = try environment["PROJECTOR_INSTANCE"].flatMap { $0.isEmpty ? nil : $0 }.map { try ProjectorQueues(instance: $0) }
             ?? .shipped
         bookingHandlerUser = environment["BOOKING_HANDLER_USER"]
+        administrators = CommonSettings.userList(environment["ADMIN_USERS"])
+        callerRate = try CallerRate.parse(environment["CALLER_RATE"])
+    }
+
+    /// The callers never rate-limited: admins, the projector's own user and
+    /// the booking handler's.
+    public func rateExempt(ownUser: String) -> Set<String> {
+        administrators.union([ownUser]).union(bookingHandlerUser.flatMap { $0.isEmpty ? nil : [$0] } ?? [])
     }
 
     /// Whose events the projector takes: `BOOKING_HANDLER_USER`, else the

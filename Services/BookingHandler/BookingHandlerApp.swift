@@ -29,8 +29,9 @@ public struct BookingHandlerApp: Sendable {
     public static func build(
         connection: AMQPConnection, dataDirectory: String, roomsFile: String? = nil,
         policy: CallerPolicy = CallerPolicy(), replayRate: Int = ReplayPacer.defaultRate,
-        prefetch: UInt16 = 64, concurrency: Int = 64, httpPort: Int? = nil,
-        retentionDays: Int = 7, database: PostgresSettings? = nil, logger: Logger,
+        prefetch: UInt16 = 64, concurrency: Int = 64, httpPort: Int? = nil, httpHost: String = CommonSettings.defaultBindAddress,
+        retentionDays: Int = 7, database: PostgresSettings? = nil, callerRate: CallerRate? = nil,
+        cursorKey: CursorKey = .random(), logger: Logger,
         now: @escaping @Sendable () -> Date = { Date() }, timerInterval: Duration = .seconds(1)
     ) async throws -> BookingHandlerApp {
         let store: any BookingStore
@@ -56,18 +57,23 @@ public struct BookingHandlerApp: Sendable {
                                                                             Topology.bookingQueriesQueue]))
         let relay = OutboxRelay(store: store, connection: connection, logger: logger,
                                 retention: TimeInterval(retentionDays) * 86_400)
+        // One bucket per caller for commands and booking queries alike.
+        // Admins and the set's services (our own user, the replayers) are
+        // never limited.
+        let limiter = CallerRateLimiter(rate: callerRate,
+                                        exempt: policy.administrators.union(policy.replayUsers).union([connection.user]))
         let consumer = CommandConsumer(connection: connection, processor: processor, relay: relay, logger: logger,
-                                       replayRate: replayRate)
+                                       replayRate: replayRate, limiter: limiter)
         let consumerService = consumer.service(prefetch: prefetch, concurrency: concurrency)
         let timers = BookingTimers(processor: processor, relay: relay, logger: logger, interval: timerInterval)
-        let queries = QueryResponder(connection: connection, reader: BookingReader(store: store, policy: policy, now: now),
-                                     logger: logger).service()
+        let queries = QueryResponder(connection: connection, reader: BookingReader(store: store, policy: policy, now: now, cursorKey: cursorKey),
+                                     logger: logger, limiter: limiter).service()
         // The store closes after the relay, timers and consumers stopped.
         var services: [any Service] = [connection, OnShutdown { await store.close() }, relay, timers, queries, consumerService]
         if let httpPort {
             // First in the group, so it is shut down last: /healthz keeps
             // answering while the consumer drains.
-            services.insert(OpsServer(port: httpPort, checks: [
+            services.insert(OpsServer(host: httpHost, port: httpPort, checks: [
                 ReadinessCheck("amqp") { connection.isConnected },
                 ReadinessCheck("consumer") { consumerService.status.isConsuming },
                 ReadinessCheck("queries") { queries.status.isConsuming },

@@ -18,6 +18,13 @@ public struct HandlerSettings: Sendable, Equatable {
     /// `DATABASE_URL`: PostgreSQL shared by several handler instances; unset
     /// keeps the embedded SQLite file in `DATA_DIR`.
     public var database: PostgresSettings?
+    /// `CALLER_RATE`: deliveries per second and burst per caller on this
+    /// instance (commands and booking queries); nil: no limit. Default
+    /// ``CallerRate/standard``.
+    public var callerRate: CallerRate?
+    /// `LIST_CURSOR_KEY`: the key that signs `booking.list` cursors; unset:
+    /// a key kept in `DATA_DIR` (``CursorKey``).
+    public var listCursorKey: String?
 
     /// Reads the settings. `REPLAY_USERS` unset leaves the policy's
     /// replayers empty, which ``BookingHandlerApp/build`` turns into the
@@ -38,5 +45,10 @@ public struct HandlerSettings: Sendable, Equatable {
                                                    default: 7, range: 1...3650)
         roomsFile = value("ROOMS_FILE")
         database = try value("DATABASE_URL").map { try PostgresSettings(url: $0) }
+        callerRate = try CallerRate.parse(value("CALLER_RATE"))
+        listCursorKey = value("LIST_CURSOR_KEY")
+        if let listCursorKey, listCursorKey.count < CursorKey.minimumLength {
+            throw SettingsError("LIST_CURSOR_KEY: at least \(CursorKey.minimumLength) characters (e.g. openssl rand -hex 32)")
+        }
     }
 }

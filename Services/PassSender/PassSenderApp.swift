@@ -6,7 +6,7 @@ import ServiceLifecycle
 import ServiceSupport
 
 /// Assembles the pass sender; `main` and the integration tests both call
-/// ``build(connection:settings:dataDirectory:httpPort:gateway:logger:)``.
+/// ``build(connection:settings:dataDirectory:httpPort:httpHost:gateway:logger:observer:now:)``.
 public struct PassSenderApp: Sendable {
     public let ledger: PassLedger
     public let dispatcher: PassDispatcher
@@ -22,7 +22,8 @@ public struct PassSenderApp: Sendable {
     /// what the outbox still holds from a previous run, and wires the two
     /// consumers. `gateway` overrides the one chosen from `settings`.
     public static func build(connection: AMQPConnection, settings: PassSenderSettings, dataDirectory: String,
-                             httpPort: Int? = nil, gateway: (any PassGateway)? = nil, logger: Logger,
+                             httpPort: Int? = nil, httpHost: String = CommonSettings.defaultBindAddress,
+                             gateway: (any PassGateway)? = nil, logger: Logger,
                              observer: (@Sendable (PassConsumer.Settled) -> Void)? = nil,
                              now: @escaping @Sendable () -> Date = { Date() }) async throws -> PassSenderApp {
         let database: any LedgerDatabase = if let postgres = settings.database {
@@ -62,7 +63,7 @@ public struct PassSenderApp: Sendable {
                                           concurrency: settings.concurrency, logger: logger) { await consumer.handleRetry($0) }
         var services: [any Service] = [connection, OnShutdown { await ledger.close() }, GatewayService(gateway: chosen), events, retries]
         if let httpPort {
-            services.insert(OpsServer(port: httpPort, checks: [
+            services.insert(OpsServer(host: httpHost, port: httpPort, checks: [
                 ReadinessCheck("amqp") { connection.isConnected },
                 ReadinessCheck("events-consumer") { events.status.isConsuming },
                 ReadinessCheck("retry-consumer") { retries.status.isConsuming },
@@ -71,8 +72,8 @@ public struct PassSenderApp: Sendable {
         }
         logger.info("pass sender assembled", metadata: [
             "ledger": .string(settings.database.map { "\($0)" } ?? "sqlite"),
-            "gateway": .string(chosen.channel == .gateway ? (settings.gatewayURL ?? "custom") : "spool"),
-            "notify": .string(settings.notifyURL ?? "spool"),
+            "gateway": .string(chosen.channel == .gateway ? (settings.gatewayURL.map(Redaction.url) ?? "custom") : "spool"),
+            "notify": .string(settings.notifyURL.map(Redaction.url) ?? "spool"),
             "retry.delays": .string(settings.retryDelays.map(\.label).joined(separator: ",")),
             "max.attempts": "\(settings.maxAttempts)",
             "claim.lease": "\(settings.claimLease)s",

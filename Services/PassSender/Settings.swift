@@ -110,7 +110,7 @@ public struct PassSenderSettings: Sendable, Equatable {
             guard let url = value(name) else { return nil }
             guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(),
                   scheme == "http" || scheme == "https", parsed.host != nil else {
-                throw SettingsError("\(name): '\(url)' is not an http:// or https:// URL")
+                throw SettingsError("\(name): '\(Redaction.url(url))' is not an http:// or https:// URL")
             }
             return url
         }

@@ -108,16 +108,18 @@ struct BookingsCommand: AsyncParsableCommand {
 }
 
 extension Output {
-    /// One booking as read back (contacts only where the reader may see them).
+    /// One booking as read back: in full, or busy (another caller's
+    /// booking: when and where only).
     static func describe(_ b: BookingView) -> String {
         var lines = [
             "booking \(b.id)  \(b.status.rawValue)  version \(b.version)",
             "  \(b.room)  \(b.date) \(b.start)–\(b.end) (\(b.timeZone))",
-            "  \(b.title)" + (b.description.map { " — \($0)" } ?? ""),
+            "  " + (b.title.map { $0 + (b.description.map { " — \($0)" } ?? "") }
+                ?? "(busy: another caller's booking; only its requester, the room's approvers and admins see details)"),
         ]
         if let requestedBy = b.requestedBy { lines.append("  requested by \(requestedBy)") }
         if let reason = b.cancelReason { lines.append("  ended: \(reason)") }
-        for (index, a) in b.attendees.enumerated() {
+        for (index, a) in (b.attendees ?? []).enumerated() {
             lines.append("  attendee \(index): \(a.name)" + (a.email.map { " <\($0)>" } ?? "") + (a.phone.map { " \($0)" } ?? ""))
         }
         return lines.joined(separator: "\n")
@@ -128,6 +130,6 @@ extension Output {
         if bookings.isEmpty { return "no bookings match" }
         return columns(header: ["DATE", "TIME", "ROOM", "STATUS", "TITLE", "ID"],
                        rows: bookings.map { [$0.date, "\($0.start)–\($0.end)", $0.room, $0.status.rawValue,
-                                             String($0.title.prefix(40)), $0.id] })
+                                             String(($0.title ?? "(busy)").prefix(40)), $0.id] })
     }
 }

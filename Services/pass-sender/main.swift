@@ -13,7 +13,7 @@ exit(await ServiceRunner.main(service: "pass-sender", defaultHTTPPort: 8082,
     let connection = try await AMQPConnection.connect(
         configuration: settings.amqpConfiguration(connectionName: "pass-sender"), logger: logger)
     let app = try await PassSenderApp.build(connection: connection, settings: start.settings, dataDirectory: dataDirectory,
-                                            httpPort: settings.httpPort, logger: logger)
+                                            httpPort: settings.httpPort, httpHost: settings.httpBind, logger: logger)
     logger.info("ready", metadata: ["data_dir": .string(dataDirectory)])
     return app.services
 })

@@ -74,13 +74,7 @@ extension Booking {
         JSONBytes.member(#","id":"#, id, to: &out)
         JSONBytes.member(#","requestedBy":"#, requestedBy, to: &out)
         JSONBytes.member(#","room":"#, room, to: &out)
-        if let series {
-            JSONBytes.member(#","series":{"count":"#, series.count, to: &out)
-            JSONBytes.member(#","id":"#, series.id, to: &out)
-            JSONBytes.member(#","index":"#, series.index, to: &out)
-            JSONBytes.member(#","version":"#, series.version, to: &out)
-            out.append(UInt8(ascii: "}"))
-        }
+        appendSeries(to: &out)
         JSONBytes.member(#","start":"#, start, to: &out)
         JSONBytes.member(#","startsAt":"#, startsAt, to: &out)
         JSONBytes.member(#","status":"#, status.rawValue, to: &out)
@@ -91,9 +85,59 @@ extension Booking {
     }
 }
 
+extension Booking {
+    /// Appends what ``ContractJSON/encode(_:)`` writes for
+    /// `BookingView(busy: self)`: times, status, version and series only.
+    public func appendBusyJSON(to out: inout [UInt8]) {
+        JSONBytes.member(#"{"date":"#, date, to: &out)
+        JSONBytes.member(#","end":"#, end, to: &out)
+        JSONBytes.member(#","endsAt":"#, endsAt, to: &out)
+        JSONBytes.member(#","id":"#, id, to: &out)
+        JSONBytes.member(#","room":"#, room, to: &out)
+        appendSeries(to: &out)
+        JSONBytes.member(#","start":"#, start, to: &out)
+        JSONBytes.member(#","startsAt":"#, startsAt, to: &out)
+        JSONBytes.member(#","status":"#, status.rawValue, to: &out)
+        JSONBytes.member(#","timeZone":"#, timeZone, to: &out)
+        JSONBytes.member(#","version":"#, version, to: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
+    /// `,"series":{…}` when the booking is an occurrence of a series.
+    private func appendSeries(to out: inout [UInt8]) {
+        guard let series else { return }
+        JSONBytes.member(#","series":{"count":"#, series.count, to: &out)
+        JSONBytes.member(#","id":"#, series.id, to: &out)
+        JSONBytes.member(#","index":"#, series.index, to: &out)
+        JSONBytes.member(#","version":"#, series.version, to: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
+    /// ``appendBusyJSON(to:)`` as bytes.
+    public var busyJSON: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        appendBusyJSON(to: &out)
+        return out
+    }
+}
+
 extension BookingSnapshot {
+    /// Appends what ``ContractJSON/encode(_:)`` writes for
+    /// `PublicSnapshot(self)`: times and status only.
+    public func appendBusyJSON(to out: inout [UInt8]) {
+        JSONBytes.member(#"{"date":"#, date, to: &out)
+        JSONBytes.member(#","end":"#, end, to: &out)
+        JSONBytes.member(#","endsAt":"#, endsAt, to: &out)
+        JSONBytes.member(#","start":"#, start, to: &out)
+        JSONBytes.member(#","startsAt":"#, startsAt, to: &out)
+        JSONBytes.member(#","status":"#, status.rawValue, to: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Appends what ``ContractJSON/encode(_:)`` writes for this snapshot,
-    /// or, with `contacts` false, for `PublicSnapshot(self)`.
+    /// or, with `contacts` false, the snapshot with attendees reduced to
+    /// their names.
     public func appendJSON(to out: inout [UInt8], contacts: Bool = true) {
         out.append(contentsOf: #"{"attendees":"#.utf8)
         Attendee.appendJSON(attendees, to: &out, contacts: contacts)
@@ -138,14 +182,15 @@ extension Attendee {
 }
 
 extension BookingEvent {
-    /// The body of this event's `booking.public` copy (contract v1.1):
-    /// byte for byte `ContractJSON.encode(PublicBookingEvent(self))`.
+    /// The body of this event's `booking.public` copy, the busy view
+    /// (contract v1.2): byte for byte
+    /// `ContractJSON.encode(PublicBookingEvent(self))`.
     public var publicJSON: [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(320 + (booking.attendees.count + (previous?.attendees.count ?? 0)) * 32)
         JSONBytes.event(eventId: eventId, occurredAt: occurredAt, released: released, to: &out,
-                        booking: { booking.appendJSON(to: &$0, contacts: false) },
-                        previous: previous.map { previous in { previous.appendJSON(to: &$0, contacts: false) } })
+                        booking: { booking.appendBusyJSON(to: &$0) },
+                        previous: previous.map { previous in { previous.appendBusyJSON(to: &$0) } })
         return out
     }
 }

@@ -145,9 +145,22 @@ public struct AttendeeView: Codable, Sendable, Equatable {
     }
 }
 
-/// A booking as `booking.get` and `booking.list` answer: ``Booking`` with
-/// attendees reduced to their names for readers who may not see contact
-/// details.
+/// Which view of a booking a reader gets (contract v1.2, "Other callers'
+/// bookings are free/busy only").
+public enum BookingVisibility: Sendable, Equatable {
+    /// Everything: the booking's requester, an approver of its room, an
+    /// admin; anonymous callers and admins for bookings made without
+    /// `user_id`.
+    case full
+    /// When and where only: `id`, `room`, the times, `status`, `version`,
+    /// `series` — no title, description, attendees or requester.
+    case busy
+}
+
+/// A booking as `booking.get` and `booking.list` answer: ``Booking`` in
+/// full, or its busy view (``BookingVisibility/busy``: no title,
+/// description, attendees, requester or cancel reason) for readers who are
+/// not its requester, an approver of its room or an admin.
 public struct BookingView: Codable, Sendable, Equatable {
     public var id: String
     public var room: String
@@ -157,10 +170,12 @@ public struct BookingView: Codable, Sendable, Equatable {
     public var timeZone: String
     public var startsAt: String
     public var endsAt: String
-    public var title: String
+    /// Nil in the busy view.
+    public var title: String?
     public var description: String?
     public var status: BookingStatus
-    public var attendees: [AttendeeView]
+    /// Nil in the busy view.
+    public var attendees: [AttendeeView]?
     public var requestedBy: String?
     public var version: Int
     public var cancelReason: String?
@@ -186,6 +201,32 @@ public struct BookingView: Codable, Sendable, Equatable {
         cancelReason = booking.cancelReason
         series = booking.series
     }
+
+    /// The view of `booking` a reader with `visibility` gets.
+    public init(_ booking: Booking, visibility: BookingVisibility) {
+        switch visibility {
+        case .full: self.init(booking, contacts: true)
+        case .busy: self.init(busy: booking)
+        }
+    }
+
+    /// The busy view: when and where, nothing about who or what.
+    public init(busy booking: Booking) {
+        id = booking.id
+        room = booking.room
+        date = booking.date
+        start = booking.start
+        end = booking.end
+        timeZone = booking.timeZone
+        startsAt = booking.startsAt
+        endsAt = booking.endsAt
+        status = booking.status
+        version = booking.version
+        series = booking.series
+    }
+
+    /// Whether this is a busy view (it has no title).
+    public var isBusy: Bool { title == nil }
 }
 
 /// The reply to a booking query: `{"ok":true,"booking":{…}}` (get),
@@ -235,17 +276,17 @@ public enum BookingQueryReply: Codable, Sendable, Equatable {
     }
 }
 
-/// A booking event as `booking.public` carries it (contract v1.1): the
-/// event with every attendee reduced to their name, in `booking` and in
-/// `previous`.
+/// A booking event as `booking.public` carries it (contract v1.2): the
+/// busy view of the booking and of `previous` (times and status only);
+/// owners read their details with `booking.get`.
 public struct PublicBookingEvent: Codable, Sendable, Equatable {
     /// The event's id (the same as on `booking.events`).
     public var eventId: String
     /// UTC instant of the change.
     public var occurredAt: String
-    /// The booking after the change, names only.
+    /// The booking after the change, busy view.
     public var booking: BookingView
-    /// The fields before the change, names only.
+    /// The times and status before the change.
     public var previous: PublicSnapshot?
     /// As on the event: `true` on a release for want of check-in.
     public var released: Bool?
@@ -254,34 +295,28 @@ public struct PublicBookingEvent: Codable, Sendable, Equatable {
     public init(_ event: BookingEvent) {
         eventId = event.eventId
         occurredAt = event.occurredAt
-        booking = BookingView(event.booking, contacts: false)
+        booking = BookingView(busy: event.booking)
         previous = event.previous.map(PublicSnapshot.init)
         released = event.released
     }
 }
 
-/// ``BookingSnapshot`` with attendees reduced to their names.
+/// ``BookingSnapshot`` in the busy view: times and status only.
 public struct PublicSnapshot: Codable, Sendable, Equatable {
     public var date: String
     public var start: String
     public var end: String
     public var startsAt: String
     public var endsAt: String
-    public var title: String
-    public var description: String?
-    public var attendees: [AttendeeView]
     public var status: BookingStatus
 
-    /// The snapshot without contact details.
+    /// The snapshot's times and status.
     public init(_ snapshot: BookingSnapshot) {
         date = snapshot.date
         start = snapshot.start
         end = snapshot.end
         startsAt = snapshot.startsAt
         endsAt = snapshot.endsAt
-        title = snapshot.title
-        description = snapshot.description
-        attendees = snapshot.attendees.map { AttendeeView($0, contacts: false) }
         status = snapshot.status
     }
 }

@@ -36,6 +36,9 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, Expressi
     /// 1009: the idempotency key was already used by the same sender for a
     /// different command (another type or another body) — contract v1.1.
     public static let idempotencyKeyReused = ErrorCode(1009)
+    /// 1010: too many commands or queries from this caller (v1.2);
+    /// `retryAfterMs` says when to try again. Never stored in the inbox.
+    public static let rateLimited = ErrorCode(1010)
     /// 1100: a field is missing or invalid (`field` names it).
     public static let invalidField = ErrorCode(1100)
     /// 1101: unknown room.
@@ -78,7 +81,7 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, Expressi
 
     /// Every code of the contract's table (without the open range > 4000).
     public static let allKnown: [ErrorCode] = [
-        .invalidJSON, .unknownCommand, .idempotencyKeyReused, .invalidField, .unknownRoom, .outsideOpeningHours, .offGrid,
+        .invalidJSON, .unknownCommand, .idempotencyKeyReused, .rateLimited, .invalidField, .unknownRoom, .outsideOpeningHours, .offGrid,
         .endNotAfterStart, .startInPast, .overCapacity, .beyondHorizon, .durationOutOfRange, .attendeeNameInvalid,
         .attendeeEmailInvalid, .attendeePhoneInvalid, .overlap, .bookingNotFound, .statusChangeNotAllowed, .notPermitted,
         .tooLateToChange, .checkinNotPossible,
@@ -93,6 +96,7 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, Expressi
         case 1000: "body is not valid JSON / not the expected shape"
         case 1001: "unknown command type"
         case 1009: "idempotency key already used for a different command"
+        case 1010: "too many commands or queries from this caller"
         case 1100: "a field is missing or invalid"
         case 1101: "unknown room"
         case 1102: "outside the room's opening hours"

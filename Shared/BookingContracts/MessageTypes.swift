@@ -86,6 +86,9 @@ public enum MessageProperties {
     /// Header that carries the idempotency key of a command for clients that
     /// cannot set `message_id`.
     public static let idempotencyKeyHeader = "idempotency-key"
+    /// The longest idempotency key, in UTF-8 bytes: what `message_id` (an
+    /// AMQP short string) can hold; a longer header gets 1100.
+    public static let maxIdempotencyKeyBytes = 255
     /// RabbitMQ's direct reply-to pseudo queue; a valid `reply_to`.
     public static let directReplyTo = "amq.rabbitmq.reply-to"
     /// `type` of a command reply (``CommandReply``).

@@ -14,16 +14,20 @@ public struct ReplyError: Codable, Sendable, Equatable, Error {
     /// A refused series (v1.1): the local date of the occurrence that
     /// breaks a room rule (11xx codes).
     public var date: String?
+    /// A rate-limited request (1010, v1.2): milliseconds until the caller's
+    /// next request would be admitted.
+    public var retryAfterMs: Int?
 
     /// Creates an error.
     public init(code: ErrorCode, text: String, field: String? = nil, conflicts: [String]? = nil,
-                conflictDates: [String]? = nil, date: String? = nil) {
+                conflictDates: [String]? = nil, date: String? = nil, retryAfterMs: Int? = nil) {
         self.code = code
         self.text = text
         self.field = field
         self.conflicts = conflicts
         self.conflictDates = conflictDates
         self.date = date
+        self.retryAfterMs = retryAfterMs
     }
 }
 

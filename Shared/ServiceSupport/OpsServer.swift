@@ -17,7 +17,7 @@ public struct ReadinessCheck: Sendable {
     }
 }
 
-/// The operations endpoints of a service on `HTTP_PORT`:
+/// The operations endpoints of a service on `HTTP_BIND`:`HTTP_PORT`:
 /// - `GET /healthz` — 200 `ok` while the process serves requests;
 /// - `GET /readyz` — 200 when every ``ReadinessCheck`` passes, else 503,
 ///   with a JSON body naming each check;
@@ -26,7 +26,9 @@ public struct ReadinessCheck: Sendable {
 public struct OpsServer: Service {
     private let application: Application<RouterResponder<BasicRequestContext>>
 
-    public init(port: Int, checks: [ReadinessCheck], logger: Logger,
+    /// - Parameter host: the address to listen on (`HTTP_BIND`); loopback
+    ///   by default, so nothing is reachable from other hosts by accident.
+    public init(host: String = CommonSettings.defaultBindAddress, port: Int, checks: [ReadinessCheck], logger: Logger,
                 configure: (Router<BasicRequestContext>) -> Void = { _ in }) {
         let router = Router()
         router.get("healthz") { _, _ in "ok\n" }
@@ -46,7 +48,7 @@ public struct OpsServer: Service {
         configure(router)
         application = Application(
             router: router,
-            configuration: .init(address: .hostname("0.0.0.0", port: port), serverName: nil),
+            configuration: .init(address: .hostname(host, port: port), serverName: nil),
             logger: logger)
     }
 

@@ -1,6 +1,9 @@
 import AMQPClient
 import Foundation
 import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The settings every service reads from its environment (the operations
 /// contract in docs; every variable in docs/configuration.md), with the
@@ -15,6 +18,11 @@ public struct CommonSettings: Sendable {
     public var dataDirectory: String
     /// `HTTP_PORT`, default per service.
     public var httpPort: Int
+    /// `HTTP_BIND`: the address the operations server (and the projector's
+    /// API and page) listens on, default `127.0.0.1`. Loopback unless an
+    /// operator says otherwise: `/metrics` and `/readyz` are not for
+    /// strangers, and a container must say `0.0.0.0` on purpose.
+    public var httpBind: String
     /// `LOG_LEVEL`, default `info`.
     public var logLevel: Logger.Level
     /// `LOG_FORMAT`: `text` (default) or `json`.
@@ -43,6 +51,7 @@ public struct CommonSettings: Sendable {
         }
         dataDirectory = value("DATA_DIR") ?? "./.data"
         httpPort = try Self.integer(value("HTTP_PORT"), name: "HTTP_PORT", default: defaultHTTPPort, range: 0...65535)
+        httpBind = try Self.bindAddress(value("HTTP_BIND"), name: "HTTP_BIND")
         let level = value("LOG_LEVEL")?.lowercased() ?? "info"
         guard let parsedLevel = Logger.Level(rawValue: level == "warn" ? "warning" : level) else {
             throw SettingsError("LOG_LEVEL: '\(level)' is not one of trace, debug, info, notice, warning, error, critical")
@@ -77,6 +86,20 @@ public struct CommonSettings: Sendable {
         case "false", "0", "no", "off": return false
         default: throw SettingsError("\(name): '\(text)' is not true or false")
         }
+    }
+
+    /// The loopback address every HTTP server binds unless told otherwise.
+    public static let defaultBindAddress = "127.0.0.1"
+
+    /// An address to listen on: an IPv4 or IPv6 literal (`0.0.0.0` and `::`
+    /// mean every interface); unset is ``defaultBindAddress``.
+    public static func bindAddress(_ text: String?, name: String) throws -> String {
+        guard let text else { return defaultBindAddress }
+        var v4 = in_addr(), v6 = in6_addr()
+        guard inet_pton(AF_INET, text, &v4) == 1 || inet_pton(AF_INET6, text, &v6) == 1 else {
+            throw SettingsError("\(name): '\(text.prefix(100))' is not an IPv4 or IPv6 address (e.g. 127.0.0.1, 0.0.0.0, ::1)")
+        }
+        return text
     }
 
     public static func integer(_ text: String?, name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {

@@ -73,7 +73,7 @@ struct BookingJSONTests {
             let snapshot = BookingSnapshot(Self.booking(&g))
             Self.same(snapshot.json, try ContractJSON.encode(snapshot), "snapshot")
             var view: [UInt8] = []
-            snapshot.appendJSON(to: &view, contacts: false)
+            snapshot.appendBusyJSON(to: &view)
             Self.same(view, try ContractJSON.encode(PublicSnapshot(snapshot)), "public snapshot")
         }
     }
@@ -86,9 +86,11 @@ struct BookingJSONTests {
             sawPrevious = sawPrevious || event.previous != nil
             sawReleasedFalse = sawReleasedFalse || event.released == false
             Self.same(event.publicJSON, try ContractJSON.encode(PublicBookingEvent(event)), "public event")
-            // Names only: no e-mail or phone of anyone reaches booking.public.
+            // The busy view: nobody's title, attendees or requester reaches booking.public.
             let decoded = try ContractJSON.decode(PublicBookingEvent.self, from: Data(event.publicJSON))
-            #expect((decoded.booking.attendees + (decoded.previous?.attendees ?? [])).allSatisfy { $0.email == nil && $0.phone == nil })
+            #expect(decoded.booking.isBusy && decoded.booking.attendees == nil && decoded.booking.requestedBy == nil)
+            // And the busy view of a booking alone, written directly.
+            Self.same(event.booking.busyJSON, try ContractJSON.encode(BookingView(busy: event.booking)), "busy view")
         }
         #expect(sawPrevious && sawReleasedFalse, "the random events cover the optional fields")
     }

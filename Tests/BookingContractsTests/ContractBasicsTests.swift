@@ -111,18 +111,21 @@ struct ContractBasicsTests {
         #expect(Topology.projectorEventsBindingKeys.contains("booking.#"), "the projector receives all of them")
     }
 
-    /// v1.1: what booking.public carries has names, never e-mail or phone.
-    @Test func publicEventsCarryNoContactDetails() throws {
+    /// v1.2: what booking.public carries is the busy view: no title,
+    /// description, attendee (not even a name) or requester.
+    @Test func publicEventsCarryTheBusyViewOnly() throws {
         let event = BookingEvent(eventId: "e", occurredAt: Fixtures.occurredAt, booking: Fixtures.rescheduledBooking,
                                  previous: BookingSnapshot(Fixtures.pendingBooking), released: true)
         let text = String(decoding: try ContractJSON.encode(PublicBookingEvent(event)), as: UTF8.self)
         for attendee in Fixtures.rescheduledBooking.attendees + Fixtures.pendingBooking.attendees {
-            #expect(text.contains(attendee.name))
-            #expect(!text.contains(attendee.email) && !text.contains(attendee.phone), "\(text)")
+            #expect(!text.contains(attendee.name) && !text.contains(attendee.email) && !text.contains(attendee.phone), "\(text)")
+        }
+        for secret in [Fixtures.rescheduledBooking.title, "\"title\"", "\"description\"", "\"requestedBy\""] {
+            #expect(!text.contains(secret), "\(text)")
         }
         let decoded = try ContractJSON.decode(PublicBookingEvent.self, from: Array(text.utf8))
         #expect(decoded.booking.version == event.booking.version && decoded.eventId == "e" && decoded.released == true)
-        #expect(decoded.previous?.attendees.map(\.name) == Fixtures.pendingBooking.attendees.map(\.name))
+        #expect(decoded.previous?.start == Fixtures.pendingBooking.start && decoded.previous?.status == Fixtures.pendingBooking.status)
     }
 
     @Test func errorCodes() throws {
@@ -134,7 +137,7 @@ struct ContractBasicsTests {
             (.attendeePhoneInvalid, 3000), (.overlap, 2000), (.bookingNotFound, 2001),
             (.statusChangeNotAllowed, 2002), (.notPermitted, 2003), (.beyondHorizon, 1107), (.durationOutOfRange, 1108),
             (.tooLateToChange, 2004),
-            (.checkinNotPossible, 2005),
+            (.checkinNotPossible, 2005), (.rateLimited, 1010),
         ]
         for (code, value) in table {
             #expect(code.rawValue == value)

@@ -229,7 +229,7 @@ enum Fixtures {
                                                                                    previous: BookingSnapshot(booking), released: true))),
             try e("public.booking-event--created", PublicBookingEvent(bookingEvent(pendingBooking))),
             try e("booking.reply--get", BookingQueryReply.booking(BookingView(booking, contacts: true))),
-            try e("booking.reply--list", BookingQueryReply.bookings([BookingView(booking, contacts: false),
+            try e("booking.reply--list", BookingQueryReply.bookings([BookingView(busy: booking),
                                                                      BookingView(pendingBooking, contacts: true)],
                                                                     nextCursor: "abc")),
             try e("booking.reply--last", BookingQueryReply.bookings([], nextCursor: nil)),
@@ -244,6 +244,8 @@ enum Fixtures {
             try e("reply--booking", CommandReply.booking(booking)),
             try e("reply--pending", CommandReply.booking(pendingBooking)),
             try e("reply--room", CommandReply.room(minimalRegisterRoom.resolved())),
+            try e("reply--rate-limited", CommandReply.error(ReplyError(
+                code: .rateLimited, text: "too many commands or queries from this caller; try again in 40 ms", retryAfterMs: 40))),
             try e("reply--error", CommandReply.failure(.overlap, "Berlin is already booked 09:00-10:00",
                                                        field: "start", conflicts: [otherBookingId])),
             try e("reply--error-minimal", CommandReply.failure(.unknownCommand, "unknown command type booking.delete")),

@@ -25,6 +25,17 @@ struct ReaderTests {
         return (processor, BookingReader(store: store, policy: policy, now: { clock.now }))
     }
 
+    /// A processor on a fresh store with the rooms, for tests that make
+    /// readers of their own.
+    func setUpStore(_ fixture: StoreFixture) async throws -> (CommandProcessor, any BookingStore, CallerPolicy) {
+        let clock = self.clock
+        let store = try await fixture.open()
+        let policy = CallerPolicy(administrators: ["ops"])
+        let processor = CommandProcessor(store: store, policy: policy, now: { clock.now })
+        _ = try await processor.upsertRooms(fileContents: Data(Self.rooms.utf8))
+        return (processor, store, policy)
+    }
+
     func run(_ processor: CommandProcessor, _ type: CommandType, _ json: String, user: String?) async throws -> CommandReply {
         let command = IncomingCommand(body: Array(json.utf8), typeProperty: type.rawValue, routingKey: type.rawValue,
                                       messageID: UUID().uuidString, idempotencyKeyHeader: nil, userID: user)
@@ -91,29 +102,54 @@ struct ReaderTests {
         #expect(now.first { $0.id == original[0].id }?.start == "20:00")
     }
 
+    /// Contract v1.2: the full view for the requester, the room's
+    /// approvers and admins (and, for a booking made without `user_id`,
+    /// admins and anonymous callers); the busy view — times and status,
+    /// no title, attendees or requester — for everyone else, on every path.
     @Test(arguments: StoreKind.allCases)
-    func contactDetailsOnlyForRequesterApproversAndAdmins(_ kind: StoreKind) async throws {
+    func fullViewOnlyForRequesterApproversAndAdminsElseBusy(_ kind: StoreKind) async throws {
         let fixture = try StoreFixture(kind)
         let (p, r) = try await setUp(fixture)
         defer { fixture.remove() }
         let alices = try await book(p, "09:00", "10:00")
         let anonymous = try await book(p, "10:00", "11:00", user: nil, email: "dan@example.com")
-        for (user, sees) in [("alice", true), ("desk", true), ("ops", true), ("bob", false), (nil, false)] as [(String?, Bool)] {
-            guard case .booking(let view) = try await r.get(GetBooking(bookingId: alices.id), caller: Caller(userID: user)) else {
-                Issue.record("no booking for \(user ?? "anonymous")"); continue
+        let cases: [(user: String?, alices: Bool, anonymous: Bool)] = [
+            ("alice", true, false), ("desk", true, false), ("ops", true, true), ("bob", false, false), (nil, false, true),
+        ]
+        func check(_ view: BookingView?, full: Bool, _ who: String) {
+            guard let view else { Issue.record("missing for \(who)"); return }
+            if full {
+                #expect(view.title == "T", "\(who)")
+                #expect(view.attendees?.first?.email != nil, "\(who)")
+                #expect(view.attendees?.first?.phone != nil, "\(who)")
+            } else {
+                #expect(view.title == nil && view.description == nil && view.attendees == nil && view.requestedBy == nil
+                        && view.cancelReason == nil, "\(who) reads the busy view")
+                #expect(view.date == "2026-11-23" && view.room == "Berlin" && view.version == 1, "\(who): when and where stay")
             }
-            #expect(view.attendees.first?.name == "Carol")
-            #expect((view.attendees.first?.email != nil) == sees, "\(user ?? "anonymous")")
-            #expect((view.attendees.first?.phone != nil) == sees, "\(user ?? "anonymous")")
+        }
+        for (user, seesAlices, seesAnonymous) in cases {
+            let who = user ?? "anonymous"
+            guard case .booking(let view) = try await r.get(GetBooking(bookingId: alices.id), caller: Caller(userID: user)) else {
+                Issue.record("no booking for \(who)"); continue
+            }
+            check(view, full: seesAlices, who)
+            guard case .booking(let anon) = try await r.get(GetBooking(bookingId: anonymous.id), caller: Caller(userID: user)) else {
+                Issue.record("no booking for \(who)"); continue
+            }
+            check(anon, full: seesAnonymous, who + " (booking without user_id)")
             let (list, _) = try await page(r, day(), as: user)
-            #expect((list.first { $0.id == alices.id }?.attendees.first?.email != nil) == sees)
-            #expect(list.first { $0.id == anonymous.id }?.attendees.first?.email == "dan@example.com",
-                    "a booking without requester shows its contacts to everyone")
-            // The e-mail filter matches only what the caller may see.
+            check(list.first { $0.id == alices.id }, full: seesAlices, who + " (list)")
+            check(list.first { $0.id == anonymous.id }, full: seesAnonymous, who + " (list, booking without user_id)")
+            // The filters on who match only what the caller reads in full.
             var byEmail = day()
             byEmail.attendeeEmail = "Carol@EXAMPLE.com"
             let (matched, _) = try await page(r, byEmail, as: user)
-            #expect(matched.map(\.id) == (sees ? [alices.id] : []), "\(user ?? "anonymous")")
+            #expect(matched.map(\.id) == (seesAlices ? [alices.id] : []), "\(who)")
+            var byRequester = day()
+            byRequester.requestedBy = "alice"
+            let (requested, _) = try await page(r, byRequester, as: user)
+            #expect(requested.map(\.id) == (seesAlices ? [alices.id] : []), "\(who): requestedBy names someone else")
         }
         #expect(try await r.get(GetBooking(bookingId: "nope"), caller: .user("alice")) == .error(
             ReplyError(code: .bookingNotFound, text: "booking 'nope' not found", field: "bookingId")))
@@ -147,11 +183,13 @@ struct ReaderTests {
             }
         }
         let (list, _) = try await page(r, day(), as: "bob")
-        #expect(list[0].title == "Größe \"quoted\" \\ / tab\t ✓")
-        #expect(list[0].description == "line\nbreak")
-        #expect(list[0].attendees.map(\.name) == ["Zoë", "Ola"])
-        #expect(list[0].attendees.allSatisfy { $0.email == nil && $0.phone == nil }, "bob is not alice")
-        #expect(list[2].attendees.first?.email == "carol@example.com", "bob's own booking")
+        #expect(list[0].title == nil && list[0].attendees == nil, "bob is not alice: the busy view")
+        #expect(list[1].title == nil, "a booking without requester is busy for a named caller")
+        #expect(list[2].attendees?.first?.email == "carol@example.com", "bob's own booking")
+        let (own, _) = try await page(r, day(), as: "alice")
+        #expect(own[0].title == "Größe \"quoted\" \\ / tab\t ✓")
+        #expect(own[0].description == "line\nbreak")
+        #expect(own[0].attendees?.map(\.name) == ["Zoë", "Ola"])
     }
 
     @Test(arguments: StoreKind.allCases)
@@ -218,6 +256,74 @@ struct ReaderTests {
         // … and only for an hour.
         clock.set(clock.now.addingTimeInterval(StoreRules.cursorLifetime + 1))
         #expect(try await field(day(limit: 1, cursor: c)) == "cursor")
+    }
+
+    /// Contract v1.2: a cursor is signed; one the client altered (its
+    /// `issuedAt`, to outlive the hour), made up, or signed with another key
+    /// is refused, while the same key in another process (a restart, a
+    /// second handler) continues it.
+    @Test(arguments: StoreKind.allCases)
+    func aCursorIsSignedAndCannotBeForged(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (p, store, policy) = try await setUpStore(fixture)
+        let clock = self.clock
+        defer { fixture.remove() }
+        for hour in 9..<12 { _ = try await book(p, String(format: "%02d:00", hour), String(format: "%02d:30", hour)) }
+        let key = CursorKey(text: String(repeating: "k", count: 40))
+        let r = BookingReader(store: store, policy: policy, now: { clock.now }, cursorKey: key)
+        let (_, next) = try await page(r, day(limit: 1), as: "alice")
+        let cursor = try #require(next)
+        let parts = cursor.split(separator: ".").map(String.init)
+        try #require(parts.count == 2)
+        // Another process with the same key continues it.
+        let again = BookingReader(store: store, policy: policy, now: { clock.now }, cursorKey: CursorKey(text: String(repeating: "k", count: 40)))
+        #expect(try await page(again, day(limit: 1, cursor: cursor), as: "alice").0.count == 1)
+        func refused(_ text: String, _ reader: BookingReader) async throws -> Bool {
+            guard case .error(let e) = try await reader.list(day(limit: 1, cursor: text), caller: .user("alice")) else { return false }
+            return e.field == "cursor"
+        }
+        // Rewritten to look new: same tag, other payload.
+        let payload = try #require(ListCursor.data(base64url: parts[0]))
+        var json = try #require(try JSONSerialization.jsonObject(with: payload) as? [String: Any])
+        json["a"] = clock.now.timeIntervalSince1970 + 86_400
+        let forged = ListCursor.base64url(try JSONSerialization.data(withJSONObject: json)) + "." + parts[1]
+        #expect(try await refused(forged, r), "an altered cursor")
+        #expect(try await refused(parts[0], r), "an unsigned cursor")
+        #expect(try await refused(cursor, BookingReader(store: store, policy: policy, now: { clock.now })), "another key")
+    }
+
+    /// Contract v1.2: a page reads a bounded number of rows whatever the
+    /// filter; a filter that matches nothing gives short (here empty) pages
+    /// with a cursor until the window is read, and every match still comes
+    /// exactly once.
+    @Test(arguments: StoreKind.allCases)
+    func aPageReadsABoundedNumberOfRows(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (p, store, policy) = try await setUpStore(fixture)
+        let clock = self.clock
+        defer { fixture.remove() }
+        var carols: [String] = []
+        for hour in 8..<20 {
+            let email = hour == 18 ? "carol@example.com" : "other\(hour)@example.com"
+            let booking = try await book(p, String(format: "%02d:00", hour), String(format: "%02d:30", hour), email: email)
+            if hour == 18 { carols.append(booking.id) }
+        }
+        let r = BookingReader(store: store, policy: policy, now: { clock.now }, rowsPerPage: 4)
+        var query = day(limit: 1)
+        query.attendeeEmail = "carol@example.com"
+        var found: [String] = []
+        var pages = 0
+        var cursor: String?
+        repeat {
+            query.cursor = cursor
+            let (list, next) = try await page(r, query, as: "alice")
+            found += list.map(\.id)
+            cursor = next
+            pages += 1
+        } while cursor != nil && pages < 20
+        #expect(found == carols)
+        // 12 rows, at most 4 read per page: at least 3 pages, the first two empty.
+        #expect(pages >= 3)
     }
 
     /// A second processor on the same file (another handler process).

@@ -198,3 +198,27 @@ struct PipelineSizeLimitTests {
         #expect(after.cancelReason == bytes(1_000))
     }
 }
+
+/// The `idempotency-key` header is held to what `message_id` (an AMQP short
+/// string) can carry: a longer one gets 1100 and changes nothing.
+@Suite("Idempotency key size")
+struct IdempotencyKeySizeTests {
+    @Test func aKeyOver255BytesIsRefusedOneAtTheLimitIsTaken() async throws {
+        let (processor, dir) = try await PipelineSizeLimitTests.processor()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        func run(key: String, start: String) async throws -> CommandReply {
+            let body = try Command.createBooking(Fixture.create(start: start, end: "18:00")).encodedBody()
+            let command = IncomingCommand(body: body, typeProperty: "booking.create", routingKey: "booking.create",
+                                          messageID: nil, idempotencyKeyHeader: key, userID: nil)
+            guard case .handled(let reply, _, _, _) = try await processor.process(command) else { throw CancellationError() }
+            return reply
+        }
+        let tooLong = try await run(key: String(repeating: "k", count: 256), start: "17:00")
+        #expect(tooLong.errorValue?.code == .invalidField && tooLong.errorValue?.field == "idempotency-key", "\(tooLong)")
+        #expect(try await processor.store.counts().inbox == 0, "a refused key is not stored")
+        // Multi-byte: 128 × "é" is 256 bytes.
+        #expect(try await run(key: String(repeating: "é", count: 128), start: "17:00").errorValue?.field == "idempotency-key")
+        let atLimit = try await run(key: String(repeating: "k", count: 255), start: "17:00")
+        #expect(atLimit.bookingValue != nil, "\(atLimit)")
+    }
+}

@@ -2,6 +2,7 @@ import AMQPClient
 import BookingContracts
 import BookingHandler
 import Foundation
+import ServiceSupport
 import Testing
 import TestSupport
 
@@ -23,14 +24,15 @@ struct CallerModelTests {
         let vhost: ShippedVhost
         let handler: HandlerHarness
         private let connections = LockedBox<[String: AMQPConnection]>([:])
+        private let handlerStopped = LockedBox(false)
 
         static func start(policy: CallerPolicy = CallerModelTests.composePolicy,
-                          replayRate: Int = ReplayPacer.defaultRate,
+                          replayRate: Int = ReplayPacer.defaultRate, callerRate: CallerRate? = nil,
                           now: @escaping @Sendable () -> Date = { Date() }) async throws -> World {
             let vhost = try ShippedBroker.vhost("callers", outsideSystems: ["partner-a", "partner-b", "facility-desk"])
             let handler = try await HandlerHarness.start(url: vhost.adminURL, policy: policy, name: "booking-handler",
                                                          handlerURL: vhost.url("booking-handler"), replayRate: replayRate,
-                                                         now: now)
+                                                         now: now, callerRate: callerRate)
             return World(vhost: vhost, handler: handler)
         }
 
@@ -76,9 +78,16 @@ struct CallerModelTests {
             return try await withTimeout(60, "a dead-lettered command") { try await dead.take(1) }[0]
         }
 
+        /// Stops the handler gracefully (every delivery settled), keeping
+        /// the vhost for inspection; ``stop()`` then skips it.
+        func stopHandler() async {
+            guard !handlerStopped.withLock({ let was = $0; $0 = true; return was }) else { return }
+            await handler.stop()
+        }
+
         func stop() async {
             for c in connections.withLock({ Array($0.values) }) { await c.close() }
-            await handler.stop()
+            await stopHandler()
             vhost.delete()
         }
     }

@@ -2,6 +2,7 @@ import AMQPClient
 import BookingContracts
 import BookingHandler
 import Foundation
+import ServiceSupport
 import Logging
 import ServiceLifecycle
 import TestSupport
@@ -31,7 +32,8 @@ final class HandlerHarness: Sendable {
                       policy: CallerPolicy? = nil, name: String = "handler",
                       handlerURL: AMQPURL? = nil, replayRate: Int = ReplayPacer.defaultRate,
                       now: @escaping @Sendable () -> Date = { Date() },
-                      timerInterval: Duration = .milliseconds(200)) async throws -> HandlerHarness {
+                      timerInterval: Duration = .milliseconds(200),
+                      callerRate: CallerRate? = nil) async throws -> HandlerHarness {
         let ownsVhost = url == nil, ownsDataDirectory = dataDirectory == nil
         let url = try url ?? TestBroker.isolatedURL("booking")
         let dataDirectory = dataDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("handler-data")).path
@@ -44,7 +46,7 @@ final class HandlerHarness: Sendable {
         let app = try await BookingHandlerApp.build(connection: connection, dataDirectory: dataDirectory,
                                                     roomsFile: roomsFile,
                                                     policy: policy ?? CallerPolicy(administrators: administrators),
-                                                    replayRate: replayRate, logger: logger, now: now,
+                                                    replayRate: replayRate, callerRate: callerRate, logger: logger, now: now,
                                                     timerInterval: timerInterval)
         let client = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: "client"), logger: logger)
         let eventsQueue = uniqueName("events")

@@ -1,6 +1,6 @@
-// libFuzzer target: the command and availability-query decoders of
-// BookingContracts, exactly as the booking handler and the projector call
-// them on a body from the broker. Built by scripts/fuzz.sh together with
+// libFuzzer target: the command and query decoders of BookingContracts
+// (availability queries, booking.get, booking.list), exactly as the
+// booking handler and the projector call them on a body from the broker. Built by scripts/fuzz.sh together with
 // the BookingContracts sources (one module, no SwiftPM); never by SwiftPM.
 //
 // Every input is decoded as each command type and as an availability
@@ -26,6 +26,22 @@ public func commandDecoderFuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CI
     do {
         let query = try AvailabilityQuery.decode(body: body)
         _ = try? ContractJSON.encode(query)
+    } catch {
+        _ = ContractJSON.replyError(for: error)
+    }
+    // The booking queries, with the size check the query loop makes first.
+    do {
+        try ContractLimits.checkBody(body)
+        let get = try ContractJSON.decode(GetBooking.self, from: body)
+        _ = try? ContractJSON.encode(get)
+    } catch {
+        _ = ContractJSON.replyError(for: error)
+    }
+    do {
+        try ContractLimits.checkBody(body)
+        let list = try ContractJSON.decode(ListBookings.self, from: body)
+        _ = try? ContractJSON.encode(list)
+        _ = list.cursor.map { ForeignRouting.isEvent(typeProperty: $0, routingKey: "") }
     } catch {
         _ = ContractJSON.replyError(for: error)
     }

@@ -31,7 +31,7 @@ final class ProjectorHarness: Sendable {
     /// Starts the handler, and the projector unless `startProjector` is false
     /// (then call ``startProjector(eventConcurrency:)`` later).
     static func start(startProjector: Bool = true, eventConcurrency: Int = 32,
-                      requireUserID: Bool = false) async throws -> ProjectorHarness {
+                      requireUserID: Bool = false, callerRate: CallerRate? = nil) async throws -> ProjectorHarness {
         let url = try TestBroker.isolatedURL("projector")
         let temp = FileManager.default.temporaryDirectory
         let handlerDirectory = temp.appendingPathComponent(uniqueName("handler-data")).path
@@ -62,7 +62,9 @@ final class ProjectorHarness: Sendable {
         let harness = ProjectorHarness(url: url, client: client, changes: changes, httpPort: try freeTCPPort(),
                                        handlerDirectory: handlerDirectory, projectorDirectory: projectorDirectory,
                                        handlerRun: handlerRun, handlerGroup: handlerGroup)
-        if startProjector { try await harness.startProjector(eventConcurrency: eventConcurrency, requireUserID: requireUserID) }
+        if startProjector {
+            try await harness.startProjector(eventConcurrency: eventConcurrency, requireUserID: requireUserID, callerRate: callerRate)
+        }
         return harness
     }
 
@@ -81,13 +83,14 @@ final class ProjectorHarness: Sendable {
     }
 
 
-    func startProjector(eventConcurrency: Int = 32, requireUserID: Bool = false) async throws {
+    func startProjector(eventConcurrency: Int = 32, requireUserID: Bool = false, callerRate: CallerRate? = nil,
+                        rateExempt: Set<String> = []) async throws {
         let logger = testLogger("projector")
         let connection = try await AMQPConnection.connect(
             configuration: AMQPConfiguration(url: url, connectionName: "projector"), logger: logger)
         let app = try await ProjectorApp.build(connection: connection, dataDirectory: projectorDirectory, httpPort: httpPort,
                                                logger: logger, replayTimeout: .seconds(50), eventConcurrency: eventConcurrency,
-                                               requireUserID: requireUserID)
+                                               requireUserID: requireUserID, callerRate: callerRate, rateExempt: rateExempt)
         projector.withLock { $0 = app }
         projectorRun.withLock { $0 = ServiceGroup.startInProcess(app.services, logger: logger) }
         // Ready when the HTTP server answers and the consumers run.
@@ -159,6 +162,15 @@ final class ProjectorHarness: Sendable {
         try await client.publish([UInt8](try ContractJSON.encode(body)), exchange: Topology.eventsExchange,
                                  routingKey: type.rawValue,
                                  properties: .persistentJSON(type: type.rawValue, messageID: messageID, userID: client.user))
+    }
+
+    /// Stops the projector alone (gracefully: every delivery settled);
+    /// the handler and the client stay.
+    func stopProjector() async {
+        if let run = projectorRun.withLock({ let run = $0; $0 = nil; return run }) {
+            await run.0.triggerGracefulShutdown()
+            _ = await run.1.result
+        }
     }
 
     func stop() async {

@@ -26,18 +26,22 @@ public struct CommandConsumer: Sendable {
     let replayRate: Int
     /// Answers on `reply_to`.
     let replies: ReplySender
+    /// Foreign routing and `CALLER_RATE`, before anything is decoded.
+    let gate: IntakeGate
 
     /// - Parameter replayRate: the most messages per second one replay
     ///   publishes (`REPLAY_MAX_RATE`), so a replay cannot crowd out
     ///   commands on the broker, the disk or this process.
+    ///   - limiter: `CALLER_RATE` of this instance (default: no limit).
     public init(connection: AMQPConnection, processor: CommandProcessor, relay: OutboxRelay, logger: Logger,
-                replayRate: Int = ReplayPacer.defaultRate) {
+                replayRate: Int = ReplayPacer.defaultRate, limiter: CallerRateLimiter = CallerRateLimiter(rate: nil, exempt: [])) {
         self.connection = connection
         self.processor = processor
         self.relay = relay
         self.logger = logger
         self.replayRate = replayRate
         self.replies = ReplySender(connection: connection, appID: "booking-handler")
+        self.gate = IntakeGate(queue: Topology.handlerCommandsQueue, limiter: limiter, logger: logger)
     }
 
     /// The consumer as a service. Up to `concurrency` commands are in
@@ -63,6 +67,18 @@ public struct CommandConsumer: Sendable {
                              commandType: p.type ?? delivery.routingKey)
         // A bounded label: the resolved command type, never client text.
         let typeLabel = CommandType.resolve(typeProperty: p.type, routingKey: delivery.routingKey)?.rawValue ?? "unknown"
+        switch gate.check(delivery) {
+        case .admit: break
+        case .foreign:
+            // An event copied in by an outside binding: never executed,
+            // answered or dead-lettered (contract v1.2).
+            HandlerMetrics.commands.increment("event", "foreign")
+            try? await delivery.ack()
+            return
+        case .limited(let wait):
+            await refuseOverRate(delivery, retryAfterMs: wait, typeLabel: typeLabel, log: log)
+            return
+        }
         let command = IncomingCommand(
             body: delivery.body, typeProperty: p.type, routingKey: delivery.routingKey, messageID: p.messageID,
             idempotencyKeyHeader: p.headers[MessageProperties.idempotencyKeyHeader]?.stringValue, userID: p.userID,
@@ -132,10 +148,12 @@ public struct CommandConsumer: Sendable {
             }
         } catch {
             // The reply or dead-letter could not be confirmed (connection
-            // lost): leave the command unacked; it comes back and the inbox
+            // lost, or a dead-letter queue at its bound refused the copy):
+            // requeue after a pause, not at once, so a full dead-letter
+            // queue is not a hot loop; the command comes back and the inbox
             // replays the stored reply.
             log.write(.warning, "could not finish command; it will be redelivered", metadata: ["error": "\(error)"])
-            try? await delivery.nack(requeue: true)
+            await delivery.requeueAfterPause()
         }
         HandlerMetrics.commandDuration.recordInterval(since: started)
     }
@@ -197,6 +215,28 @@ public struct CommandConsumer: Sendable {
         logger.info("replayed state", metadata: ["replay.id": .string(replayId), "amqp.queue": .string(queue),
                                                  "rooms": "\(rooms.count)", "bookings": "\(bookings)"])
         return summary
+    }
+
+    /// A command over its caller's rate: not executed, not stored in the
+    /// inbox (a retry with the same key is a fresh try); answered 1010 when
+    /// it may be, else dead-lettered as `rate-limited` so that nothing is
+    /// dropped silently. Acked either way; left for redelivery only when
+    /// the answer or the dead letter could not be confirmed.
+    private func refuseOverRate(_ delivery: AMQPDelivery, retryAfterMs: Int, typeLabel: String, log: LogContext) async {
+        let p = delivery.properties
+        let error = IntakeGate.rateLimitedError(retryAfterMs: retryAfterMs)
+        do {
+            if let replyTo = p.replyTo, !replyTo.isEmpty, ReplyAddress.refusal(replyTo, caller: Caller(userID: p.userID)) == nil {
+                try await sendReply([UInt8](try ContractJSON.encode(CommandReply.error(error))), to: delivery, log: log)
+            } else {
+                try await deadLetter(delivery, reason: "rate-limited", code: ErrorCode.rateLimited.rawValue)
+            }
+            try await delivery.ack()
+            HandlerMetrics.commands.increment(typeLabel, "rate-limited")
+        } catch {
+            log.write(.warning, "could not answer a rate-limited command; it will be redelivered", metadata: ["error": "\(error)"])
+            try? await delivery.nack(requeue: true)
+        }
     }
 
     private func replyCode(_ reply: CommandReply) -> Int {

@@ -106,6 +106,12 @@ public struct CommandProcessor: Sendable {
             return .handled(.failure(.invalidField, "message_id (or the idempotency-key header) must not contain U+0000",
                                      field: "message_id"), type: type, duplicate: false)
         }
+        if let key = command.idempotencyKey, key.utf8.count > MessageProperties.maxIdempotencyKeyBytes {
+            // message_id is an AMQP short string (≤ 255 bytes); the header
+            // is held to the same, so a key cannot make inbox rows large.
+            return .handled(.failure(.invalidField, "the idempotency-key header is longer than \(MessageProperties.maxIdempotencyKeyBytes) bytes",
+                                     field: "idempotency-key"), type: type, duplicate: false)
+        }
         let now = self.now()
         let requester = caller.name
         let key = command.idempotencyKey.map {

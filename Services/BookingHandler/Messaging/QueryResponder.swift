@@ -6,38 +6,35 @@ import Metrics
 import ServiceSupport
 
 /// Answers `booking.get` and `booking.list` on `booking.queries` (RPC,
-/// contract v1.1) with ``BookingReader``: replies to `reply_to` through the
-/// default exchange with the request's `correlation_id` (else its
-/// `message_id`), `type` = `booking.reply`.
-///
-/// As with availability queries, a request that cannot be parsed is
-/// answered with the error and acked, not dead-lettered: a query changes
-/// nothing, so there is nothing to retry, and the reply tells the client.
-/// Only a request whose `reply_to` the sender may not use is dead-lettered
-/// (`booking.queries.dead`), unanswered. A database error requeues the
-/// request.
+/// contract v1.1) with ``BookingReader``, through the set's one
+/// request → reply loop (``QueryLoop``: foreign routing, rate, `reply_to`,
+/// size, then the answer; replies `type` = `booking.reply`).
 public struct QueryResponder: Sendable {
-    let connection: AMQPConnection
     let reader: BookingReader
-    let logger: Logger
-    let replies: ReplySender
+    let loop: QueryLoop
 
     /// `type` of every reply.
     public static let replyType = "booking.reply"
     private static let okSuffixReversed = Array(#""ok":true}"#.utf8.reversed())
 
-    public init(connection: AMQPConnection, reader: BookingReader, logger: Logger) {
-        self.connection = connection
+    /// - Parameter limiter: `CALLER_RATE` for this instance (shared with
+    ///   the command consumer: one bucket per caller for both).
+    public init(connection: AMQPConnection, reader: BookingReader, logger: Logger,
+                limiter: CallerRateLimiter = CallerRateLimiter(rate: nil, exempt: [])) {
         self.reader = reader
-        self.logger = logger
-        self.replies = ReplySender(connection: connection, appID: "booking-handler")
+        let answer: @Sendable (AMQPDelivery, Caller) async throws -> QueryLoop.Answer = { [reader] delivery, caller in
+            let reply = try await Self.answer(reader: reader, body: delivery.body, typeProperty: delivery.properties.type,
+                                              routingKey: delivery.routingKey, caller: caller)
+            // Keys are sorted in every reply, so `ok` comes last.
+            return (reply, reply.reversed().starts(with: Self.okSuffixReversed))
+        }
+        loop = QueryLoop(connection: connection, queue: Topology.bookingQueriesQueue, replyType: Self.replyType,
+                         appID: "booking-handler", limiter: limiter, logger: logger, duration: HandlerMetrics.queryDuration,
+                         count: { HandlerMetrics.queries.increment($0 == "rejected" ? "refused" : $0) }, answer: answer)
     }
 
     public func service(prefetch: UInt16 = 32, concurrency: Int = 8) -> AMQPConsumerService {
-        AMQPConsumerService(connection: connection, queue: Topology.bookingQueriesQueue, prefetch: prefetch,
-                            concurrency: concurrency, logger: logger) { delivery in
-            await handle(delivery)
-        }
+        loop.service(prefetch: prefetch, concurrency: concurrency)
     }
 
     /// The body's `query` field, when it has one.
@@ -48,6 +45,11 @@ public struct QueryResponder: Sendable {
     /// The reply body to one request from `caller`. Throws only for
     /// database errors.
     public func answer(body: [UInt8], typeProperty: String?, routingKey: String, caller: Caller) async throws -> [UInt8] {
+        try await Self.answer(reader: reader, body: body, typeProperty: typeProperty, routingKey: routingKey, caller: caller)
+    }
+
+    static func answer(reader: BookingReader, body: [UInt8], typeProperty: String?, routingKey: String,
+                       caller: Caller) async throws -> [UInt8] {
         let named = try? ContractJSON.decode(Named.self, from: body)
         guard let type = BookingQueryType.resolve(typeProperty: typeProperty, bodyQuery: named?.query, routingKey: routingKey) else {
             let name = typeProperty ?? named?.query ?? routingKey
@@ -65,33 +67,6 @@ public struct QueryResponder: Sendable {
     }
 
     func handle(_ delivery: AMQPDelivery) async {
-        let started = DispatchTime.now()
-        let caller = Caller(userID: delivery.properties.userID)
-        if let reason = ReplyAddress.refusal(delivery.properties.replyTo, caller: caller) {
-            logger.warning("booking query with a forbidden reply_to dead-lettered", metadata: ["reason": .string(reason)])
-            HandlerMetrics.queries.increment("reply-to-refused")
-            try? await delivery.reject(requeue: false)
-            return
-        }
-        let reply: [UInt8]
-        do {
-            reply = try await answer(body: delivery.body, typeProperty: delivery.properties.type,
-                                     routingKey: delivery.routingKey, caller: caller)
-        } catch {
-            logger.error("booking query failed; requeued", metadata: ["error": "\(error)"])
-            await delivery.requeueAfterPause()
-            return
-        }
-        // Keys are sorted in every reply, so `ok` comes last.
-        let ok = reply.reversed().starts(with: Self.okSuffixReversed)
-        HandlerMetrics.queries.increment(ok ? "ok" : "refused")
-        do {
-            try await replies.reply(reply, type: Self.replyType, to: delivery.properties, logger: logger)
-        } catch {
-            try? await delivery.nack(requeue: true)
-            return
-        }
-        try? await delivery.ack()
-        HandlerMetrics.queryDuration.recordInterval(since: started)
+        await loop.handle(delivery)
     }
 }

@@ -11,38 +11,60 @@ import Foundation
 /// needs no other service to answer. Reads run on SQLite's WAL readers, so
 /// they do not wait for the writer and the writer does not wait for them.
 ///
-/// Privacy: an attendee's e-mail and phone are shown only when the booking
-/// has no requester, or the caller (the broker-verified `user_id`) is its
-/// requester, an approver of its room or an admin; everyone else reads
-/// names only, and `attendeeEmail` matches only bookings whose contact
-/// details the caller may see.
+/// Privacy (contract v1.2): a caller reads a booking in full when it (the
+/// broker-verified `user_id`) is the booking's requester, an approver of
+/// its room or an admin, and, for a booking made without `user_id`, when
+/// it is anonymous; everyone else reads the busy view (when and where, not
+/// who or what). `attendeeEmail`, and `requestedBy` naming someone else,
+/// match only bookings the caller reads in full.
 public struct BookingReader: Sendable {
     let store: any BookingStore
     let policy: CallerPolicy
     let now: @Sendable () -> Date
+    /// Signs and checks `nextCursor`s.
+    let cursorKey: CursorKey
+    /// The most rows one page reads (``maxRowsPerPage``; tests set less).
+    let rowsPerPage: Int
 
-    /// - Parameter now: the clock for cursor expiry.
-    public init(store: any BookingStore, policy: CallerPolicy, now: @escaping @Sendable () -> Date = { Date() }) {
+    /// - Parameters:
+    ///   - now: the clock for cursor expiry.
+    ///   - cursorKey: `LIST_CURSOR_KEY` (``CursorKey/resolve(setting:dataDirectory:)``);
+    ///     default a key of this reader's own.
+    public init(store: any BookingStore, policy: CallerPolicy, now: @escaping @Sendable () -> Date = { Date() },
+                cursorKey: CursorKey = .random(), rowsPerPage: Int = BookingReader.maxRowsPerPage) {
         self.store = store
         self.policy = policy
         self.now = now
+        self.cursorKey = cursorKey
+        self.rowsPerPage = max(1, rowsPerPage)
     }
 
-    /// Whether `caller` may see the contact details of `booking` in `room`.
-    public func maySeeContacts(_ booking: Booking, room: Room?, caller: Caller) -> Bool {
-        maySeeContacts(requestedBy: booking.requestedBy, room: room, caller: caller)
+    /// The view `caller` gets of `booking` in `room`.
+    public func visibility(_ booking: Booking, room: Room?, caller: Caller) -> BookingVisibility {
+        visibility(requestedBy: booking.requestedBy, room: room, caller: caller)
     }
 
-    /// Whether `caller` may see the contact details of a booking requested
-    /// by `requestedBy` in `room`.
-    public func maySeeContacts(requestedBy: String?, room: Room?, caller: Caller) -> Bool {
-        guard let owner = requestedBy, !owner.isEmpty else { return true }
-        guard let name = caller.name else { return false }
-        return name == owner || policy.administrators.contains(name) || (room?.approvers ?? []).contains(name)
+    /// The view `caller` gets of a booking requested by `requestedBy` in
+    /// `room` (``BookingReader`` says who reads what).
+    public func visibility(requestedBy: String?, room: Room?, caller: Caller) -> BookingVisibility {
+        Self.visibility(requestedBy: requestedBy, approvers: room?.approvers ?? [], caller: caller,
+                        administrators: policy.administrators)
     }
 
-    /// `booking.get`: the booking (names only when the caller may not see
-    /// contacts), or 2001.
+    /// The rule itself, for every path that shows another caller's booking.
+    public static func visibility(requestedBy: String?, approvers: [String], caller: Caller,
+                                  administrators: Set<String>) -> BookingVisibility {
+        guard let name = caller.name else {
+            // Anonymous: only bookings made without user_id (which any
+            // anonymous caller may change in the embedded default).
+            return (requestedBy ?? "").isEmpty ? .full : .busy
+        }
+        if administrators.contains(name) { return .full }
+        guard let owner = requestedBy, !owner.isEmpty else { return .busy }
+        return name == owner || approvers.contains(name) ? .full : .busy
+    }
+
+    /// `booking.get`: the booking in the caller's view, or 2001.
     public func get(_ query: GetBooking, caller: Caller) async throws -> BookingQueryReply {
         if let refusal = admit(caller) { return .error(refusal) }
         guard !query.bookingId.isEmpty, let booking = try await store.booking(id: query.bookingId) else {
@@ -50,7 +72,7 @@ public struct BookingReader: Sendable {
                                      field: "bookingId"))
         }
         let room = try await store.room(named: booking.room)
-        return .booking(BookingView(booking, contacts: maySeeContacts(booking, room: room, caller: caller)))
+        return .booking(BookingView(booking, visibility: visibility(booking, room: room, caller: caller)))
     }
 
     /// `booking.list`: one page. The first page fixes the snapshot (the
@@ -67,7 +89,7 @@ public struct BookingReader: Sendable {
     public func listReply(_ query: ListBookings, caller: Caller) async throws -> [UInt8] {
         if let refusal = admit(caller) { return try Self.encoded(.error(refusal)) }
         let plan: ListPlan
-        switch ListPlan.make(query, now: now()) {
+        switch ListPlan.make(query, now: now(), cursorKey: cursorKey) {
         case .failure(let error): return try Self.encoded(.error(error))
         case .success(let p): plan = p
         }
@@ -84,47 +106,72 @@ public struct BookingReader: Sendable {
         var listed = 0
         var rooms: [String: Room?] = [:]
         var bounds: [String: (from: Int64, to: Int64)?] = [:]
-        var lastReturned: (startsAt: Int64, id: String)?
-        var more = false
-        // Rows the window's zones or the e-mail filter drop are read past in
-        // batches until the page is full or the window is exhausted.
+        // Where the next page starts; nil: this is the last page.
+        var resume: (startsAt: Int64, id: String)?
+        // Rows the window's zones or the filters drop are read past in
+        // batches until the page is full, the window is exhausted, or
+        // ``maxRowsPerPage`` rows were read: then the page
+        // ends short (even empty) with a cursor where the reading stopped,
+        // so no filter makes one query walk a year of rows.
         let batch = min(plan.limit * 2 + 1, 2001)
+        var scanned = 0
         scan: while true {
+            let want = min(batch, rowsPerPage - scanned)
             let rows = try await store.listVersions(at: snapshot, from: plan.widest.from, to: plan.widest.to, room: query.room,
                                                     statuses: plan.statuses, requestedBy: query.requestedBy,
-                                                    seriesId: query.seriesId, after: after, limit: batch)
+                                                    seriesId: query.seriesId, after: after, limit: want)
+            scanned += rows.count
             for row in rows {
+                let previous = after
                 after = (row.startsAt, row.id)
                 if bounds[row.timeZone] == nil { bounds[row.timeZone] = plan.bounds(zone: row.timeZone) }
                 guard let window = bounds[row.timeZone] ?? nil, row.startsAt < window.to, row.endsAt > window.from else { continue }
                 if rooms[row.room] == nil { rooms[row.room] = try await store.room(named: row.room) }
-                let contacts = maySeeContacts(requestedBy: row.requestedBy, room: rooms[row.room] ?? nil, caller: caller)
+                let full = visibility(requestedBy: row.requestedBy, room: rooms[row.room] ?? nil, caller: caller) == .full
+                // Filters on who: only over what the caller reads in full, so
+                // that a match never tells about another caller's booking.
+                if plan.requestedByOther(caller), !full { continue }
                 if let email = plan.attendeeEmail {
-                    guard contacts, let booking = try? ContractJSON.decode(Booking.self, from: Data(row.json)),
+                    guard full, let booking = try? ContractJSON.decode(Booking.self, from: Data(row.json)),
                           booking.attendees.contains(where: { Self.normalised($0.email) == email }) else { continue }
                 }
                 if listed == plan.limit {
-                    more = true
+                    // One more match: the next page starts right before it.
+                    resume = previous
                     break scan
                 }
                 if listed > 0 { body.append(UInt8(ascii: ",")) }
-                body += contacts ? row.json : row.redactedJSON
+                if full {
+                    body += row.json
+                } else if let booking = try? ContractJSON.decode(Booking.self, from: Data(row.json)) {
+                    body += booking.busyJSON
+                } else {
+                    continue
+                }
                 listed += 1
-                lastReturned = (row.startsAt, row.id)
             }
-            if rows.count < batch { break }
+            if rows.count < want { break }
+            if scanned >= rowsPerPage {
+                resume = after
+                break
+            }
         }
         body += Array(#"],"nextCursor":"#.utf8)
-        if more, let last = lastReturned {
+        if let last = resume {
             let cursor = ListCursor(snapshot: snapshot, startsAt: last.startsAt, id: last.id, key: plan.key,
                                     issuedAt: plan.cursor?.issuedAt ?? now().timeIntervalSince1970)
             // Base64url: nothing in it needs escaping.
-            body += Array("\"\(cursor.encoded)\",\"ok\":true}".utf8)
+            body += Array("\"\(cursor.encoded(signedWith: cursorKey))\",\"ok\":true}".utf8)
         } else {
             body += Array(#"null,"ok":true}"#.utf8)
         }
         return body
     }
+
+    /// The most booking versions one `booking.list` page reads, whatever
+    /// its filters (contract v1.2: pages may be short or empty while
+    /// `nextCursor` is not null). Ten of the largest pages' batches.
+    public static let maxRowsPerPage = 2000
 
     static func encoded(_ reply: BookingQueryReply) throws -> [UInt8] {
         [UInt8](try ContractJSON.encode(reply))
@@ -152,6 +199,8 @@ struct ListPlan {
     let limit: Int
     let statuses: [BookingStatus]?
     let attendeeEmail: String?
+    /// The `requestedBy` filter, when given.
+    let requestedBy: String?
     let from: WindowBound
     let to: WindowBound
     /// Instants enclosing the window in every zone (dates: ±14 h).
@@ -164,7 +213,7 @@ struct ListPlan {
     /// within 14 h of its UTC midnight.
     static let zoneSlack: TimeInterval = 14 * 3600
 
-    static func make(_ q: ListBookings, now: Date) -> Result<ListPlan, ReplyError> {
+    static func make(_ q: ListBookings, now: Date, cursorKey: CursorKey) -> Result<ListPlan, ReplyError> {
         func invalid(_ field: String, _ text: String) -> Result<ListPlan, ReplyError> {
             .failure(ReplyError(code: .invalidField, text: text, field: field))
         }
@@ -201,7 +250,7 @@ struct ListPlan {
         let key = Self.key(q, statuses: statuses, email: email, limit: limit)
         var cursor: ListCursor?
         if let text = q.cursor {
-            guard let decoded = ListCursor(encoded: text), decoded.key == key else {
+            guard let decoded = ListCursor(encoded: text, key: cursorKey), decoded.key == key else {
                 return invalid("cursor", "cursor is not a nextCursor of this query (same filters and limit)")
             }
             if now.timeIntervalSince1970 - decoded.issuedAt > StoreRules.cursorLifetime {
@@ -209,8 +258,15 @@ struct ListPlan {
             }
             cursor = decoded
         }
-        return .success(ListPlan(limit: limit, statuses: statuses, attendeeEmail: email, from: q.from, to: q.to,
+        return .success(ListPlan(limit: limit, statuses: statuses, attendeeEmail: email, requestedBy: q.requestedBy,
+                                 from: q.from, to: q.to,
                                  widest: widest, key: key, cursor: cursor))
+    }
+
+    /// Whether the query filters by a requester other than `caller`.
+    func requestedByOther(_ caller: Caller) -> Bool {
+        guard let requestedBy else { return false }
+        return requestedBy != caller.name
     }
 
     /// The window [from, to) in UNIX seconds for bookings in `zone` (dates
@@ -288,19 +344,33 @@ struct ListCursor: Codable, Equatable {
         self.issuedAt = issuedAt
     }
 
-    /// Base64url of its JSON, no padding.
-    var encoded: String {
+    /// Base64url of its JSON, a dot, base64url of its tag (``CursorKey``);
+    /// no padding.
+    func encoded(signedWith key: CursorKey) -> String {
         let data = (try? JSONEncoder().encode(self)) ?? Data()
-        return data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        return Self.base64url(data) + "." + Self.base64url(key.tag(data))
+    }
+
+    /// The cursor of `text` when its tag is `key`'s; nil for anything else
+    /// (forged, altered, signed with another key, or not a cursor).
+    init?(encoded text: String, key: CursorKey) {
+        guard text.utf8.count <= 2000 else { return nil }
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, let data = Self.data(base64url: String(parts[0])),
+              let tag = Self.data(base64url: String(parts[1])), key.verify(tag, for: data),
+              let cursor = try? JSONDecoder().decode(ListCursor.self, from: data)
+        else { return nil }
+        self = cursor
+    }
+
+    static func base64url(_ data: Data) -> String {
+        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
     }
 
-    init?(encoded text: String) {
-        guard text.utf8.count <= 2000 else { return nil }
+    static func data(base64url text: String) -> Data? {
         var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while base64.count % 4 != 0 { base64 += "=" }
-        guard let data = Data(base64Encoded: base64), let cursor = try? JSONDecoder().decode(ListCursor.self, from: data)
-        else { return nil }
-        self = cursor
+        return Data(base64Encoded: base64)
     }
 }

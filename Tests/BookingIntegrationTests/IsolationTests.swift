@@ -1,0 +1,202 @@
+import AMQPClient
+import BookingContracts
+import BookingHandler
+import Foundation
+import ServiceSupport
+import Testing
+import TestSupport
+
+/// Contract v1.2, "What changes for a v1.1 client, on purpose", attacked
+/// for real: outside systems with the shipped `external-publisher` rights
+/// (`partner-a`, `partner-b`) against a handler on the shipped definitions.
+/// The bindings are made with pika, an outside system's own client.
+@Suite("Outside systems isolated (shipped users)", .serialized)
+struct IsolationTests {
+    static let outsideClient = HandlerHarness.repositoryRoot.appendingPathComponent("Tests/Tools/outside_client.py").path
+
+    /// Runs the outside client as `user`; its exit status and what it printed.
+    static func outside(_ w: CallerModelTests.World, as user: String, _ arguments: [String]) throws -> (Int32, String) {
+        let url = w.vhost.url(user)
+        let vhost = url.vhost.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? url.vhost
+        let pikaURL = "amqp://\(user):\(url.password)@\(url.host):\(url.port)/\(vhost)"
+        return try Command.exitStatus("/usr/bin/env", ["python3", outsideClient, pikaURL] + arguments)
+    }
+
+
+    /// An outside user binds `booking.public` into `booking.commands`
+    /// (exchange to exchange) and the query queue `booking.queries` to
+    /// `booking.public` — both allowed by its rights — so every event of
+    /// the set reaches the handler's two queues. Nothing of it is executed,
+    /// answered or dead-lettered (before v1.2 each became an "unknown
+    /// command" kept forever in `booking-handler.commands.dead`), and the
+    /// handler keeps serving.
+    @Test func eventsBoundIntoTheHandlersQueuesAreIgnored() async throws {
+        let w = try await CallerModelTests.World.start()
+        let (e1, o1) = try Self.outside(w, as: "partner-a", ["bind-exchange", Topology.publicExchange, Topology.commandsExchange, "#"])
+        #expect(e1 == 0, "the broker allows it: \(o1)")
+        let (e2, o2) = try Self.outside(w, as: "partner-a", ["bind-queue", Topology.bookingQueriesQueue, Topology.publicExchange, "#"])
+        #expect(e2 == 0, "the broker allows it: \(o2)")
+        // A follower of booking.public: once it has an event, the copies the
+        // bindings made of the same publish are in the handler's queues.
+        let follower = try await w.connection("partner-b")
+        try await follower.declare([.queue(QueueDeclaration("partner-b.follow", type: .classic, durable: false, autoDelete: true)),
+                                    .binding(QueueBinding(queue: "partner-b.follow", exchange: Topology.publicExchange, routingKey: "#"))])
+        let followed = try await follower.consume(queue: "partner-b.follow")
+        let created = try #require(try await w.send("booking.create", CallerModelTests.create(), as: "partner-b").booking)
+        let seen = try await withTimeout(60, "booking.public events") { try await followed.take(2) }
+        #expect(seen.map(\.routingKey) == ["booking.created", "booking.confirmed"])
+        followed.stop()
+        // The handler keeps serving commands and queries (whose own events
+        // go round the bindings again).
+        let second = try #require(try await w.send("booking.create", CallerModelTests.create(start: "11:00", end: "12:00"),
+                                                   as: "partner-a").booking)
+        let (reply, _) = try await ReadingBookingsTests.query(w, "booking.get", #"{"bookingId": "\#(created.id)"}"#, as: "partner-b")
+        #expect(reply.bookingView?.id == created.id)
+        #expect(try await w.bookingCount == 2 && second.requestedBy == "partner-a", "only the two commands executed")
+        // A graceful stop settles every delivery: what is left in the
+        // queues after it is exact (the broker's passive declare).
+        await w.stopHandler()
+        let admin = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: w.vhost.adminURL, connectionName: "check"),
+                                                     logger: testLogger("check"))
+        for queue in [Topology.handlerCommandsQueue, Topology.bookingQueriesQueue] {
+            #expect(try await admin.queueInfo(queue).messageCount == 0, "\(queue): every copied event acked")
+            #expect(try await admin.queueInfo(Topology.deadLetterQueue(for: queue)).messageCount == 0,
+                    "\(queue): nothing dead-lettered")
+        }
+        await admin.close()
+        await w.stop()
+    }
+
+    /// The shipped policies reach the queues they are meant for — their
+    /// patterns checked against the real names on the real broker: an
+    /// outside system's queue gets `outside-queues` (bounded, drops its own
+    /// oldest), the set's dead-letter queues `set-dead-letter-queues`
+    /// (refuse rather than drop), the consumed queues `set-consumed-queues`
+    /// (dead-letter at least once).
+    @Test func theShippedBoundsApplyToTheQueuesTheyAreFor() async throws {
+        let w = try await CallerModelTests.World.start()
+        let (status, output) = try Self.outside(w, as: "partner-a", ["declare-queue", "partner-a.backlog"])
+        #expect(status == 0, "\(output)")
+        let text = try TestBroker.ctl(["-q", "list_queues", "-p", w.vhost.vhost, "name", "policy", "--formatter", "json"])
+        let rows = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String: Any]] ?? []
+        var policies: [String: String] = [:]
+        for row in rows {
+            if let name = row["name"] as? String { policies[name] = row["policy"] as? String ?? "" }
+        }
+        #expect(policies["partner-a.backlog"] == "outside-queues", "\(policies)")
+        for queue in [Topology.handlerCommandsQueue, Topology.bookingQueriesQueue, Topology.availabilityQueriesQueue,
+                      Topology.passSenderEventsQueue, Topology.projectorEventsQueue] {
+            if let applied = policies[queue] { #expect(applied == "set-consumed-queues", "\(queue)") }
+            if let applied = policies[Topology.deadLetterQueue(for: queue)] {
+                #expect(applied == "set-dead-letter-queues", "\(Topology.deadLetterQueue(for: queue))")
+            }
+        }
+        #expect(policies[Topology.handlerCommandsQueue] == "set-consumed-queues")
+        #expect(policies[Topology.deadLetterQueue(for: Topology.handlerCommandsQueue)] == "set-dead-letter-queues")
+        await w.stop()
+    }
+
+    /// A dead-letter queue at its bound refuses the handler's copy of
+    /// poison; the command is not dropped but kept and tried again (its
+    /// 1000 reply comes once per try), and lands in the dead-letter queue
+    /// once there is room.
+    @Test func aFullDeadLetterQueueKeepsPoisonInsteadOfDroppingIt() async throws {
+        let w = try await CallerModelTests.World.start()
+        let dlq = Topology.deadLetterQueue(for: Topology.handlerCommandsQueue)
+        // The shipped policy's bound, shrunk for the test (a quorum queue
+        // takes one message past `max-length` before it refuses).
+        _ = try TestBroker.ctl(["set_policy", "-p", w.vhost.vhost, "--apply-to", "queues", "--priority", "1",
+                                "set-dead-letter-queues", "\\.dead$", #"{"max-length": 1, "overflow": "reject-publish"}"#])
+        let c = try await w.connection("partner-a")
+        func poison(_ text: String, replyTo: String? = nil) async throws {
+            var properties = AMQPProperties.persistentJSON(type: "booking.create", messageID: UUID().uuidString, replyTo: replyTo)
+            properties.userID = "partner-a"
+            try await c.publish(Array(text.utf8), exchange: Topology.commandsExchange, routingKey: "booking.create",
+                                properties: properties)
+        }
+        try await poison("not json A")
+        try await poison("not json B")
+        try await withTimeout(60, "the dead-letter queue full") {
+            while try await c.queueInfo(dlq).messageCount < 2 { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        try await c.declare([.queue(QueueDeclaration("partner-a.replies", type: .classic, durable: false, autoDelete: true))])
+        let replies = try await c.consume(queue: "partner-a.replies")
+        try await poison("not json C", replyTo: "partner-a.replies")
+        // Answered, refused by the full queue, kept, tried again: a second answer.
+        let answers = try await withTimeout(60, "the poison tried twice") { try await replies.take(2) }
+        for answer in answers {
+            #expect(try ContractJSON.decode(CommandReply.self, from: answer.body).errorValue?.code == .invalidJSON)
+        }
+        replies.stop()
+        // Room again: it arrives.
+        _ = try TestBroker.ctl(["purge_queue", "-p", w.vhost.vhost, dlq])
+        let dead = try await w.nextDeadCommand()
+        #expect(String(decoding: dead.body, as: UTF8.self) == "not json C")
+        await w.stop()
+    }
+
+    /// `CALLER_RATE`: a bucket per caller and instance; over it a command or
+    /// query is answered 1010 with `retryAfterMs`, not executed and not
+    /// stored (the same key later is a fresh try); without `reply_to` it is
+    /// dead-lettered as `rate-limited`; other callers and admins are not
+    /// held back.
+    @Test func callersOverTheirRateGet1010AndOthersAreServed() async throws {
+        let w = try await CallerModelTests.World.start(callerRate: CallerRate(perSecond: 1, burst: 3))
+        var refused: ReplyError?
+        var refusedKey = ""
+        var booked = 0
+        for hour in 8..<14 {
+            let key = UUID().uuidString
+            let reply = try await w.send("booking.create", CallerModelTests.create(start: String(format: "%02d:00", hour),
+                                                                                   end: String(format: "%02d:30", hour)),
+                                         as: "partner-a", key: key)
+            if let error = reply.error {
+                #expect(error.code == .rateLimited, "\(error)")
+                if refused == nil { (refused, refusedKey) = (error, key) }
+            } else {
+                booked += 1
+            }
+        }
+        let error = try #require(refused, "six commands in a burst of three at 1/s: some refused")
+        let wait = try #require(error.retryAfterMs)
+        #expect(wait >= 1 && wait <= 1000)
+        #expect(booked >= 3 && booked < 6)
+        #expect(try await w.bookingCount == booked, "refused commands were not executed")
+        // Another caller has a bucket of its own; an admin none at all.
+        #expect(try await w.send("booking.create", CallerModelTests.create(start: "15:00", end: "15:30"), as: "partner-b").booking != nil)
+        for i in 0..<6 {
+            let room = #"{"name": "Admin\#(i)", "capacity": 2}"#
+            #expect(try await w.send("room.register", room, as: "bookingctl").error == nil)
+        }
+        // A query takes from the same bucket.
+        let (query, _) = try await ReadingBookingsTests.query(w, "booking.get", #"{"bookingId": "nope"}"#, as: "partner-a")
+        if case .error(let e) = query { #expect(e.code == .rateLimited || e.code == .bookingNotFound) }
+        // Once a token is back, the refused key is a fresh try: a 1010 was
+        // never stored in the inbox. (The wait is the rate itself.)
+        try await Task.sleep(for: .milliseconds(1100))
+        let retried = try await w.send("booking.create", CallerModelTests.create(start: "08:00", end: "08:30"), as: "partner-a",
+                                       key: refusedKey)
+        #expect(retried.booking != nil || retried.error?.code == .overlap, "executed, not a stored 1010: \(retried)")
+        // Over the rate without reply_to: dead-lettered, never dropped.
+        let c = try await w.connection("partner-a")
+        for hour in 16..<20 {
+            var properties = AMQPProperties.persistentJSON(type: "booking.create", messageID: UUID().uuidString)
+            properties.userID = "partner-a"
+            try await c.publish(Array(CallerModelTests.create(start: "\(hour):00", end: "\(hour):30").utf8),
+                                exchange: Topology.commandsExchange, routingKey: "booking.create", properties: properties)
+        }
+        let dead = try await w.nextDeadCommand()
+        #expect(dead.properties.headers["x-death-reason"]?.stringValue == "rate-limited")
+        #expect(dead.properties.headers["x-error-code"]?.intValue == 1010)
+        #expect(dead.properties.headers["x-original-user-id"]?.stringValue == "partner-a")
+        await w.stop()
+    }
+}
+
+extension BookingQueryReply {
+    /// The booking of a `booking.get` reply.
+    var bookingView: BookingView? {
+        if case .booking(let view) = self { return view }
+        return nil
+    }
+}
