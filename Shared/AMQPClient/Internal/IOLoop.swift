@@ -293,16 +293,16 @@ final class IOLoop: @unchecked Sendable {
             case .completeStartup:
                 logger.info("AMQP connected", metadata: ["amqp.url": "\(url)", "amqp.heartbeat": "\(c.heartbeat)",
                                                          "amqp.auth_mechanism": "\(configuration.authMechanism.rawValue)"])
-                if url.tls, configuration.tlsVerifyPeer, let reason = configuration.tlsSkipHostnameCheckReason {
-                    logger.warning("AMQP TLS: the broker certificate's host name is not checked (its chain is)",
-                                   metadata: ["amqp.url": "\(url)", "reason": "\(reason)"])
-                }
                 io.startup?.resume()
                 io.startup = nil
             case .announceReconnect:
                 reconnectCounter.increment()
                 logger.notice("AMQP reconnected; topology and consumers restored",
                               metadata: ["amqp.url": "\(url)", "amqp.consumers": "\(io.consumers.count)"])
+            }
+            if url.tls, configuration.tlsVerifyPeer, let reason = configuration.tlsSkipHostnameCheckReason {
+                logger.warning("AMQP TLS: the broker certificate's host name is not checked (its chain is)",
+                               metadata: ["amqp.url": "\(url)", "reason": "\(reason)"])
             }
             let waiting = io.deferred
             io.deferred.removeAll()
