@@ -10,8 +10,10 @@ import TestSupport
 /// certificate changing, a private node.
 @Suite("TLS to the broker", .serialized)
 struct TLSTests {
-    static let certificates: Result<TestCertificates, any Error> = Result {
-        try TestCertificates(directory: try TemporaryDirectory("tls-certs").path)
+    /// Certificates of one test, in a directory it removes.
+    func scratch(_ name: String) throws -> (TestCertificates, TemporaryDirectory) {
+        let directory = try TemporaryDirectory(name)
+        return (try TestCertificates(directory: directory.path), directory)
     }
 
     func configuration(_ url: AMQPURL, _ name: String, ca: String? = nil) -> AMQPConfiguration {
@@ -69,7 +71,9 @@ struct TLSTests {
 
     @Test func aBrokerCertificateTheCADoesNotVouchForIsRefusedWithTheReason() async throws {
         let (url, _) = try TestBroker.tls()
-        let stranger = try Self.certificates.get().authority("stranger-ca")
+        let (certificates, directory) = try scratch("tls-other-ca")
+        defer { directory.remove() }
+        let stranger = try certificates.authority("stranger-ca")
         let error = await refusal(configuration(url, "tls-other-ca", ca: stranger.certificate), "tls-other-ca")
         #expect(error?.code == .tlsFailed)
         #expect(error?.message.contains("does not verify against the CA file \(stranger.certificate)") == true, "\(String(describing: error))")
@@ -92,7 +96,8 @@ struct TLSTests {
 
     @Test func unusableFilesAreNamedWithTheReasonBeforeAnyConnect() async throws {
         let (url, ca) = try TestBroker.tls()
-        let certificates = try Self.certificates.get()
+        let (certificates, directory) = try scratch("tls-certs")
+        defer { directory.remove() }
         let authority = try TestBroker.tlsAuthority()
         let client = try certificates.issue("files-client", commonName: "files-client", by: authority)
         let otherClient = try certificates.issue("files-other", commonName: "files-other", by: authority)
@@ -146,7 +151,8 @@ struct TLSTests {
         let (tlsURL, ca) = try TestBroker.tls()
         let vhostURL = try TestBroker.isolatedURL("tls-ext")
         defer { TestBroker.deleteVhost(vhostURL.vhost) }
-        let certificates = try Self.certificates.get()
+        let (certificates, directory) = try scratch("tls-certs")
+        defer { directory.remove() }
         let user = uniqueName("outside-system")
         // A user with no password: it can only log in with its certificate.
         try TestBroker.ctl(["add_user", user, "unused-\(UUID().uuidString)"])
@@ -199,7 +205,9 @@ struct TLSTests {
     /// reconnecting (never falling back to plain AMQP) until the broker
     /// presents a good one again. A new connection is told the reason.
     @Test func aRunningConnectionMeetsTheBrokersNewCertificateAtItsNextConnect() async throws {
-        let certificates = try TestCertificates(directory: try TemporaryDirectory("tls-rotation").path)
+        let scratch = try TemporaryDirectory("tls-rotation")
+        defer { scratch.remove() }
+        let certificates = try TestCertificates(directory: scratch.path)
         let authority = try certificates.authority("rotation-ca")
         let names = ["DNS:localhost", "IP:127.0.0.1"]
         let first = try certificates.issue("first", commonName: "localhost", subjectAltNames: names, by: authority)

@@ -53,7 +53,9 @@ struct BookingctlTLSTests {
         defer { _ = try? TestBroker.ctl(["delete_user", user]) }
         try TestBroker.ctl(["clear_password", user])
         try TestBroker.ctl(["set_permissions", "-p", handler.url.vhost, user, ".*", ".*", ".*"])
-        let certificates = try TestCertificates(directory: try TemporaryDirectory("ctl-tls").path)
+        let scratch = try TemporaryDirectory("ctl-tls")
+        defer { scratch.remove() }
+        let certificates = try TestCertificates(directory: scratch.path)
         let client = try certificates.issue("partner", commonName: user, by: try TestBroker.tlsAuthority())
 
         let cli = CLIRunner(url: try tlsURL(handler, user: user))
