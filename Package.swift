@@ -49,6 +49,15 @@ let package = Package(
             dependencies: ["CRabbitMQ"],
             path: "Shared/CAMQPWriteBuffer"
         ),
+        /// Why a TLS connection failed, in words: the broker certificate's
+        /// verification as rabbitmq-c's OpenSSL context saw it, and checks of
+        /// the CA, client certificate and key files (C: OpenSSL).
+        .target(
+            name: "CAMQPTLS",
+            dependencies: ["CRabbitMQ"],
+            path: "Shared/CAMQPTLS",
+            linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]
+        ),
         /// The Swift AMQP layer: one I/O thread per connection, confirms,
         /// consumers, RPC, recovery.
         .target(
@@ -56,6 +65,7 @@ let package = Package(
             dependencies: [
                 "CRabbitMQ",
                 "CAMQPWriteBuffer",
+                "CAMQPTLS",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -17,10 +17,17 @@
 #   5. builds room-booking:latest from host-built binaries (deploy/Dockerfile,
 #      target runtime-prebuilt) and room-booking-rabbitmq:latest
 #      (deploy/rabbitmq/Dockerfile)
-#   6. docker-compose up -d, waits until all four containers are healthy
+#   6. docker-compose up -d, waits until all four containers are healthy;
+#      fetches the CA the broker made on first start (every outside client
+#      below connects over AMQPS to the published port with it)
 #   6a. the broker refuses to start with BIND_ADDRESS=0.0.0.0 and the
 #      compose file's default passwords (a project of its own, broker only)
-#   7. checks: guest cannot log in; user limits are imported; a service user
+#   7. checks: transport security (the published port refuses plain AMQP,
+#      plain AMQP and HTTP management are not published, the server
+#      certificate names TLS_SERVER_NAMES, management over HTTPS, amqp-tools
+#      with --ssl --cacert, the image's bookingctl with --ca-file, a booking
+#      by partner-system with a client certificate and EXTERNAL); guest
+#      cannot log in; user limits are imported; a service user
 #      cannot configure the shared exchanges; two outside users
 #      (external-publisher and partner-system, added with rabbitmqctl with
 #      the same permissions) cannot publish to booking.events or the default
@@ -393,8 +400,8 @@ free_port() {
   done
   return 1
 }
-AMQP_PORT=$(free_port) MANAGEMENT_PORT=$(free_port) PROMETHEUS_PORT=$(free_port) PROJECTOR_PORT=$(free_port)
-export AMQP_PORT MANAGEMENT_PORT PROMETHEUS_PORT PROJECTOR_PORT
+AMQPS_PORT=$(free_port) MANAGEMENT_PORT=$(free_port) PROMETHEUS_PORT=$(free_port) PROJECTOR_PORT=$(free_port)
+export AMQPS_PORT MANAGEMENT_PORT PROMETHEUS_PORT PROJECTOR_PORT
 # The broker refuses to start beyond loopback with the default passwords
 # (a compose project of its own, only the broker; the passwords are not set
 # yet, so the compose file's defaults apply).
@@ -405,8 +412,8 @@ if skipped refuse; then skip "broker refuses default passwords beyond loopback (
   refused_out=$WORK/refuse.log
   (
     unset BOOKING_HANDLER_PASSWORD PASS_SENDER_PASSWORD AVAILABILITY_PROJECTOR_PASSWORD BOOKINGCTL_PASSWORD EXTERNAL_PUBLISHER_PASSWORD
-    export BIND_ADDRESS=0.0.0.0 AMQP_PORT MANAGEMENT_PORT PROMETHEUS_PORT
-    AMQP_PORT=$(free_port) MANAGEMENT_PORT=$(free_port) PROMETHEUS_PORT=$(free_port)
+    export BIND_ADDRESS=0.0.0.0 AMQPS_PORT MANAGEMENT_PORT PROMETHEUS_PORT
+    AMQPS_PORT=$(free_port) MANAGEMENT_PORT=$(free_port) PROMETHEUS_PORT=$(free_port)
     refuse_compose up -d --no-build rabbitmq
   ) >"$refused_out" 2>&1 || true
   check "broker with BIND_ADDRESS=0.0.0.0 and default passwords exits non-zero naming the variables" bash -c "
@@ -435,14 +442,18 @@ done
 # (the shipped definitions hold only external-publisher).
 PARTNER=partner-system
 PARTNER_PASSWORD=$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
-EXT_URL=amqp://external-publisher:$EXTERNAL_PUBLISHER_PASSWORD@127.0.0.1:$AMQP_PORT/%2f
-PARTNER_URL=amqp://$PARTNER:$PARTNER_PASSWORD@127.0.0.1:$AMQP_PORT/%2f
-HANDLER_URL=amqp://booking-handler:$BOOKING_HANDLER_PASSWORD@127.0.0.1:$AMQP_PORT/%2f
-OPS_URL=amqp://bookingctl:$BOOKINGCTL_PASSWORD@127.0.0.1:$AMQP_PORT/%2f
-GUEST_URL=amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f
+# Outside systems and operators: AMQPS on the published port, verified
+# against the CA the broker makes on first start (fetched once it is up).
+EXT_URL=amqps://external-publisher:$EXTERNAL_PUBLISHER_PASSWORD@localhost:$AMQPS_PORT/%2f
+PARTNER_URL=amqps://$PARTNER:$PARTNER_PASSWORD@localhost:$AMQPS_PORT/%2f
+HANDLER_URL=amqps://booking-handler:$BOOKING_HANDLER_PASSWORD@localhost:$AMQPS_PORT/%2f
+OPS_URL=amqps://bookingctl:$BOOKINGCTL_PASSWORD@localhost:$AMQPS_PORT/%2f
+GUEST_URL=amqps://guest:guest@localhost:$AMQPS_PORT/%2f
+CA_FILE=$WORK/broker-ca.pem
+export AMQP_CA_FILE=$CA_FILE
 CLIENT=(timeout 120 "$PYTHON" "$ROOT/scripts/container/amqp_client.py")
 
-section "docker-compose up -d (AMQP :$AMQP_PORT, UI :$MANAGEMENT_PORT, metrics :$PROMETHEUS_PORT, projector :$PROJECTOR_PORT)"
+section "docker-compose up -d (AMQPS :$AMQPS_PORT, UI :$MANAGEMENT_PORT, metrics :$PROMETHEUS_PORT, projector :$PROJECTOR_PORT)"
 compose up -d --no-build || { diagnostics; die "docker-compose up failed"; }
 
 SERVICES=(rabbitmq booking-handler pass-sender availability-projector)
@@ -474,11 +485,39 @@ wait_healthy() { # wait_healthy LABEL: all SERVICES healthy within HEALTH_TIMEOU
   done
 }
 wait_healthy "compose up" || die "the set did not become healthy"
+compose exec -T rabbitmq cat /var/lib/rabbitmq/tls/ca.pem >"$CA_FILE" && [[ -s $CA_FILE ]] ||
+  die "could not read the CA the broker made (/var/lib/rabbitmq/tls/ca.pem)"
+chmod 644 "$CA_FILE"
 
 # ---- 7. checks -------------------------------------------------------------
 
+section "transport security: AMQPS and HTTPS only on the published ports"
+check "the published AMQPS port refuses plain AMQP (amqp-declare-queue without --ssl fails)" \
+  bash -c "! timeout 20 amqp-declare-queue --url='amqp://external-publisher:$EXTERNAL_PUBLISHER_PASSWORD@127.0.0.1:$AMQPS_PORT/%2f' -q external-publisher.ct-plain >/dev/null 2>&1"
+check "plain AMQP (5672) and HTTP management (15672) are not published" bash -c "
+  out=\$('$COMPOSE' ${COMPOSE_ARGS[*]} port rabbitmq 5672 2>&1; '$COMPOSE' ${COMPOSE_ARGS[*]} port rabbitmq 15672 2>&1)
+  echo \"\$out\"; ! grep -q '[0-9]:[0-9]' <<<\"\$out\""
+check "the made server certificate names localhost, 127.0.0.1 and rabbitmq (TLS_SERVER_NAMES) and chains to the CA" bash -c "
+  cert=\$(openssl s_client -connect 127.0.0.1:$AMQPS_PORT -servername localhost -CAfile '$CA_FILE' </dev/null 2>/dev/null | openssl x509)
+  names=\$(openssl x509 -noout -ext subjectAltName <<<\"\$cert\"); echo \"\$names\"
+  grep -q 'DNS:localhost' <<<\"\$names\" && grep -q 'IP Address:127.0.0.1' <<<\"\$names\" && grep -q 'DNS:rabbitmq' <<<\"\$names\" &&
+  openssl verify -CAfile '$CA_FILE' <(printf '%s\n' \"\$cert\")"
+check "management API over HTTPS with the CA (bookingctl user)" \
+  curl -fsS --cacert "$CA_FILE" -u "bookingctl:$BOOKINGCTL_PASSWORD" -o /dev/null "https://localhost:$MANAGEMENT_PORT/api/overview"
+check "the published management port does not speak plain HTTP" \
+  bash -c "! curl -fsS -m 10 -o /dev/null 'http://127.0.0.1:$MANAGEMENT_PORT/api/overview'"
+check "amqp-tools over TLS with --ssl --cacert (external-publisher declares its queue)" \
+  amqp-declare-queue --ssl --cacert "$CA_FILE" --url="$EXT_URL" -d -q external-publisher.ct-tls
+TOMORROW=$(TZ=Europe/Berlin date -d tomorrow +%F) AFTER=$(TZ=Europe/Berlin date -d '+2 days' +%F)
+check "the image's bookingctl over AMQPS with --ca-file (bookings list as the operator)" \
+  "$DOCKER" run --rm --network host -v "$CA_FILE:/tmp/broker-ca.pem:ro" room-booking:latest \
+  bookingctl bookings list --from "$TOMORROW" --to "$AFTER" --amqp-url "$OPS_URL" --ca-file /tmp/broker-ca.pem
+check "the image's bookingctl without the CA is refused, naming AMQP_CA_FILE" bash -c "
+  out=\$('$DOCKER' run --rm --network host room-booking:latest bookingctl bookings list --from '$TOMORROW' --to '$AFTER' --amqp-url '$OPS_URL' 2>&1) && exit 1
+  echo \"\$out\"; grep -q 'does not verify' <<<\"\$out\" && grep -q AMQP_CA_FILE <<<\"\$out\""
+
 section "broker users and permissions"
-check "no guest user (login refused)" bash -c "! amqp-declare-queue --url='$GUEST_URL' -q x >/dev/null 2>&1"
+check "no guest user (login refused)" bash -c "! amqp-declare-queue --ssl --cacert '$CA_FILE' --url='$GUEST_URL' -q x >/dev/null 2>&1"
 check "guest not defined" bash -c "! '$COMPOSE' ${COMPOSE_ARGS[*]} exec -T rabbitmq rabbitmqctl -q list_users | grep -q '^guest'"
 check "user limits imported from the definitions (external-publisher: max-connections 20, max-channels 200)" \
   bash -c "out=\$('$COMPOSE' ${COMPOSE_ARGS[*]} exec -T rabbitmq rabbitmqctl -q list_user_limits --user external-publisher); echo \"\$out\"; grep -q '\"max-connections\":20' <<<\"\$out\" && grep -q '\"max-channels\":200' <<<\"\$out\""
@@ -609,6 +648,28 @@ if book "first" 09:00 10:30 queue; then
   availability_changed "first" 09:00 10:30
 fi
 book "direct reply-to" 11:00 11:30 direct || true
+
+section "booking as an outside system with a client certificate (EXTERNAL)"
+PARTNER_CERT=$WORK/partner-system.pem
+if compose exec -T rabbitmq tls-certificates.sh client "$PARTNER" >"$PARTNER_CERT" && [[ -s $PARTNER_CERT ]]; then
+  partner_books_with_certificate() {
+    local out
+    out=$(AMQP_CERT_FILE=$PARTNER_CERT AMQP_KEY_FILE=$PARTNER_CERT AMQP_AUTH_MECHANISM=EXTERNAL "${CLIENT[@]}" book \
+      "amqps://$PARTNER:@localhost:$AMQPS_PORT/%2f" --user-id "$PARTNER" --reply direct --room Berlin --date "$DATE" \
+      --start 07:00 --end 07:30 --title "container test client certificate" 2>&1) || { echo "$out"; return 1; }
+    echo "$out" | tail -n 1
+    grep -q "\"requestedBy\": \"$PARTNER\"" <<<"$out"
+  }
+  check "$PARTNER books over AMQPS with its client certificate and EXTERNAL (no password sent) -> requestedBy $PARTNER" \
+    partner_books_with_certificate
+  check "a client certificate the broker's CA did not sign is refused in the TLS handshake" bash -c "
+    d=\$(mktemp -d); trap 'rm -rf \$d' EXIT
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj '/CN=$PARTNER' -keyout \$d/k.pem -out \$d/c.pem 2>/dev/null
+    ! AMQP_CERT_FILE=\$d/c.pem AMQP_KEY_FILE=\$d/k.pem AMQP_AUTH_MECHANISM=EXTERNAL timeout 60 $PYTHON '$ROOT/scripts/container/amqp_client.py' \
+      declare-queue 'amqps://$PARTNER:@localhost:$AMQPS_PORT/%2f' --queue $PARTNER.ct-selfsigned"
+else
+  fail "tls-certificates.sh client $PARTNER in the broker container"
+fi
 
 section "a recurring booking (contract v1.1)"
 series_body=$(printf '{"room":"Berlin","date":"%s","start":"18:00","end":"18:30","title":"container test series","attendees":[{"name":"Series Person","email":"series@example.com","phone":"0170 1234567"}],"recurrence":{"frequency":"weekly","count":3}}' "$DATE")

@@ -10,7 +10,8 @@
 #       Without --port a free loopback port is picked (the previous one of
 #       DIR when it is free again, so a restarted node keeps its data).
 #       Writes DIR/env (AMQP_URL=, RABBITMQ_NODENAME=, RABBITMQ_PORT=,
-#       RABBITMQ_DIST_PORT=, RABBITMQ_DIR=) and prints the AMQP_URL=... line
+#       RABBITMQ_DIST_PORT=, RABBITMQ_DIR=, AMQPS_URL=, AMQPS_CA_FILE=,
+#       AMQPS_CA_KEY_FILE=, MANAGEMENT_URL=) and prints the AMQP_URL=... line
 #       as the last line on stdout; progress goes to stderr. If the node of
 #       DIR is already running, just prints that line again.
 #   scripts/rabbitmq.sh stop --dir DIR
@@ -119,7 +120,10 @@ port_free() {
   [[ -z $out ]]
 }
 
-make_test_certificates() { # make_test_certificates DIR: CA + server cert for localhost/127.0.0.1
+# make_test_certificates DIR: CA + server cert for localhost/127.0.0.1, unless
+# DIR already holds ca.pem and server.pem (a test's own; it signs client
+# certificates with ca.key, kept in DIR when this made it).
+make_test_certificates() {
   local d=$1
   [[ -s $d/server.pem && -s $d/ca.pem ]] && return 0
   mkdir -p "$d"
@@ -329,13 +333,21 @@ listeners.ssl.default = 127.0.0.1:$TLS_PORT
 ssl_options.cacertfile = $DIR/tls/ca.pem
 ssl_options.certfile = $DIR/tls/server.pem
 ssl_options.keyfile = $DIR/tls/server.key
-ssl_options.verify = verify_none
+# Client certificates are asked for and checked against the test CA, but
+# not required; EXTERNAL logs in the certificate's common name
+# (rabbitmq_auth_mechanism_ssl). Clients without one log in with PLAIN.
+ssl_options.verify = verify_peer
 ssl_options.fail_if_no_peer_cert = false
+ssl_options.depth = 2
+auth_mechanisms.1 = PLAIN
+auth_mechanisms.2 = AMQPLAIN
+auth_mechanisms.3 = EXTERNAL
+ssl_cert_login_from = common_name
 # The management API (HTTP) on 127.0.0.1:$MGMT_PORT.
 management.tcp.ip = 127.0.0.1
 management.tcp.port = $MGMT_PORT
 EOF
-  echo '[rabbitmq_management].' >"$DIR/enabled_plugins"
+  echo '[rabbitmq_management,rabbitmq_auth_mechanism_ssl].' >"$DIR/enabled_plugins"
   : >"$DIR/rabbitmq-env.conf"
   if [[ -n $OWNER ]]; then
     chown "$OWNER" "$DIR" "$DIR/rabbitmq.conf" "$DIR/enabled_plugins" "$DIR/rabbitmq-env.conf"
@@ -359,6 +371,7 @@ EOF
     printf 'RABBITMQ_DIR=%s\n' "$DIR"
     printf 'AMQPS_URL=amqps://guest:guest@localhost:%s/%%2f\n' "$TLS_PORT"
     printf 'AMQPS_CA_FILE=%s\n' "$DIR/tls/ca.pem"
+    printf 'AMQPS_CA_KEY_FILE=%s\n' "$DIR/tls/ca.key"
     printf 'MANAGEMENT_URL=http://127.0.0.1:%s\n' "$MGMT_PORT"
   } >"$DIR/env"
 

@@ -9,6 +9,27 @@ struct GlobalOptions: ParsableArguments {
             help: "Broker URL (default: $AMQP_URL, else amqp://guest:guest@127.0.0.1:5672/%2f).")
     var amqpURL: String?
 
+    @Option(name: .customLong("ca-file"),
+            help: "CA bundle (PEM) the broker's certificate must chain to, for amqps:// (default: $AMQP_CA_FILE, else the system bundle).")
+    var caFile: String?
+
+    @Option(name: .customLong("cert-file"),
+            help: "Client certificate (PEM) for amqps:// (default: $AMQP_CERT_FILE); needs --key-file.")
+    var certFile: String?
+
+    @Option(name: .customLong("key-file"),
+            help: "Unencrypted PEM key of the client certificate (default: $AMQP_KEY_FILE).")
+    var keyFile: String?
+
+    @Option(name: .customLong("auth-mechanism"),
+            help: "PLAIN (user and password of the URL) or EXTERNAL (the client certificate names the user) (default: $AMQP_AUTH_MECHANISM, else PLAIN).")
+    var authMechanism: String?
+
+    @Option(name: .customLong("tls-skip-hostname-check"),
+            help: ArgumentHelp("Do not check that the broker's certificate names the host; its chain is still checked. The value is the reason, e.g. 'SSH tunnel on localhost' (default: $AMQP_TLS_SKIP_HOSTNAME_CHECK).",
+                               valueName: "reason"))
+    var skipHostnameCheckReason: String?
+
     @Flag(help: "Print machine-readable JSON instead of human text.")
     var json = false
 
@@ -60,9 +81,33 @@ struct GlobalOptions: ParsableArguments {
     /// Connects to the broker, giving up after --timeout seconds.
     func connect() async throws -> AMQPConnection {
         let urls = try brokerURLs()
-        let configuration = AMQPConfiguration(
+        var configuration = AMQPConfiguration(
             url: urls[0], connectionName: "bookingctl", initialConnectTimeoutSeconds: timeout,
             failoverURLs: Array(urls.dropFirst()))
+        try applyTLS(to: &configuration, environment: ProcessInfo.processInfo.environment)
         return try await AMQPConnection.connect(configuration: configuration, logger: logger())
+    }
+
+    /// The transport security of `configuration`: each option, else its
+    /// environment variable (as the services read them).
+    func applyTLS(to configuration: inout AMQPConfiguration, environment: [String: String]) throws {
+        do throws(AMQPError) {
+            try configuration.readTLSEnvironment(environment)
+            if let caFile { configuration.tlsCACertificatePath = caFile }
+            if let certFile { configuration.tlsClientCertificatePath = certFile }
+            if let keyFile { configuration.tlsClientKeyPath = keyFile }
+            if let authMechanism {
+                guard let parsed = AMQPAuthMechanism(rawValue: authMechanism.uppercased()) else {
+                    throw AMQPError(.invalidArgument, "--auth-mechanism: '\(authMechanism)' is not PLAIN or EXTERNAL")
+                }
+                configuration.authMechanism = parsed
+            }
+            if let skipHostnameCheckReason { configuration.tlsSkipHostnameCheckReason = skipHostnameCheckReason }
+            try configuration.validateTLS(names: .custom(certificate: "--cert-file/AMQP_CERT_FILE", key: "--key-file/AMQP_KEY_FILE",
+                                                         mechanism: "--auth-mechanism/AMQP_AUTH_MECHANISM",
+                                                         skipHostname: "--tls-skip-hostname-check/AMQP_TLS_SKIP_HOSTNAME_CHECK"))
+        } catch {
+            throw ValidationError(error.message)
+        }
     }
 }

@@ -9,6 +9,12 @@ public struct AMQPError: Error, Sendable, Equatable, CustomStringConvertible {
         case invalidURL
         /// TCP/TLS connection could not be established (refused, DNS, timeout).
         case connectionFailed
+        /// TLS could not be set up: a CA, client certificate or key file
+        /// cannot be used, the broker's certificate does not verify or does
+        /// not name the host, or the broker refused the client certificate.
+        /// The message names the file or host and the reason. Not waited
+        /// out at start-up: it does not fix itself.
+        case tlsFailed
         /// The broker refused the credentials (AMQP 403 ACCESS_REFUSED).
         case accessRefused
         /// The vhost does not exist or the user may not use it (AMQP 530).
@@ -56,7 +62,7 @@ public struct AMQPError: Error, Sendable, Equatable, CustomStringConvertible {
         switch code {
         case .connectionFailed, .connectionLost, .nacked, .timeout, .staleDelivery: return true
         case .channelClosed: return replyCode == 320 || replyCode == 541  // forced close / internal error
-        case .invalidURL, .accessRefused, .vhostNotAllowed, .unroutable, .closed, .invalidArgument, .protocolError: return false
+        case .invalidURL, .tlsFailed, .accessRefused, .vhostNotAllowed, .unroutable, .closed, .invalidArgument, .protocolError: return false
         }
     }
 

@@ -13,8 +13,8 @@
 #include <sys/time.h>
 
 // amqp_login is variadic (the SASL method decides the trailing arguments),
-// and Swift cannot call C variadic functions. PLAIN is the only mechanism
-// the services use, so the wrapper fixes the argument list.
+// and Swift cannot call C variadic functions. Each wrapper fixes the argument
+// list of one mechanism.
 static inline amqp_rpc_reply_t crabbitmq_login_plain(
     amqp_connection_state_t state, const char *vhost, int channel_max,
     int frame_max, int heartbeat, const char *user, const char *password) {
@@ -30,6 +30,18 @@ static inline amqp_rpc_reply_t crabbitmq_login_plain_with_properties(
   return amqp_login_with_properties(state, vhost, channel_max, frame_max,
                                     heartbeat, properties,
                                     AMQP_SASL_METHOD_PLAIN, user, password);
+}
+
+// SASL EXTERNAL: the broker takes the user from the client certificate
+// (rabbitmq_auth_mechanism_ssl); `identity` is sent as the response and
+// RabbitMQ ignores it.
+static inline amqp_rpc_reply_t crabbitmq_login_external_with_properties(
+    amqp_connection_state_t state, const char *vhost, int channel_max,
+    int frame_max, int heartbeat, const amqp_table_t *properties,
+    const char *identity) {
+  return amqp_login_with_properties(state, vhost, channel_max, frame_max,
+                                    heartbeat, properties,
+                                    AMQP_SASL_METHOD_EXTERNAL, identity);
 }
 
 // Swift imports AMQP_EMPTY_BYTES/AMQP_EMPTY_TABLE poorly (they are

@@ -33,6 +33,11 @@ public struct CommonSettings: Sendable {
     public var initialConnectTimeoutSeconds: Double
     /// `AMQP_CA_FILE`: CA bundle for `amqps://`; default the system bundle.
     public var tlsCAFile: String?
+    /// `AMQP_CERT_FILE`, `AMQP_KEY_FILE`, `AMQP_AUTH_MECHANISM`,
+    /// `AMQP_TLS_SKIP_HOSTNAME_CHECK` (with `AMQP_CA_FILE`): the transport
+    /// security of the AMQP connection, as
+    /// ``AMQPConfiguration/applyTLSEnvironment(_:)`` reads them.
+    public var amqpTLS: AMQPConfiguration
 
     /// Reads the settings from `environment`.
     public init(environment: [String: String] = ProcessInfo.processInfo.environment, defaultHTTPPort: Int) throws {
@@ -68,6 +73,12 @@ public struct CommonSettings: Sendable {
         tlsCAFile = value("AMQP_CA_FILE")
         if let tlsCAFile, !FileManager.default.isReadableFile(atPath: tlsCAFile) {
             throw SettingsError("AMQP_CA_FILE: cannot read \(tlsCAFile)")
+        }
+        amqpTLS = AMQPConfiguration()
+        do {
+            try amqpTLS.applyTLSEnvironment(environment)
+        } catch {
+            throw SettingsError(error.message)
         }
     }
 
@@ -112,9 +123,15 @@ public struct CommonSettings: Sendable {
 
     /// The AMQP configuration these settings describe.
     public func amqpConfiguration(connectionName: String) -> AMQPConfiguration {
-        AMQPConfiguration(url: amqpURL, connectionName: connectionName, heartbeatSeconds: heartbeatSeconds,
-                          initialConnectTimeoutSeconds: initialConnectTimeoutSeconds, tlsCACertificatePath: tlsCAFile,
-                          failoverURLs: Array(amqpURLs.dropFirst()))
+        var configuration = AMQPConfiguration(
+            url: amqpURL, connectionName: connectionName, heartbeatSeconds: heartbeatSeconds,
+            initialConnectTimeoutSeconds: initialConnectTimeoutSeconds, tlsCACertificatePath: tlsCAFile,
+            failoverURLs: Array(amqpURLs.dropFirst()))
+        configuration.tlsClientCertificatePath = amqpTLS.tlsClientCertificatePath
+        configuration.tlsClientKeyPath = amqpTLS.tlsClientKeyPath
+        configuration.tlsSkipHostnameCheckReason = amqpTLS.tlsSkipHostnameCheckReason
+        configuration.authMechanism = amqpTLS.authMechanism
+        return configuration
     }
 
     /// Creates `DATA_DIR` if needed and returns its absolute path.

@@ -192,7 +192,7 @@ struct FieldValueTests {
 @Suite("AMQPError")
 struct AMQPErrorTests {
     static let retryable: [AMQPError.Code] = [.connectionFailed, .connectionLost, .nacked, .timeout, .staleDelivery]
-    static let permanent: [AMQPError.Code] = [.invalidURL, .accessRefused, .vhostNotAllowed, .unroutable, .closed, .invalidArgument, .protocolError]
+    static let permanent: [AMQPError.Code] = [.invalidURL, .tlsFailed, .accessRefused, .vhostNotAllowed, .unroutable, .closed, .invalidArgument, .protocolError]
 
     @Test(arguments: retryable)
     func retryableCodes(_ code: AMQPError.Code) {
@@ -220,7 +220,7 @@ struct AMQPErrorTests {
     @Test func everyCodeIsClassified() {
         // Guards the lists above against a code being added without a test.
         let all: [AMQPError.Code] = [
-            .invalidURL, .connectionFailed, .accessRefused, .vhostNotAllowed, .connectionLost, .channelClosed,
+            .invalidURL, .tlsFailed, .connectionFailed, .accessRefused, .vhostNotAllowed, .connectionLost, .channelClosed,
             .nacked, .unroutable, .timeout, .staleDelivery, .closed, .invalidArgument, .protocolError,
         ]
         #expect(Set(Self.retryable).union(Self.permanent).union([.channelClosed]) == Set(all))

@@ -313,7 +313,7 @@ struct AMQPIntegrationTests {
         let error = await #expect(throws: AMQPError.self) {
             _ = try await AMQPConnection.connect(configuration: untrusted, logger: testLogger("tls-untrusted"))
         }
-        #expect(error?.code == .connectionFailed)
+        #expect(error?.code == .tlsFailed)
     }
 
     @Test func clearErrorsForBadURLRefusedConnectionAndWrongPassword() async throws {

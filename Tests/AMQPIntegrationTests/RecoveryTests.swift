@@ -38,10 +38,42 @@ struct RecoveryTests {
         return confirmed
     }
 
-    @Test func brokerRestartConnectionResetAndMissedHeartbeatsAreRecovered() async throws {
+    /// How the recovery tests reach the broker: every recovery path must
+    /// work the same through rabbitmq-c's OpenSSL socket (with the write
+    /// buffer under it) as through its TCP socket.
+    enum Transport: String, CaseIterable, CustomTestStringConvertible {
+        case plain, tls
+        var testDescription: String { rawValue }
+
+        /// A configuration for `node` over this transport.
+        func configuration(_ node: RabbitMQNode, _ name: String, heartbeat: Int) throws -> AMQPConfiguration {
+            switch self {
+            case .plain:
+                return AMQPConfiguration(url: node.url, connectionName: name, heartbeatSeconds: heartbeat)
+            case .tls:
+                let tls = try node.tls
+                return AMQPConfiguration(url: tls.url, connectionName: name, heartbeatSeconds: heartbeat,
+                                         tlsCACertificatePath: tls.caFile)
+            }
+        }
+
+        /// A configuration for the shared test broker over this transport.
+        func shared(_ name: String) throws -> AMQPConfiguration {
+            switch self {
+            case .plain:
+                return try TestBroker.configuration(name)
+            case .tls:
+                let tls = try TestBroker.tls()
+                return AMQPConfiguration(url: tls.url, connectionName: name, tlsCACertificatePath: tls.caFile)
+            }
+        }
+    }
+
+    @Test(arguments: Transport.allCases)
+    func brokerRestartConnectionResetAndMissedHeartbeatsAreRecovered(_ transport: Transport) async throws {
         let node = try RabbitMQNode.start()
         defer { node.stop() }
-        var configuration = AMQPConfiguration(url: node.url, connectionName: "recovery-publisher", heartbeatSeconds: 2)
+        var configuration = try transport.configuration(node, "recovery-publisher", heartbeat: 2)
         configuration.reconnect = Backoff(initial: 0.05, maximum: 1)
         let publisher = try await AMQPConnection.connect(configuration: configuration, logger: testLogger("publisher"))
         configuration.connectionName = "recovery-consumer"
@@ -105,7 +137,7 @@ struct RecoveryTests {
         // Missed heartbeats: a frozen broker keeps the TCP connection open
         // but stops answering. With a 1 s heartbeat the client must notice
         // within a few seconds, and reconnect once the broker is back.
-        var frozenConfiguration = AMQPConfiguration(url: node.url, connectionName: "heartbeat-watch", heartbeatSeconds: 1)
+        var frozenConfiguration = try transport.configuration(node, "heartbeat-watch", heartbeat: 1)
         frozenConfiguration.connectTimeoutSeconds = 2
         frozenConfiguration.reconnect = Backoff(initial: 0.1, maximum: 0.5)
         let watcher = try await AMQPConnection.connect(configuration: frozenConfiguration, logger: testLogger("heartbeat-watch"))
@@ -127,16 +159,17 @@ struct RecoveryTests {
     }
 
 
-    @Test func gracefulShutdownFinishesInFlightWorkAndLeavesNothingUnacked() async throws {
+    @Test(arguments: Transport.allCases)
+    func gracefulShutdownFinishesInFlightWorkAndLeavesNothingUnacked(_ transport: Transport) async throws {
         let logger = testLogger("graceful")
-        let setup = try await AMQPConnection.connect(configuration: TestBroker.configuration("graceful-setup"), logger: logger)
+        let setup = try await AMQPConnection.connect(configuration: transport.shared("graceful-setup"), logger: logger)
         let queue = uniqueName("graceful")
         try await setup.declare([.queue(QueueDeclaration(queue, type: .quorum))])
         for i in 0..<40 {
             try await setup.publish(Array("\(i)".utf8), routingKey: queue, properties: AMQPProperties(deliveryMode: .persistent))
         }
 
-        let connection = try await AMQPConnection.connect(configuration: TestBroker.configuration("graceful-worker"), logger: logger)
+        let connection = try await AMQPConnection.connect(configuration: transport.shared("graceful-worker"), logger: logger)
         let handled = LockedBox<[Int]>([])
         let (fifth, fifthSignal) = AsyncStream<Void>.makeStream()
         let service = AMQPConsumerService(connection: connection, queue: queue, prefetch: 10, logger: logger) { delivery in

@@ -35,6 +35,18 @@ struct BenchmarkBroker {
 
     func stop() { node?.stop() }
 
+    /// The broker's TLS listener and CA: the private node's, or
+    /// `AMQPS_URL` with `AMQP_CA_FILE` beside `AMQP_URL`; nil when neither.
+    func tls() throws -> (url: AMQPURL, caFile: String)? {
+        if let node {
+            let tls = try node.tls
+            return (tls.url, tls.caFile)
+        }
+        let environment = ProcessInfo.processInfo.environment
+        guard let text = environment["AMQPS_URL"], let ca = environment["AMQP_CA_FILE"] else { return nil }
+        return (try AMQPURL(text), ca)
+    }
+
     /// A client connection to the broker, logging warnings only.
     func client(_ name: String) async throws -> AMQPConnection {
         var logger = Logger(label: "benchmarks")
@@ -60,6 +72,8 @@ struct AMQPBenchmark: AsyncParsableCommand {
     var singleCalls = 2_000
     @Option(help: "Repetitions of each measurement; the best is reported.")
     var rounds = 2
+    @Flag(inversion: .prefixedNo, help: "Also measure the Swift layer over TLS beside plain AMQP (needs the private node, or AMQPS_URL and AMQP_CA_FILE).")
+    var tls = true
 
     func run() async throws {
         let broker = try BenchmarkBroker.start()
@@ -109,6 +123,93 @@ struct AMQPBenchmark: AsyncParsableCommand {
         print(String(format: "peak RSS of the benchmark process: %.1f MiB", peakRSSMiB()))
         if let single = rows.last, let sp = single.swiftP50, let rp = single.rawP50 {
             print(String(format: "one-at-a-time p50 added by the Swift layer: %.3f ms", sp - rp))
+        }
+        if tls {
+            if let endpoint = try broker.tls() {
+                try await transports(plain: url, tls: endpoint, rpcQueue: rpcQueue, publishQueue: pubQueue, body: body, logger: logger)
+            } else {
+                print("TLS: skipped (AMQP_URL given without AMQPS_URL and AMQP_CA_FILE)")
+            }
+        }
+    }
+
+    /// One transport's figures: the Swift layer's publish rate, RPC rates
+    /// and latencies, and this process's CPU per message.
+    struct TransportFigures {
+        var publishRate = 0.0, publishCPU: Double?
+        var rpcRate = 0.0, rpcP50 = 0.0, rpcP99 = 0.0
+        var singleRate = 0.0, singleP50 = 0.0, singleP99 = 0.0, rpcCPU: Double?
+    }
+
+    /// The Swift layer over plain AMQP and over TLS (rabbitmq-c's OpenSSL
+    /// socket, with the write buffer under it), in the same run against the
+    /// same broker and the same raw echo server; the best of `rounds`,
+    /// alternating the transports.
+    func transports(plain: AMQPURL, tls endpoint: (url: AMQPURL, caFile: String), rpcQueue: String, publishQueue: String,
+                    body: [UInt8], logger: Logger) async throws {
+        var tlsURL = endpoint.url
+        tlsURL.vhost = plain.vhost
+        let configurations = [
+            ("plain", AMQPConfiguration(url: plain, connectionName: "benchmarks-plain")),
+            ("TLS", AMQPConfiguration(url: tlsURL, connectionName: "benchmarks-tls", tlsCACertificatePath: endpoint.caFile)),
+        ]
+        let server = Raw.EchoServer(url: plain, queue: rpcQueue)
+        defer { server.stop() }
+        var best: [String: TransportFigures] = [:]
+        let pid = getpid()
+        for _ in 0..<rounds {
+            for (name, configuration) in configurations {
+                let connection = try await AMQPConnection.connect(configuration: configuration, logger: logger)
+                var f = TransportFigures()
+                var cpu = CPUTime.of(pid: pid)
+                f.publishRate = try await swiftPublish(connection, queue: publishQueue, body: body)
+                f.publishCPU = CPUTime.micros(from: cpu, to: CPUTime.of(pid: pid), per: messages)
+                cpu = CPUTime.of(pid: pid)
+                let pipelined = try await swiftRPC(connection, queue: rpcQueue, count: rpcCalls, inFlight: inFlight, body: body)
+                f.rpcCPU = CPUTime.micros(from: cpu, to: CPUTime.of(pid: pid), per: rpcCalls)
+                (f.rpcRate, f.rpcP50, f.rpcP99) = (pipelined.0, pipelined.1.percentile(50), pipelined.1.percentile(99))
+                let single = try await swiftRPC(connection, queue: rpcQueue, count: singleCalls, inFlight: 1, body: body)
+                (f.singleRate, f.singleP50, f.singleP99) = (single.0, single.1.percentile(50), single.1.percentile(99))
+                await connection.close()
+                if let previous = best[name] {
+                    // Each figure its best of the rounds (rates highest, latencies and CPU lowest).
+                    f.publishRate = max(f.publishRate, previous.publishRate)
+                    f.publishCPU = [f.publishCPU, previous.publishCPU].compactMap { $0 }.min()
+                    f.rpcRate = max(f.rpcRate, previous.rpcRate)
+                    f.rpcP50 = min(f.rpcP50, previous.rpcP50)
+                    f.rpcP99 = min(f.rpcP99, previous.rpcP99)
+                    f.rpcCPU = [f.rpcCPU, previous.rpcCPU].compactMap { $0 }.min()
+                    f.singleRate = max(f.singleRate, previous.singleRate)
+                    f.singleP50 = min(f.singleP50, previous.singleP50)
+                    f.singleP99 = min(f.singleP99, previous.singleP99)
+                }
+                best[name] = f
+            }
+        }
+        func cell(_ value: Double?, _ format: String) -> String {
+            guard let value, value.isFinite else { return "-" }
+            return String(format: format, value)
+        }
+        print("")
+        print("Swift layer over plain AMQP and over TLS (\(tlsURL.host):\(tlsURL.port)), same run, best of \(rounds):")
+        let lines: [(String, (TransportFigures) -> String)] = [
+            ("persistent publish + confirm (msg/s)", { cell($0.publishRate, "%.0f") }),
+            ("  CPU of this process per publish (µs)", { cell($0.publishCPU, "%.1f") }),
+            ("RPC, \(inFlight) in flight (calls/s)", { cell($0.rpcRate, "%.0f") }),
+            ("  p50 / p99 (ms)", { cell($0.rpcP50, "%.3f") + " / " + cell($0.rpcP99, "%.3f") }),
+            ("  CPU of this process per call (µs)¹", { cell($0.rpcCPU, "%.1f") }),
+            ("RPC, one at a time (calls/s)", { cell($0.singleRate, "%.0f") }),
+            ("  p50 / p99 (ms)", { cell($0.singleP50, "%.3f") + " / " + cell($0.singleP99, "%.3f") }),
+        ]
+        func pad(_ text: String, _ width: Int) -> String { text + String(repeating: " ", count: max(0, width - text.count)) }
+        print(pad("measurement", 42) + pad("plain", 20) + "TLS")
+        for (label, value) in lines {
+            print(pad(label, 42) + pad(value(best["plain"]!), 20) + value(best["TLS"]!))
+        }
+        print("¹ includes the raw echo server's thread in this process, which is plain AMQP in both columns")
+        if let p = best["plain"], let t = best["TLS"] {
+            print(String(format: "TLS/plain: publish rate %.2f, RPC rate %.2f, one-at-a-time p50 %+.3f ms",
+                         t.publishRate / p.publishRate, t.rpcRate / p.rpcRate, t.singleP50 - p.singleP50))
         }
     }
 

@@ -26,7 +26,9 @@ struct CLIRunner {
     /// Runs `bookingctl ARGS --amqp-url URL` (the URL option is only added to
     /// commands that talk to the broker) with output captured in files —
     /// never our own stdout, which a stray child would hold open.
-    func run(_ arguments: [String], broker: Bool = true, stdin: String? = nil) async throws -> Result {
+    /// `environment` is added to this process's (without `AMQP_URL`).
+    func run(_ arguments: [String], broker: Bool = true, stdin: String? = nil,
+             environment extra: [String: String] = [:]) async throws -> Result {
         let dir = try TemporaryDirectory("bookingctl")
         defer { dir.remove() }
         let out = dir.appending("out"), err = dir.appending("err")
@@ -40,7 +42,7 @@ struct CLIRunner {
         process.arguments = arguments + (broker ? ["--amqp-url", url.urlStringWithCredentials] : [])
         var environment = ProcessInfo.processInfo.environment
         environment.removeValue(forKey: "AMQP_URL")
-        process.environment = environment
+        process.environment = environment.merging(extra) { $1 }
         process.standardOutput = outHandle
         process.standardError = errHandle
         if let stdin {

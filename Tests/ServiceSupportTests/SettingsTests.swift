@@ -49,6 +49,19 @@ struct SettingsTests {
         #expect(s.amqpConfiguration(connectionName: "x").initialConnectTimeoutSeconds == 5)
     }
 
+    @Test func transportSecurityReachesTheConfiguration() throws {
+        let s = try CommonSettings(environment: [
+            "AMQP_URL": "amqps://svc@rabbit:5671/prod", "AMQP_CERT_FILE": "/etc/svc.pem", "AMQP_KEY_FILE": "/etc/svc.key",
+            "AMQP_AUTH_MECHANISM": "external", "AMQP_TLS_SKIP_HOSTNAME_CHECK": "reached through a tunnel",
+        ], defaultHTTPPort: 8080)
+        let c = s.amqpConfiguration(connectionName: "x")
+        #expect(c.tlsClientCertificatePath == "/etc/svc.pem" && c.tlsClientKeyPath == "/etc/svc.key")
+        #expect(c.authMechanism == .external)
+        #expect(c.tlsSkipHostnameCheckReason == "reached through a tunnel")
+        let plain = try CommonSettings(environment: [:], defaultHTTPPort: 8080).amqpConfiguration(connectionName: "x")
+        #expect(plain.authMechanism == .plain && plain.tlsClientCertificatePath == nil && plain.tlsSkipHostnameCheckReason == nil)
+    }
+
     @Test(arguments: [
         ("AMQP_URL", "http://user:topsecret@host", "AMQP_URL"),
         ("HTTP_PORT", "70000", "HTTP_PORT"),
@@ -56,6 +69,10 @@ struct SettingsTests {
         ("LOG_FORMAT", "xml", "LOG_FORMAT"),
         ("AMQP_HEARTBEAT", "-1", "AMQP_HEARTBEAT"),
         ("AMQP_CA_FILE", "/no/such/ca.pem", "AMQP_CA_FILE"),
+        ("AMQP_CERT_FILE", "/etc/client.pem", "AMQP_CERT_FILE"),
+        ("AMQP_KEY_FILE", "/etc/client.key", "AMQP_KEY_FILE"),
+        ("AMQP_AUTH_MECHANISM", "KERBEROS", "AMQP_AUTH_MECHANISM"),
+        ("AMQP_TLS_SKIP_HOSTNAME_CHECK", "yes", "AMQP_TLS_SKIP_HOSTNAME_CHECK"),
     ])
     func badValuesNameTheVariable(name: String, value: String, mentioned: String) throws {
         let error = #expect(throws: SettingsError.self) {

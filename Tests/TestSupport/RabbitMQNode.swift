@@ -13,8 +13,17 @@ public final class RabbitMQNode: Sendable {
     public let directory: String
 
     /// Starts a new node and waits until it accepts connections (~15 s).
-    public static func start() throws -> RabbitMQNode {
+    /// `tls`: the CA and server certificate its TLS listener uses (default:
+    /// a throwaway CA of scripts/rabbitmq.sh for localhost and 127.0.0.1).
+    public static func start(tls: (authority: TestCertificates.Pair, server: TestCertificates.Pair)? = nil) throws -> RabbitMQNode {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rmq-\(UUID().uuidString.prefix(8))").path
+        if let tls {
+            let tlsDirectory = dir + "/tls"
+            try FileManager.default.createDirectory(atPath: tlsDirectory, withIntermediateDirectories: true)
+            for (from, to) in [(tls.authority.certificate, "ca.pem"), (tls.server.certificate, "server.pem"), (tls.server.key, "server.key")] {
+                try FileManager.default.copyItem(atPath: from, toPath: "\(tlsDirectory)/\(to)")
+            }
+        }
         let output = try script(["start", "--dir", dir])
         guard let line = output.split(separator: "\n").last(where: { $0.hasPrefix("AMQP_URL=") }) else {
             throw NodeError("rabbitmq.sh start printed no AMQP_URL:\n\(output)")
@@ -25,6 +34,42 @@ public final class RabbitMQNode: Sendable {
     private init(url: AMQPURL, directory: String) {
         self.url = url
         self.directory = directory
+    }
+
+    /// The node's TLS listener (`amqps://guest:guest@localhost:PORT`), its
+    /// CA file, and the CA's key when scripts/rabbitmq.sh made the CA.
+    public var tls: (url: AMQPURL, caFile: String, caKeyFile: String) {
+        get throws {
+            let values = try Self.environment(of: directory)
+            guard let url = values["AMQPS_URL"], let ca = values["AMQPS_CA_FILE"] else {
+                throw NodeError("\(directory)/env has no AMQPS_URL")
+            }
+            return (try AMQPURL(url), ca, values["AMQPS_CA_KEY_FILE"] ?? directory + "/tls/ca.key")
+        }
+    }
+
+    /// Makes the TLS listener present the certificate and key now in
+    /// `tls/server.pem` and `tls/server.key` to new connections, as an
+    /// operator rotating certificates does (RabbitMQ reads them through
+    /// Erlang's PEM cache; open connections keep theirs).
+    public func presentServerCertificate(_ pair: TestCertificates.Pair) throws {
+        for (from, to) in [(pair.certificate, "server.pem"), (pair.key, "server.key")] {
+            let target = "\(directory)/tls/\(to)"
+            // Overwritten in place: the file keeps its owner (the broker's user).
+            try Data(contentsOf: URL(fileURLWithPath: from)).write(to: URL(fileURLWithPath: target))
+        }
+        _ = try ctl(["eval", "ssl:clear_pem_cache()."])
+    }
+
+    /// `KEY=value` lines of DIR/env.
+    static func environment(of directory: String) throws -> [String: String] {
+        let text = try String(contentsOfFile: directory + "/env", encoding: .utf8)
+        var values: [String: String] = [:]
+        for line in text.split(separator: "\n") {
+            let parts = line.split(separator: "=", maxSplits: 1).map(String.init)
+            if parts.count == 2 { values[parts[0]] = parts[1] }
+        }
+        return values
     }
 
     /// Stops the RabbitMQ application (all connections drop), node stays up.

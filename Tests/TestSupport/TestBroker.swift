@@ -62,6 +62,23 @@ public enum TestBroker {
         return (try AMQPURL(tlsURL), ca)
     }
 
+    /// The shared broker's directory (scripts/test.sh's or this process's own node).
+    public static func directory() throws -> String {
+        _ = try url()
+        guard let directory = ProcessInfo.processInfo.environment["RABBITMQ_TEST_DIR"].flatMap({ $0.isEmpty ? nil : $0 })
+            ?? ownedNode.withLock({ $0?.directory }) else {
+            throw NodeError("no broker directory: the broker was not started by scripts/test.sh or the tests")
+        }
+        return directory
+    }
+
+    /// The key of the CA that signed the shared broker's certificate and
+    /// that its TLS listener trusts for client certificates.
+    public static func tlsAuthority() throws -> TestCertificates.Pair {
+        let directory = try directory()
+        return TestCertificates.Pair(certificate: directory + "/tls/ca.pem", key: directory + "/tls/ca.key")
+    }
+
     /// The shared broker's management API base URL (scripts/rabbitmq.sh
     /// enables the management plugin on loopback; guest is an administrator).
     public static func managementURL() throws -> String {

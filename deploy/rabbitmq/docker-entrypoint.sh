@@ -64,6 +64,7 @@ if ! is_loopback "$bind_address"; then
 fi
 
 render-definitions.sh "$template" /run/rabbitmq/definitions.json
+tls-certificates.sh prepare
 
 rm -f /run/rabbitmq/cluster-ready
 if [[ -n ${RABBITMQ_CLUSTER_NODES:-} ]]; then

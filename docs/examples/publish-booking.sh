@@ -2,9 +2,16 @@
 # Books a room from another system with nothing but Debian's amqp-tools:
 # declare a reply queue, publish booking.create with reply_to and an
 # idempotency key, read the reply. Usage:
-#   AMQP_URL=amqp://user:pass@host:5672/%2f docs/examples/publish-booking.sh [ROOM] [START] [END]
+#   AMQP_URL=amqps://user:pass@host:5671/%2f AMQP_CA_FILE=ca.pem docs/examples/publish-booking.sh [ROOM] [START] [END]
 set -euo pipefail
 URL=${AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}
+# amqps:// (the shipped compose broker's published port): TLS, verifying the
+# broker against AMQP_CA_FILE; AMQP_CERT_FILE/AMQP_KEY_FILE add a client
+# certificate.
+TLS=()
+if [[ $URL == amqps://* ]]; then
+  TLS=(--ssl ${AMQP_CA_FILE:+"--cacert=$AMQP_CA_FILE"} ${AMQP_CERT_FILE:+"--cert=$AMQP_CERT_FILE"} ${AMQP_KEY_FILE:+"--key=$AMQP_KEY_FILE"})
+fi
 ROOM=${1:-Berlin}
 START=${2:-09:00}
 END=${3:-10:30}
@@ -17,12 +24,12 @@ DATE=$(TZ=Europe/Berlin date -d tomorrow +%F)
 # a client that sets it there, e.g. scripts/container/amqp_client.py.)
 if [[ -n ${REPLY_QUEUE:-} ]]; then
   REPLIES=$REPLY_QUEUE
-  amqp-declare-queue --url="$URL" -q "$REPLIES" >/dev/null
+  amqp-declare-queue "${TLS[@]}" --url="$URL" -q "$REPLIES" >/dev/null
 else
-  REPLIES=$(amqp-declare-queue --url="$URL" -q "")
-  trap 'amqp-delete-queue --url="$URL" -q "$REPLIES" >/dev/null 2>&1 || true' EXIT
+  REPLIES=$(amqp-declare-queue "${TLS[@]}" --url="$URL" -q "")
+  trap 'amqp-delete-queue "${TLS[@]}" --url="$URL" -q "$REPLIES" >/dev/null 2>&1 || true' EXIT
 fi
-amqp-publish --url="$URL" -e booking.commands -r booking.create -p -C application/json \
+amqp-publish "${TLS[@]}" --url="$URL" -e booking.commands -r booking.create -p -C application/json \
   -t "$REPLIES" -H "idempotency-key: my-system-$ROOM-$DATE-$START" \
   -b '{"room": "'"$ROOM"'", "date": "'"$DATE"'", "start": "'"$START"'", "end": "'"$END"'",
        "title": "Sprint review", "description": "Q4 demo",
@@ -30,7 +37,7 @@ amqp-publish --url="$URL" -e booking.commands -r booking.create -p -C applicatio
 
 # The reply arrives on our queue; wait for it (up to 30 s).
 for _ in $(seq 1 150); do
-  if reply=$(amqp-get --url="$URL" -q "$REPLIES" 2>/dev/null); then
+  if reply=$(amqp-get "${TLS[@]}" --url="$URL" -q "$REPLIES" 2>/dev/null); then
     echo "$reply"
     exit 0
   fi

@@ -46,9 +46,17 @@ and an operator do against the broker, with python `pika`.
 
 URL may list several brokers separated by commas (the nodes of a cluster,
 each a full amqp:// URL): they are tried in turn.
+
+amqps:// URLs use TLS as the set's own programs do, from the environment:
+AMQP_CA_FILE (the broker's CA; else the system's), AMQP_CERT_FILE and
+AMQP_KEY_FILE (a client certificate), AMQP_AUTH_MECHANISM=EXTERNAL (log in
+as the certificate's common name; no password sent). The broker's host name
+is checked against its certificate.
 """
 import argparse
 import json
+import os
+import ssl
 import sys
 import time
 import uuid
@@ -61,6 +69,13 @@ def connect(url):
     all_params = []
     for one in url.split(","):
         params = pika.URLParameters(one)
+        if one.lower().startswith("amqps://"):
+            context = ssl.create_default_context(cafile=os.environ.get("AMQP_CA_FILE") or None)
+            if os.environ.get("AMQP_CERT_FILE"):
+                context.load_cert_chain(os.environ["AMQP_CERT_FILE"], os.environ.get("AMQP_KEY_FILE") or None)
+            params.ssl_options = pika.SSLOptions(context, server_hostname=params.host)
+            if os.environ.get("AMQP_AUTH_MECHANISM", "").upper() == "EXTERNAL":
+                params.credentials = pika.credentials.ExternalCredentials()
         params.connection_attempts = 5
         params.retry_delay = 2
         params.blocked_connection_timeout = 30

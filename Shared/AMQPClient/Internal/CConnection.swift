@@ -100,18 +100,9 @@ final class CConnection {
         let socket: OpaquePointer?
         if url.tls {
             socket = amqp_ssl_socket_new(state)
-            if let socket {
-                let ca = config.tlsCACertificatePath ?? "/etc/ssl/certs/ca-certificates.crt"
-                if FileManager.default.fileExists(atPath: ca) {
-                    let status = amqp_ssl_socket_set_cacert(socket, ca)
-                    if status != AMQP_STATUS_OK.rawValue {
-                        throw AMQPError(.connectionFailed, "cannot load CA bundle \(ca): \(errorString(status))", libraryStatus: status)
-                    }
-                }
-                amqp_ssl_socket_set_verify_peer(socket, config.tlsVerifyPeer ? 1 : 0)
-                amqp_ssl_socket_set_verify_hostname(socket, config.tlsVerifyPeer ? 1 : 0)
-            }
+            if let socket { try TLSSetup.configure(socket, config) }
         } else {
+            try TLSSetup.checkPlain(config, url: url)
             socket = amqp_tcp_socket_new(state)
         }
         guard let socket else { throw AMQPError(.protocolError, "cannot create socket") }
@@ -123,6 +114,7 @@ final class CConnection {
         errno = 0
         let status = amqp_socket_open_noblock(socket, url.host, Int32(url.port), &timeout)
         if status != AMQP_STATUS_OK.rawValue {
+            if url.tls, let error = TLSSetup.openFailure(status: status, url: url, config: config) { throw error }
             let code = errno
             let cause = code != 0 && code != EINPROGRESS ? " (\(String(cString: strerror(code))))" : ""
             throw AMQPError(.connectionFailed, "cannot connect to \(url.host):\(url.port): \(errorString(status))\(cause)",
@@ -142,9 +134,24 @@ final class CConnection {
                 "publisher_confirms": true,
             ]),
         ])
-        let reply = crabbitmq_login_plain_with_properties(
-            state, url.vhost, 0, 131_072, Int32(config.heartbeatSeconds), &properties, url.user, url.password)
+        let reply = switch config.authMechanism {
+        case .plain:
+            crabbitmq_login_plain_with_properties(
+                state, url.vhost, 0, 131_072, Int32(config.heartbeatSeconds), &properties, url.user, url.password)
+        case .external:
+            crabbitmq_login_external_with_properties(
+                state, url.vhost, 0, 131_072, Int32(config.heartbeatSeconds), &properties, url.user)
+        }
         conn.arena.reset()
+        if reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION, url.tls, let error = TLSSetup.loginFailure(url: url, config: config) {
+            throw error
+        }
+        let who = switch config.authMechanism {
+        case .plain: "user '\(url.user)'"
+        case .external: "the client certificate \(config.tlsClientCertificatePath ?? "")"
+            + (config.tlsClientCertificatePath.flatMap(TLSSetup.commonName).map { " (common name '\($0)')" } ?? "")
+            + " with EXTERNAL"
+        }
         switch reply.reply_type {
         case AMQP_RESPONSE_NORMAL:
             return conn
@@ -152,8 +159,8 @@ final class CConnection {
             let close = reply.reply.decoded.assumingMemoryBound(to: amqp_connection_close_t.self).pointee
             let text = close.reply_text.string
             switch close.reply_code {
-            case 403: throw AMQPError(.accessRefused, "broker refused login for user '\(url.user)': \(text)", replyCode: 403)
-            case 530: throw AMQPError(.vhostNotAllowed, "vhost '\(url.vhost)' not allowed for user '\(url.user)': \(text)", replyCode: 530)
+            case 403: throw AMQPError(.accessRefused, "broker refused login for \(who): \(text)", replyCode: 403)
+            case 530: throw AMQPError(.vhostNotAllowed, "vhost '\(url.vhost)' not allowed for \(who): \(text)", replyCode: 530)
             default: throw AMQPError(.connectionFailed, "broker closed the connection during login: \(text)", replyCode: close.reply_code)
             }
         case AMQP_RESPONSE_LIBRARY_EXCEPTION:
@@ -161,6 +168,10 @@ final class CConnection {
             if code == AMQP_STATUS_CONNECTION_CLOSED.rawValue || code == AMQP_STATUS_SOCKET_ERROR.rawValue {
                 // Brokers without authentication_failure_close just drop the socket.
                 throw AMQPError(.accessRefused, "broker closed the connection during login (wrong user/password or vhost?): \(errorString(code))",
+                                libraryStatus: code)
+            }
+            if code == AMQP_STATUS_BROKER_UNSUPPORTED_SASL_METHOD.rawValue, config.authMechanism == .external {
+                throw AMQPError(.accessRefused, "the broker at \(url.host):\(url.port) does not offer EXTERNAL on this connection: it needs the rabbitmq_auth_mechanism_ssl plugin, EXTERNAL in auth_mechanisms, and a client certificate it verified",
                                 libraryStatus: code)
             }
             throw AMQPError(.connectionFailed, "AMQP handshake with \(url.host):\(url.port) failed: \(errorString(code))",

@@ -291,13 +291,18 @@ final class IOLoop: @unchecked Sendable {
             }
             switch action {
             case .completeStartup:
-                logger.info("AMQP connected", metadata: ["amqp.url": "\(url)", "amqp.heartbeat": "\(c.heartbeat)"])
+                logger.info("AMQP connected", metadata: ["amqp.url": "\(url)", "amqp.heartbeat": "\(c.heartbeat)",
+                                                         "amqp.auth_mechanism": "\(configuration.authMechanism.rawValue)"])
                 io.startup?.resume()
                 io.startup = nil
             case .announceReconnect:
                 reconnectCounter.increment()
                 logger.notice("AMQP reconnected; topology and consumers restored",
                               metadata: ["amqp.url": "\(url)", "amqp.consumers": "\(io.consumers.count)"])
+            }
+            if url.tls, configuration.tlsVerifyPeer, let reason = configuration.tlsSkipHostnameCheckReason {
+                logger.warning("AMQP TLS: the broker certificate's host name is not checked (its chain is)",
+                               metadata: ["amqp.url": "\(url)", "reason": "\(reason)"])
             }
             let waiting = io.deferred
             io.deferred.removeAll()
