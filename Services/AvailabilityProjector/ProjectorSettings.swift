@@ -11,6 +11,10 @@ public struct ProjectorSettings: Sendable {
     public var queues: ProjectorQueues
     /// `BOOKING_HANDLER_USER`: the broker user whose events are trusted.
     public var bookingHandlerUser: String?
+    /// `REBUILD_STALL_TIMEOUT` (seconds, 1–3600, default 120): a rebuild
+    /// fails when its replay delivers nothing for this long; there is no
+    /// limit on the rebuild as a whole.
+    public var rebuildStallTimeout: Duration
 
     /// Reads the settings; throws ``SettingsError`` naming the variable.
     public init(environment: [String: String]) throws {
@@ -18,6 +22,8 @@ public struct ProjectorSettings: Sendable {
         queues = try environment["PROJECTOR_INSTANCE"].flatMap { $0.isEmpty ? nil : $0 }.map { try ProjectorQueues(instance: $0) }
             ?? .shipped
         bookingHandlerUser = environment["BOOKING_HANDLER_USER"]
+        let stall = environment["REBUILD_STALL_TIMEOUT"].map { $0.trimmingCharacters(in: .whitespaces) }.flatMap { $0.isEmpty ? nil : $0 }
+        rebuildStallTimeout = .seconds(try CommonSettings.integer(stall, name: "REBUILD_STALL_TIMEOUT", default: 120, range: 1...3600))
     }
 
     /// Whose events the projector takes: `BOOKING_HANDLER_USER`, else the
