@@ -260,7 +260,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AvailabilityProjectorTests",
-            dependencies: ["AvailabilityProjector", "BookingContracts"],
+            dependencies: ["AvailabilityProjector", "BookingContracts", "ServiceSupport"],
             path: "Tests/AvailabilityProjectorTests"
         ),
         .testTarget(
