@@ -1,7 +1,6 @@
 import AMQPClient
 import ArgumentParser
 import BookingContracts
-import Dispatch
 import Foundation
 import SetTopology
 import Synchronization
@@ -164,7 +163,8 @@ struct ProjectorRebuildCommand: AsyncParsableCommand {
             if rebuild.result != nil { break }
             if cancel.requested && !cancelSent {
                 cancelSent = true
-                progress.note("cancelling the rebuild…")
+                progress.clear()
+                FileHandle.standardError.write(Data("bookingctl: cancelling the rebuild (Ctrl-C again to leave at once)\n".utf8))
                 _ = try? await client.call(ProjectorControl.cancelType, expiresAfter: global.timeout,
                                            wait: .seconds(global.timeout))
             }
@@ -288,26 +288,31 @@ final class RebuildCall: Sendable {
     func finish(_ result: Result<ProjectorControl.Reply, AMQPError>) { box.withLock { $0 = result } }
 }
 
-/// Ctrl-C while a rebuild runs: the first asks for a cancel, the second
-/// exits at once (130).
-final class CancelOnInterrupt: @unchecked Sendable {  // `source` is set up and resumed in init only; `flag` is atomic
-    private let flag = Atomic<Bool>(false)
-    // Kept for the life of the command; a signal source stops when released.
-    private let source: any DispatchSourceSignal
-
+/// Ctrl-C while a rebuild runs: the first asks for a cancel (the rebuild
+/// loop sends it), the second exits at once (130).
+///
+/// A plain signal handler on an atomic counter rather than a dispatch
+/// signal source: it needs nothing from the runtime (lock-free atomics and
+/// `_exit` are async-signal-safe), whatever the platform's dispatch does
+/// with ignored or blocked signals.
+struct CancelOnInterrupt {
     init() {
-        signal(SIGINT, SIG_IGN)
-        source = DispatchSource.makeSignalSource(signal: SIGINT, queue: DispatchQueue(label: "bookingctl.sigint"))
-        // Lives as long as the command: the cycle through the handler is fine.
-        source.setEventHandler { [self] in
-            if flag.exchange(true, ordering: .acquiringAndReleasing) { exit(130) }
-            FileHandle.standardError.write(Data("\nbookingctl: cancelling the rebuild (Ctrl-C again to leave at once)\n".utf8))
+        signal(SIGINT) { _ in
+            if interrupts.add(1, ordering: .relaxed).newValue >= 2 { _exit(130) }
         }
-        source.resume()
+        // A parent may hand SIGINT down blocked (test runners, some shells'
+        // background jobs): then Ctrl-C would never reach the handler.
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGINT)
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
     }
 
-    var requested: Bool { flag.load(ordering: .acquiring) }
+    var requested: Bool { interrupts.load(ordering: .relaxed) > 0 }
 }
+
+/// Ctrl-Cs received (``CancelOnInterrupt``).
+private let interrupts = Atomic<Int>(0)
 
 /// Progress on stderr: one line redrawn on a terminal, lines in a log.
 struct RebuildProgress {
@@ -321,12 +326,6 @@ struct RebuildProgress {
         } else {
             FileHandle.standardError.write(Data("bookingctl: \(Self.line(status))\n".utf8))
         }
-    }
-
-    func note(_ text: String) {
-        guard enabled else { return }
-        clear()
-        FileHandle.standardError.write(Data("bookingctl: \(text)\n".utf8))
     }
 
     func clear() {

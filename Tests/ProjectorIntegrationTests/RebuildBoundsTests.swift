@@ -72,33 +72,14 @@ struct RebuildBoundsTests {
         let app = try #require(h.projector.withLock { $0 })
         let dir = try TemporaryDirectory("rebuild-cancel")
         defer { dir.remove() }
-        let err = dir.appending("err"), out = dir.appending("out")
-        _ = FileManager.default.createFile(atPath: err.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
-        let rebuild = Process()
-        rebuild.executableURL = RebuildAndPageTests.binDirectory.appendingPathComponent("bookingctl")
-        rebuild.arguments = ["projector", "rebuild", "--progress-every", "1"]
-        rebuild.environment = ProcessInfo.processInfo.environment.merging(["AMQP_URL": h.url.urlStringWithCredentials]) { $1 }
-        rebuild.standardOutput = try FileHandle(forWritingTo: out)
-        rebuild.standardError = try FileHandle(forWritingTo: err)
-        rebuild.standardInput = FileHandle.nullDevice
-        let box = ProcessBox(rebuild)
-        try rebuild.run()
+        let (rebuild, err) = try Self.launchRebuild(h, dir)
         defer { if rebuild.isRunning { rebuild.terminate() } }
-        // The rooms arrived (one page, then the handler waits 6 s at 1/s)
-        // and bookingctl printed a progress line about them.
-        try await withTimeout(60, "progress reported") {
-            while !((try? String(contentsOf: err, encoding: .utf8)) ?? "").contains("6 of ~6 rooms") {
-                try await Task.sleep(for: .milliseconds(100))
-            }
-        }
+        try await Self.waitForRoomsProgress(err)
         #expect(app.rebuilder.status().running)
         let (status, cancelOut, cancelErr) = try await RebuildAndPageTests.bookingctl(h, ["projector", "cancel"])
         #expect(status == 0, "\(cancelErr)")
         #expect(cancelOut.hasPrefix("cancelled: rebuild-"), "\(cancelOut)")
-        try await withTimeout(60, "bookingctl projector rebuild exits") {
-            while box.process.isRunning { try await Task.sleep(for: .milliseconds(50)) }
-        }
+        try await Self.waitForExit(rebuild)
         let errText = (try? String(contentsOf: err, encoding: .utf8)) ?? ""
         #expect(rebuild.terminationStatus == 1, "\(errText)")
         #expect(errText.contains("rebuild failed (9002)"), "\(errText)")
@@ -109,5 +90,65 @@ struct RebuildBoundsTests {
         let (again, againOut, _) = try await RebuildAndPageTests.bookingctl(h, ["projector", "cancel"])
         #expect(again == 0 && againOut.contains("no rebuild is running"), "\(againOut)")
         await h.stop()
+    }
+
+    /// Ctrl-C in `bookingctl projector rebuild` cancels the rebuild the
+    /// same way: it says so, the projector answers 9002, bookingctl exits 1,
+    /// the live model stays.
+    @Test func ctrlCInBookingctlCancelsTheRebuild() async throws {
+        let h = try await ProjectorHarness.start(replayRate: 1)
+        let date = localDate(daysFromNow: 15)
+        _ = try await h.create(date: date, start: "09:00", end: "10:00")
+        let before = try await h.waitForRooms("date=\(date)", "booking projected") {
+            room($0, "Berlin")?.avail == ["07:00 - 09:00", "10:00 - 19:00"]
+        }
+        let app = try #require(h.projector.withLock { $0 })
+        let dir = try TemporaryDirectory("rebuild-sigint")
+        defer { dir.remove() }
+        let (rebuild, err) = try Self.launchRebuild(h, dir)
+        defer { if rebuild.isRunning { rebuild.terminate() } }
+        try await Self.waitForRoomsProgress(err)
+        kill(rebuild.processIdentifier, SIGINT)
+        try await Self.waitForExit(rebuild)
+        let errText = (try? String(contentsOf: err, encoding: .utf8)) ?? ""
+        #expect(rebuild.terminationStatus == 1, "\(errText)")
+        #expect(errText.contains("cancelling the rebuild") && errText.contains("rebuild failed (9002)"), "\(errText)")
+        #expect(app.store.rebuildProgress == nil && !app.rebuilder.status().running)
+        #expect(try await h.rooms("date=\(date)") == before)
+        await h.stop()
+    }
+
+    /// `bookingctl projector rebuild --progress-every 1` against `h`, its
+    /// stderr in a file of `dir`.
+    static func launchRebuild(_ h: ProjectorHarness, _ dir: TemporaryDirectory) throws -> (Process, URL) {
+        let err = dir.appending("err"), out = dir.appending("out")
+        _ = FileManager.default.createFile(atPath: err.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
+        let rebuild = Process()
+        rebuild.executableURL = RebuildAndPageTests.binDirectory.appendingPathComponent("bookingctl")
+        rebuild.arguments = ["projector", "rebuild", "--progress-every", "1"]
+        rebuild.environment = ProcessInfo.processInfo.environment.merging(["AMQP_URL": h.url.urlStringWithCredentials]) { $1 }
+        rebuild.standardOutput = try FileHandle(forWritingTo: out)
+        rebuild.standardError = try FileHandle(forWritingTo: err)
+        rebuild.standardInput = FileHandle.nullDevice
+        try rebuild.run()
+        return (rebuild, err)
+    }
+
+    /// The rooms arrived (one page; then the handler waits 6 s at 1/s) and
+    /// bookingctl printed a progress line about them.
+    static func waitForRoomsProgress(_ err: URL) async throws {
+        try await withTimeout(60, "progress reported") {
+            while !((try? String(contentsOf: err, encoding: .utf8)) ?? "").contains("6 of ~6 rooms") {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+    }
+
+    static func waitForExit(_ process: Process) async throws {
+        let box = ProcessBox(process)
+        try await withTimeout(60, "bookingctl projector rebuild exits") {
+            while box.process.isRunning { try await Task.sleep(for: .milliseconds(50)) }
+        }
     }
 }
