@@ -124,6 +124,7 @@ let package = Package(
                 "ServiceSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
@@ -273,7 +274,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AvailabilityProjectorTests",
-            dependencies: ["AvailabilityProjector", "BookingContracts"],
+            dependencies: ["AvailabilityProjector", "BookingContracts", "ServiceSupport"],
             path: "Tests/AvailabilityProjectorTests"
         ),
         .testTarget(

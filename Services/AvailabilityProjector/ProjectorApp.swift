@@ -24,7 +24,7 @@ public struct ProjectorApp: Sendable {
     public static func build(
         connection: AMQPConnection, dataDirectory: String, httpPort: Int? = nil,
         httpHost: String = CommonSettings.defaultBindAddress, logger: Logger,
-        now: @escaping @Sendable () -> Date = { Date() }, replayTimeout: Duration = .seconds(600),
+        now: @escaping @Sendable () -> Date = { Date() }, rebuildStallTimeout: Duration = Rebuilder.defaultStallTimeout,
         eventConcurrency: Int = 32, eventSender: SenderCheck? = nil, requireUserID: Bool = false,
         queues: ProjectorQueues = .shipped, callerRate: CallerRate? = nil, rateExempt: Set<String> = []
     ) async throws -> ProjectorApp {
@@ -43,7 +43,7 @@ public struct ProjectorApp: Sendable {
                                      limiter: CallerRateLimiter(rate: callerRate, exempt: rateExempt.union([connection.user])))
             .service()
         let rebuilder = Rebuilder(connection: connection, store: store, publisher: publisher, logger: logger,
-                                  replayTimeout: replayTimeout, sender: sender, queues: queues)
+                                  stallTimeout: rebuildStallTimeout, sender: sender, queues: queues)
         var services: [any Service] = [connection, publisher, events, queries]
         services += rebuilder.services().map { $0 as any Service }
         // A replica starts empty and fills itself from a replay before it
@@ -68,7 +68,7 @@ public struct ProjectorApp: Sendable {
 }
 
 /// Fills an empty replica's read model once at start: a rebuild (the
-/// booking handler's replay, paced by its `REPLAY_MAX_RATE`), retried with
+/// booking handler's replay, as fast as this replica takes it), retried with
 /// back-off until it succeeds or the service stops. Readiness waits for it,
 /// so a load balancer sends no query to a replica that knows nothing yet.
 final class ModelFiller: Service, Sendable {

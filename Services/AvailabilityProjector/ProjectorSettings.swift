@@ -16,6 +16,10 @@ public struct ProjectorSettings: Sendable {
     /// `CALLER_RATE`: availability queries per second and burst per caller
     /// on this instance; nil: no limit. Default ``CallerRate/standard``.
     public var callerRate: CallerRate?
+    /// `REBUILD_STALL_TIMEOUT` (seconds, 1–3600, default 120): a rebuild
+    /// fails when its replay delivers nothing for this long; there is no
+    /// limit on the rebuild as a whole.
+    public var rebuildStallTimeout: Duration
 
     /// Reads the settings; throws ``SettingsError`` naming the variable.
     public init(environment: [String: String]) throws {
@@ -25,6 +29,8 @@ public struct ProjectorSettings: Sendable {
         bookingHandlerUser = environment["BOOKING_HANDLER_USER"]
         administrators = CommonSettings.userList(environment["ADMIN_USERS"])
         callerRate = try CallerRate.parse(environment["CALLER_RATE"])
+        let stall = environment["REBUILD_STALL_TIMEOUT"].map { $0.trimmingCharacters(in: .whitespaces) }.flatMap { $0.isEmpty ? nil : $0 }
+        rebuildStallTimeout = .seconds(try CommonSettings.integer(stall, name: "REBUILD_STALL_TIMEOUT", default: 120, range: 1...3600))
     }
 
     /// The callers never rate-limited: admins, the projector's own user and

@@ -9,7 +9,8 @@ public struct HandlerSettings: Sendable, Equatable {
     /// The caller model: `ADMIN_USERS`, `ROOM_MANAGERS`, `REPLAY_USERS`,
     /// `REQUIRE_USER_ID`.
     public var policy: CallerPolicy
-    /// `REPLAY_MAX_RATE`: messages per second one replay publishes at most.
+    /// `REPLAY_MAX_RATE`: messages per second one replay publishes at most;
+    /// 0 (the default) sets no fixed rate (``ReplayPacer``).
     public var replayRate: Int
     /// `INBOX_RETENTION_DAYS`, default 7.
     public var retentionDays: Int
@@ -40,11 +41,18 @@ public struct HandlerSettings: Sendable, Equatable {
             replayUsers: CommonSettings.userList(value("REPLAY_USERS")),
             requireUserID: try CommonSettings.boolean(value("REQUIRE_USER_ID"), name: "REQUIRE_USER_ID", default: false))
         replayRate = try CommonSettings.integer(value("REPLAY_MAX_RATE"), name: "REPLAY_MAX_RATE",
-                                                default: ReplayPacer.defaultRate, range: 1...1_000_000)
+                                                default: ReplayPacer.defaultRate, range: 0...1_000_000)
         retentionDays = try CommonSettings.integer(value("INBOX_RETENTION_DAYS"), name: "INBOX_RETENTION_DAYS",
                                                    default: 7, range: 1...3650)
         roomsFile = value("ROOMS_FILE")
-        database = try value("DATABASE_URL").map { try PostgresSettings(url: $0) }
+        // Checked with or without DATABASE_URL: a typo must not wait for the
+        // day the database is switched on.
+        let timeouts = try PostgresTimeouts(environment: environment)
+        database = try value("DATABASE_URL").map { url in
+            var settings = try PostgresSettings(url: url)
+            settings.timeouts = timeouts
+            return settings
+        }
         callerRate = try CallerRate.parse(value("CALLER_RATE"))
         listCursorKey = value("LIST_CURSOR_KEY")
         if let listCursorKey, listCursorKey.count < CursorKey.minimumLength {

@@ -104,7 +104,14 @@ public struct PassSenderSettings: Sendable, Equatable {
         }
         self.init()
         bookingHandlerUser = value("BOOKING_HANDLER_USER")
-        database = try value("DATABASE_URL").map { try PostgresSettings(url: $0) }
+        // Checked with or without DATABASE_URL: a typo must not wait for the
+        // day the database is switched on.
+        let timeouts = try PostgresTimeouts(environment: environment)
+        database = try value("DATABASE_URL").map { url in
+            var settings = try PostgresSettings(url: url)
+            settings.timeouts = timeouts
+            return settings
+        }
         administrators = CommonSettings.userList(value("ADMIN_USERS"))
         func httpURL(_ name: String) throws -> String? {
             guard let url = value(name) else { return nil }

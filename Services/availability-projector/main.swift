@@ -15,6 +15,7 @@ exit(await ServiceRunner.main(service: "availability-projector", defaultHTTPPort
         configuration: settings.amqpConfiguration(connectionName: "availability-projector"), logger: logger)
     let app = try await ProjectorApp.build(
         connection: connection, dataDirectory: dataDirectory, httpPort: settings.httpPort, httpHost: settings.httpBind, logger: logger,
+        rebuildStallTimeout: start.settings.rebuildStallTimeout,
         eventSender: start.settings.eventSender(ownUser: connection.user),
         requireUserID: start.settings.requireUserID, queues: start.settings.queues,
         callerRate: start.settings.callerRate, rateExempt: start.settings.rateExempt(ownUser: connection.user))

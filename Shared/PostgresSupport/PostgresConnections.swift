@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOCore
+import NIOPosix
 import PostgresNIO
 import Synchronization
 
@@ -32,9 +33,7 @@ public actor ReadConnection {
         }
         let configuration = self.configuration, logger = self.logger
         let task = Task {
-            try await PostgresConnection.connect(
-                on: PostgresConnection.defaultEventLoopGroup.any(), configuration: configuration,
-                id: PostgresConnection.nextID(), logger: logger)
+            try await PostgresConnection.connect(failingFast: configuration, logger: logger).get()
         }
         connecting = task
         defer { connecting = nil }
@@ -86,9 +85,84 @@ extension PostgresConnection {
     }
 
     /// How long one statement may take before the store gives up on its
-    /// connection. Statements here take milliseconds; the limit is for a
-    /// connection that died under a statement (see ``rows(_:_:)``).
+    /// connection when it was not connected by
+    /// ``connect(failingFast:logger:)`` (which sets the bound from
+    /// `DATABASE_STATEMENT_TIMEOUT`). Statements here take milliseconds; the
+    /// limit is for a connection that died under a statement (see ``rows(_:_:)``).
     public static let statementTimeout: TimeAmount = .seconds(30)
+
+    /// Per open connection: how long the client waits for a statement's
+    /// answer (``PostgresTimeouts``); dropped when the connection closes.
+    private static let statementBounds = Mutex<[ObjectIdentifier: TimeAmount]>([:])
+
+    /// How long the client waits for an answer on this connection.
+    public var statementBound: TimeAmount {
+        Self.statementBounds.withLock { $0[ObjectIdentifier(self)] } ?? Self.statementTimeout
+    }
+
+    /// Connects so that a lost server is noticed within known bounds: the
+    /// TCP socket gets keepalive (idle, interval and count as the
+    /// configuration's `tcp_keepalives_*` startup parameters, which the
+    /// server uses for its end) and `TCP_USER_TIMEOUT` of the same total,
+    /// the whole handshake is bounded by the configuration's
+    /// `connectTimeout`, and every statement waits at most the server's
+    /// `statement_timeout` plus ``PostgresTimeouts/statementGrace``.
+    /// postgres-nio has no socket options of its own, so the TCP channel
+    /// is made here and handed to it established; a configuration without
+    /// a TCP host (a Unix socket) connects the plain way.
+    public static func connect(failingFast configuration: Configuration, logger: Logger) -> EventLoopFuture<PostgresConnection> {
+        let loop = defaultEventLoopGroup.any()
+        let parameters = Dictionary(configuration.options.additionalStartupParameters) { _, last in last }
+        func parameter(_ name: String, _ fallback: Int) -> Int { parameters[name].flatMap { Int($0) } ?? fallback }
+        let standard = PostgresTimeouts.standard
+        let statementMilliseconds = parameter("statement_timeout", standard.statement * 1000)
+        let bound = TimeAmount.milliseconds(Int64(statementMilliseconds) + Int64(PostgresTimeouts.statementGrace) * 1000)
+        @Sendable func remember(_ connection: PostgresConnection) -> PostgresConnection {
+            let key = ObjectIdentifier(connection)
+            statementBounds.withLock { $0[key] = bound }
+            connection.closeFuture.whenComplete { _ in _ = statementBounds.withLock { $0.removeValue(forKey: key) } }
+            return connection
+        }
+        guard let host = configuration.host, let port = configuration.port else {
+            return connect(on: loop, configuration: configuration, id: nextID(), logger: logger).map(remember)
+        }
+        let idle = parameter("tcp_keepalives_idle", standard.keepalive)
+        let interval = parameter("tcp_keepalives_interval", standard.keepaliveInterval)
+        let count = parameter("tcp_keepalives_count", PostgresTimeouts.keepaliveProbes)
+        func tcp(_ name: CInt) -> ChannelOptions.Types.SocketOption {
+            ChannelOptions.tcpOption(NIOBSDSocket.Option(rawValue: name))
+        }
+        let started = NIODeadline.now()
+        let bootstrap = ClientBootstrap(group: loop)
+            .connectTimeout(configuration.options.connectTimeout)
+            .channelOption(ChannelOptions.socketOption(.so_keepalive), value: 1)
+            .channelOption(tcp(CInt(TCP_KEEPIDLE)), value: idle)
+            .channelOption(tcp(CInt(TCP_KEEPINTVL)), value: interval)
+            .channelOption(tcp(CInt(TCP_KEEPCNT)), value: count)
+            .channelOption(tcp(CInt(TCP_USER_TIMEOUT)), value: (idle + interval * count) * 1000)
+        return bootstrap.connect(host: host, port: port).flatMap { channel in
+            var established = Configuration(establishedChannel: channel, tls: configuration.tls,
+                                            username: configuration.username, password: configuration.password,
+                                            database: configuration.database)
+            established.options = configuration.options
+            // What postgres-nio does for a host it connects itself: the name
+            // for SNI and verification, unless it is an address.
+            if established.options.tlsServerName == nil, !isIPAddress(host) { established.options.tlsServerName = host }
+            // One bound for TCP connect and handshake together.
+            let left = configuration.options.connectTimeout - (NIODeadline.now() - started)
+            established.options.connectTimeout = max(left, .milliseconds(1))
+            return connect(on: loop, configuration: established, id: nextID(), logger: logger).map(remember)
+                .flatMapErrorThrowing { error in
+                    channel.close(mode: .all, promise: nil)
+                    throw error
+                }
+        }
+    }
+
+    private static func isIPAddress(_ host: String) -> Bool {
+        var v4 = in_addr(), v6 = in6_addr()
+        return inet_pton(AF_INET, host, &v4) == 1 || inet_pton(AF_INET6, host, &v6) == 1
+    }
 
     /// `query`'s rows (see ``result(_:_:)``).
     public func rows(_ query: PostgresQuery, _ logger: Logger) -> EventLoopFuture<[PostgresRow]> {
@@ -115,12 +189,13 @@ extension PostgresConnection {
         guard !isClosed else { return loop.makeFailedFuture(PostgresConnectionGone(reason: "the connection is closed")) }
         let promise = loop.makePromise(of: PostgresQueryResult.self)
         let once = CompletionFlag()
-        let timer = loop.scheduleTask(in: Self.statementTimeout) {
+        let bound = statementBound
+        let timer = loop.scheduleTask(in: bound) {
             if once.claim() {
                 // Closed before the failure is seen: whoever handles it must
                 // find the connection closed, not send it a ROLLBACK.
                 PostgresConnection.closeInBackground(self)
-                promise.fail(PostgresConnectionGone(reason: "no answer within \(Self.statementTimeout.nanoseconds / 1_000_000_000) s"))
+                promise.fail(PostgresConnectionGone(reason: "no answer within \(bound.nanoseconds / 1_000_000_000) s"))
             }
         }
         let future: EventLoopFuture<PostgresQueryResult> = self.query(query, logger: logger)
@@ -150,7 +225,7 @@ extension PostgresConnection {
 /// what went wrong. Callers settle before they read rows, before a
 /// savepoint decision and before `COMMIT`.
 ///
-/// A statement's 30 s timeout (``PostgresConnection/result(_:_:)``) runs
+/// A statement's timeout (``PostgresConnection/result(_:_:)``) runs
 /// from when it is sent, so it includes the time it queues behind the
 /// statements sent before it: a few milliseconds here.
 ///

@@ -27,6 +27,11 @@ public struct PostgresSettings: Sendable, Equatable, CustomStringConvertible {
     public var schema: String?
     public var tls: TLSMode
     public var rootCertificatePath: String?
+    /// How quickly a connection gives up on an unreachable or silent server
+    /// (`DATABASE_CONNECT_TIMEOUT`, `DATABASE_STATEMENT_TIMEOUT`,
+    /// `DATABASE_KEEPALIVE`); ``PostgresTimeouts/standard`` unless read
+    /// with ``init(url:environment:)``.
+    public var timeouts: PostgresTimeouts = .standard
 
     /// Whether `text` names PostgreSQL (`postgres://` or `postgresql://`).
     public static func isPostgresURL(_ text: String) -> Bool {
@@ -76,6 +81,13 @@ public struct PostgresSettings: Sendable, Equatable, CustomStringConvertible {
         self.tls = tls
     }
 
+    /// Parses `DATABASE_URL` (``init(url:)``) and reads the timeouts from
+    /// `environment` (``PostgresTimeouts/init(environment:)``).
+    public init(url text: String, environment: [String: String]) throws {
+        try self.init(url: text)
+        timeouts = try PostgresTimeouts(environment: environment)
+    }
+
     /// The redacted URL, for logs.
     public var description: String {
         "postgres://\(user):***@\(host):\(port)/\(database)?sslmode=\(tls.rawValue)" + (schema.map { "&schema=\($0)" } ?? "")
@@ -106,19 +118,83 @@ public struct PostgresSettings: Sendable, Equatable, CustomStringConvertible {
         }
         var configuration = PostgresConnection.Configuration(
             host: host, port: port, username: user, password: password, database: database, tls: nioTLS)
-        configuration.options.connectTimeout = .seconds(10)
+        configuration.options.connectTimeout = .seconds(Int64(timeouts.connect))
         // Startup parameters hold for every statement of the connection and
         // every reconnect:
         // - a write transaction holds the lock every instance's writes wait
         //   for; if its client vanishes (host lost, partitioned, frozen)
         //   the server ends the session after 15 s idle in the transaction,
-        //   and keepalives notice a dead peer within about 25 s, instead of
-        //   the operating system's two hours;
+        //   and its keepalives notice a dead peer as ours do (the client
+        //   side reads the same three values, ``PostgresConnection/connect(failingFast:logger:)``),
+        //   instead of the operating system's two hours;
+        // - `statement_timeout` ends a statement on the server at the bound
+        //   the client waits for it (plus a grace for the answer to arrive),
+        //   so the server lets go of its locks when the client gives up;
         // - the schema's tables first, `public` for the extension it holds.
-        var parameters = [("idle_in_transaction_session_timeout", "15000"), ("tcp_keepalives_idle", "10"),
-                          ("tcp_keepalives_interval", "5"), ("tcp_keepalives_count", "3")]
+        var parameters = [("idle_in_transaction_session_timeout", "15000"),
+                          ("statement_timeout", "\(timeouts.statement * 1000)"),
+                          ("tcp_keepalives_idle", "\(timeouts.keepalive)"),
+                          ("tcp_keepalives_interval", "\(timeouts.keepaliveInterval)"),
+                          ("tcp_keepalives_count", "\(PostgresTimeouts.keepaliveProbes)")]
         if let schema { parameters.append(("search_path", "\(schema), public")) }
         configuration.options.additionalStartupParameters = parameters
         return configuration
     }
+}
+
+/// How long a PostgreSQL connection waits before it gives up, so that work
+/// on a connection cut off by the network ends within a known bound and
+/// the caller's message goes back to the broker for another instance
+/// (docs/configuration.md, "PostgreSQL").
+///
+/// - `DATABASE_CONNECT_TIMEOUT` (seconds, 1–300, default 10): TCP connect,
+///   TLS and the PostgreSQL handshake together.
+/// - `DATABASE_STATEMENT_TIMEOUT` (seconds, 1–3600, default 30): the
+///   server's `statement_timeout`; the client gives up on a statement
+///   without an answer 2 s after it (``PostgresConnection/result(_:_:)``),
+///   closing the connection.
+/// - `DATABASE_KEEPALIVE` (seconds, 1–3600, default 10): idle time before
+///   TCP keepalive probes, on both ends; probes every half of it (at least
+///   1 s), three unanswered ones end the connection. The client's socket
+///   also gets `TCP_USER_TIMEOUT` of the same total, so data the peer
+///   never acknowledges ends it too.
+public struct PostgresTimeouts: Sendable, Equatable {
+    public var connect: Int
+    public var statement: Int
+    public var keepalive: Int
+
+    /// Unanswered keepalive probes before a connection is dead.
+    public static let keepaliveProbes = 3
+    /// How much longer than `statement` the client waits for an answer:
+    /// the server's own timeout error should arrive first on a live link.
+    public static let statementGrace = 2
+
+    public static let standard = PostgresTimeouts(connect: 10, statement: 30, keepalive: 10)
+
+    public init(connect: Int, statement: Int, keepalive: Int) {
+        self.connect = connect
+        self.statement = statement
+        self.keepalive = keepalive
+    }
+
+    /// Reads the three variables; throws ``SettingsError`` naming the one
+    /// that is out of range.
+    public init(environment: [String: String]) throws {
+        func value(_ name: String) -> String? {
+            guard let v = environment[name]?.trimmingCharacters(in: .whitespaces), !v.isEmpty else { return nil }
+            return v
+        }
+        let standard = Self.standard
+        connect = try CommonSettings.integer(value("DATABASE_CONNECT_TIMEOUT"), name: "DATABASE_CONNECT_TIMEOUT",
+                                             default: standard.connect, range: 1...300)
+        statement = try CommonSettings.integer(value("DATABASE_STATEMENT_TIMEOUT"), name: "DATABASE_STATEMENT_TIMEOUT",
+                                               default: standard.statement, range: 1...3600)
+        keepalive = try CommonSettings.integer(value("DATABASE_KEEPALIVE"), name: "DATABASE_KEEPALIVE",
+                                               default: standard.keepalive, range: 1...3600)
+    }
+
+    /// Seconds between keepalive probes.
+    public var keepaliveInterval: Int { max(1, keepalive / 2) }
+    /// Seconds after which a silent peer is dead: idle time plus every probe.
+    public var deadPeer: Int { keepalive + keepaliveInterval * Self.keepaliveProbes }
 }

@@ -64,9 +64,7 @@ public final class PostgresWriter: @unchecked Sendable {  // `connection` is con
         if let connection, !connection.isClosed { return connection }
         if let stale = connection { PostgresConnection.closeInBackground(stale) }
         connection = nil
-        let fresh = try PostgresConnection.connect(
-            on: PostgresConnection.defaultEventLoopGroup.any(), configuration: configuration,
-            id: PostgresConnection.nextID(), logger: logger).wait()
+        let fresh = try PostgresConnection.connect(failingFast: configuration, logger: logger).wait()
         connection = fresh
         return fresh
     }

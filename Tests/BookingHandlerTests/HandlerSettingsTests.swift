@@ -1,3 +1,4 @@
+import PostgresSupport
 import Testing
 @testable import BookingHandler
 
@@ -25,8 +26,28 @@ struct HandlerSettingsTests {
         #expect(s.roomsFile == "/etc/rooms.json")
     }
 
-    @Test(arguments: [["REQUIRE_USER_ID": "maybe"], ["REPLAY_MAX_RATE": "0"], ["INBOX_RETENTION_DAYS": "x"],
-                      ["INBOX_RETENTION_DAYS": "0"]])
+    @Test func databaseTimeoutsReachTheConnectionConfiguration() throws {
+        let s = try HandlerSettings(environment: [
+            "DATABASE_URL": "postgres://svc@127.0.0.1/db", "DATABASE_CONNECT_TIMEOUT": "4",
+            "DATABASE_STATEMENT_TIMEOUT": "7", "DATABASE_KEEPALIVE": "6",
+        ])
+        let timeouts = try #require(s.database?.timeouts)
+        #expect(timeouts == PostgresTimeouts(connect: 4, statement: 7, keepalive: 6))
+        #expect(timeouts.keepaliveInterval == 3 && timeouts.deadPeer == 15)
+        let configuration = try #require(try s.database?.connectionConfiguration())
+        #expect(configuration.options.connectTimeout == .seconds(4))
+        let parameters = Dictionary(configuration.options.additionalStartupParameters) { _, last in last }
+        #expect(parameters["statement_timeout"] == "7000")
+        #expect(parameters["tcp_keepalives_idle"] == "6" && parameters["tcp_keepalives_interval"] == "3"
+                && parameters["tcp_keepalives_count"] == "3")
+        // Unset: the defaults, without DATABASE_URL too.
+        #expect(try HandlerSettings(environment: [:]).database == nil)
+        #expect(try PostgresSettings(url: "postgres://svc@127.0.0.1/db").timeouts == .standard)
+    }
+
+    @Test(arguments: [["REQUIRE_USER_ID": "maybe"], ["REPLAY_MAX_RATE": "-1"], ["INBOX_RETENTION_DAYS": "x"],
+                      ["INBOX_RETENTION_DAYS": "0"], ["DATABASE_CONNECT_TIMEOUT": "0"], ["DATABASE_STATEMENT_TIMEOUT": "30s"],
+                      ["DATABASE_KEEPALIVE": "3601"]])
     func badValuesNameTheVariable(_ environment: [String: String]) {
         let error = #expect(throws: (any Error).self) { try HandlerSettings(environment: environment) }
         #expect("\(error.map { "\($0)" } ?? "")".contains(environment.keys.first!))

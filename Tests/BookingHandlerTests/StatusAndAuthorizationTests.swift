@@ -274,6 +274,13 @@ struct ReplayPacerTests {
         // 1,500 in total by 1.2 s: due at 1.5 s.
         #expect(pacer.sent(500, now: start + .milliseconds(1_200)) == .milliseconds(300))
     }
+
+    @Test func rateZeroNeverWaits() {
+        let start = ContinuousClock.now
+        var pacer = ReplayPacer(rate: 0, start: start)
+        #expect(pacer.sent(1_000_000, now: start) == nil)
+        #expect(ReplayPacer.defaultRate == 0, "the projector's replay is paced by its backlog, not a fixed rate")
+    }
 }
 
 @Suite("Authorisation: confirming a booking that is not pending")

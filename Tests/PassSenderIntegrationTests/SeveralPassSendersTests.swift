@@ -97,7 +97,9 @@ struct SeveralPassSendersTests {
     /// after the cut, so the instance inside never hears of them. That is
     /// the documented crash window: those passes, and only those, may go
     /// out a second time (when the other instance takes the booking over);
-    /// no pass is lost, none goes out three times.
+    /// no pass is lost, none goes out three times. PostgreSQL fails fast
+    /// (3 s statement bound, 2 s keepalive): the cut-off instance's ledger
+    /// work ends and its message is requeued while the link is still down.
     @Test func aPassSenderInItsOwnNetworkNamespacePartitionedSendsTwiceOnlyWhatWasInFlight() async throws {
         try #require(getuid() == 0, "network namespaces need root (CI runs as root)")
         try #require(FileManager.default.isExecutableFile(atPath: CrashTests.binary.path), "build pass-sender first")
@@ -130,7 +132,12 @@ struct SeveralPassSendersTests {
         // cut and hands its unacknowledged events to the other.
         // Lease 32 s (the default for a 1 s timeout), longer than the cut:
         // the inside's claims outlast the partition.
-        let common = ["PASS_GATEWAY_TIMEOUT": "1s", "PASS_CLAIM_LEASE": "32s", "AMQP_HEARTBEAT": "2"]
+        // PostgreSQL fails fast: a statement without an answer ends after
+        // 3 s + 2 s grace, a silent peer is dead after 2 + 3 × 1 s of
+        // keepalive, unacknowledged data after as long (TCP_USER_TIMEOUT).
+        let common = ["PASS_GATEWAY_TIMEOUT": "1s", "PASS_CLAIM_LEASE": "32s", "AMQP_HEARTBEAT": "2",
+                      "DATABASE_STATEMENT_TIMEOUT": "3", "DATABASE_KEEPALIVE": "2", "DATABASE_CONNECT_TIMEOUT": "3"]
+        let postgresBound = Duration.seconds(5)
         let outside = try CrashTests.launch(url: url, dataDirectory: directories[0], gateway: gateway.url, log: log,
                                             extra: common.merging(["DATABASE_URL": databaseURL]) { a, _ in a })
         var inside = common
@@ -140,7 +147,8 @@ struct SeveralPassSendersTests {
         var environment = ["DATA_DIR": directories[1], "PASS_CONCURRENCY": "4", "PASS_RETRY_DELAYS": "100ms",
                            "HTTP_PORT": "0", "LOG_LEVEL": "info"]
         environment.merge(inside) { _, new in new }
-        let partitioned = try ServiceProcess.launch(CrashTests.binary, environment: environment, log: log,
+        let insideLog = URL(fileURLWithPath: root).appendingPathComponent("pass-sender-netns.log")
+        let partitioned = try ServiceProcess.launch(CrashTests.binary, environment: environment, log: insideLog,
                                                     wrapper: namespace.wrap(CrashTests.binary.path))
         let processes = [outside, partitioned]
         defer { for p in processes where p.isRunning { p.terminate() } }
@@ -149,6 +157,7 @@ struct SeveralPassSendersTests {
         try await gateway.state.wait("calls of both instances held", timeout: 120) { s in
             s.held.contains { $0.host == insideHost } && s.held.contains { $0.host != insideHost }
         }
+        let logBeforeCut = (try? Data(contentsOf: insideLog).count) ?? 0
         try namespace.setLink(up: false)
         let cut = ContinuousClock.now
         let atCut = gateway.state.current
@@ -156,8 +165,21 @@ struct SeveralPassSendersTests {
         #expect(sentAtCut < expected.count, "the cut must land mid-stream")
         holding.withLock { $0 = false }
         gateway.release()
-        // The fault's length, not a wait for an event.
-        try await Task.sleep(for: .seconds(20))
+        // The inside's held calls time out (1 s), and what it then writes
+        // to the ledger goes to a PostgreSQL it cannot reach: that work
+        // must end, and its message go back for the other instance, within
+        // the PostgreSQL bound — while the link is still down (before the
+        // settings, postgres-nio waited through the whole cut and after).
+        let postgresGaveUp: Duration? = try? await withTimeout(15, "the inside's ledger work ends during the cut") {
+            while true {
+                let text = String(decoding: ((try? Data(contentsOf: insideLog)) ?? Data()).dropFirst(logBeforeCut), as: UTF8.self)
+                if text.contains("message could not be finished; requeueing") { return ContinuousClock.now - cut }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        #expect(postgresGaveUp != nil, "the partitioned instance's PostgreSQL work did not end within 15 s of the cut (bound \(postgresBound) after its 1 s gateway timeout); log: \(insideLog.path)")
+        // The rest of the fault's length, not a wait for an event.
+        try await Task.sleep(until: cut + .seconds(20), clock: .continuous)
         try namespace.setLink(up: true)
         try await gateway.state.wait("every pass sent", timeout: 180) { Set($0.sent).isSuperset(of: expected) }
 
@@ -207,13 +229,14 @@ struct SeveralPassSendersTests {
         let left = try await client.get(queue: Topology.passSenderEventsQueue)
         #expect(left == nil, "every delivery acknowledged")
         try? await left?.nack(requeue: true)
-        let failed = !(more.isEmpty && twice.isSubset(of: inFlight) && lost.isEmpty
+        let failed = !(more.isEmpty && twice.isSubset(of: inFlight) && lost.isEmpty && postgresGaveUp != nil
                        && statuses == [.delivered: expected.count] && left == nil)
         if failed { print("pass sender partition: ledger \(statuses); logs kept in \(root)") }
         print("pass sender partition: \(expected.count) passes, 2 instances (one in its own network namespace), every event twice;"
               + " cut its link for 20 s after \(sentAtCut) passes with \(inFlight.count) in flight (\(inFlightInside.count) of its own);"
               + " lost \(lost.count), sent twice \(twice.count) (all in flight at the cut), more than twice \(more.count);"
-              + " all sent and recorded \(recovered) after the cut; \(gateway.state.current.calls) gateway calls")
+              + " all sent and recorded \(recovered) after the cut; \(gateway.state.current.calls) gateway calls;"
+              + " the inside's ledger work ended \(postgresGaveUp.map { "\($0)" } ?? "never") after the cut")
 
         await client.close()
         await gateway.stop()

@@ -62,7 +62,8 @@ struct SettingsTests {
     @Test(arguments: [["PASS_RETRY_DELAYS": "1s,,x"], ["PASS_MAX_ATTEMPTS": "0"], ["PASS_GATEWAY_URL": "ftp://x"],
                       ["PASS_GATEWAY_TIMEOUT": "5x"], ["PASS_RETRY_DELAYS": "-1s"],
                       ["PASS_RETRY_DELAYS": "99999999999999999"], ["PASS_GATEWAY_TIMEOUT": "99999999999999999"],
-                      ["PASS_CLAIM_LEASE": "soon"], ["PASS_CLAIM_LEASE": "2h"]])
+                      ["PASS_CLAIM_LEASE": "soon"], ["PASS_CLAIM_LEASE": "2h"], ["DATABASE_KEEPALIVE": "0"],
+                      ["DATABASE_STATEMENT_TIMEOUT": "forever"], ["DATABASE_CONNECT_TIMEOUT": "301"]])
     func badValuesNameTheVariable(_ env: [String: String]) {
         #expect(throws: (any Error).self) { try PassSenderSettings(environment: env) }
         do {

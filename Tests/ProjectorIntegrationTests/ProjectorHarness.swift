@@ -30,8 +30,11 @@ final class ProjectorHarness: Sendable {
 
     /// Starts the handler, and the projector unless `startProjector` is false
     /// (then call ``startProjector(eventConcurrency:)`` later).
+    /// `replayRate`: the handler's `REPLAY_MAX_RATE` (0: none);
+    /// `rebuildStallTimeout`: the projector's `REBUILD_STALL_TIMEOUT`.
     static func start(startProjector: Bool = true, eventConcurrency: Int = 32,
-                      requireUserID: Bool = false, callerRate: CallerRate? = nil) async throws -> ProjectorHarness {
+                      requireUserID: Bool = false, replayRate: Int = ReplayPacer.defaultRate,
+                      rebuildStallTimeout: Duration = .seconds(50), callerRate: CallerRate? = nil) async throws -> ProjectorHarness {
         let url = try TestBroker.isolatedURL("projector")
         let temp = FileManager.default.temporaryDirectory
         let handlerDirectory = temp.appendingPathComponent(uniqueName("handler-data")).path
@@ -57,13 +60,14 @@ final class ProjectorHarness: Sendable {
         let handlerConnection = try await AMQPConnection.connect(
             configuration: AMQPConfiguration(url: url, connectionName: "handler"), logger: logger)
         let handler = try await BookingHandlerApp.build(connection: handlerConnection, dataDirectory: handlerDirectory,
-                                                        roomsFile: roomsFile, logger: logger)
+                                                        roomsFile: roomsFile, replayRate: replayRate, logger: logger)
         let (handlerGroup, handlerRun) = ServiceGroup.startInProcess(handler.services, logger: logger)
         let harness = ProjectorHarness(url: url, client: client, changes: changes, httpPort: try freeTCPPort(),
                                        handlerDirectory: handlerDirectory, projectorDirectory: projectorDirectory,
                                        handlerRun: handlerRun, handlerGroup: handlerGroup)
         if startProjector {
-            try await harness.startProjector(eventConcurrency: eventConcurrency, requireUserID: requireUserID, callerRate: callerRate)
+            try await harness.startProjector(eventConcurrency: eventConcurrency, requireUserID: requireUserID,
+                                             rebuildStallTimeout: rebuildStallTimeout, callerRate: callerRate)
         }
         return harness
     }
@@ -83,13 +87,14 @@ final class ProjectorHarness: Sendable {
     }
 
 
-    func startProjector(eventConcurrency: Int = 32, requireUserID: Bool = false, callerRate: CallerRate? = nil,
+    func startProjector(eventConcurrency: Int = 32, requireUserID: Bool = false,
+                        rebuildStallTimeout: Duration = .seconds(50), callerRate: CallerRate? = nil,
                         rateExempt: Set<String> = []) async throws {
         let logger = testLogger("projector")
         let connection = try await AMQPConnection.connect(
             configuration: AMQPConfiguration(url: url, connectionName: "projector"), logger: logger)
         let app = try await ProjectorApp.build(connection: connection, dataDirectory: projectorDirectory, httpPort: httpPort,
-                                               logger: logger, replayTimeout: .seconds(50), eventConcurrency: eventConcurrency,
+                                               logger: logger, rebuildStallTimeout: rebuildStallTimeout, eventConcurrency: eventConcurrency,
                                                requireUserID: requireUserID, callerRate: callerRate, rateExempt: rateExempt)
         projector.withLock { $0 = app }
         projectorRun.withLock { $0 = ServiceGroup.startInProcess(app.services, logger: logger) }
@@ -171,6 +176,12 @@ final class ProjectorHarness: Sendable {
             await run.0.triggerGracefulShutdown()
             _ = await run.1.result
         }
+    }
+
+    /// Stops the booking handler (the projector keeps running).
+    func stopHandler() async {
+        await handlerGroup.triggerGracefulShutdown()
+        _ = await handlerRun.result
     }
 
     func stop() async {

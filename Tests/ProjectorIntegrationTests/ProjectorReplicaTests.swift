@@ -31,7 +31,7 @@ struct ProjectorReplicaTests {
                 configuration: AMQPConfiguration(url: h.url, connectionName: "replica-\(instance)"), logger: logger)
             let port = try freeTCPPort()
             let app = try await ProjectorApp.build(connection: connection, dataDirectory: directory, httpPort: port, logger: logger,
-                                                   replayTimeout: .seconds(50), queues: try ProjectorQueues(instance: instance))
+                                                   rebuildStallTimeout: .seconds(50), queues: try ProjectorQueues(instance: instance))
             let (group, running) = ServiceGroup.startInProcess(app.services, logger: logger)
             return Replica(app: app, group: group, run: running, port: port, directory: directory)
         }

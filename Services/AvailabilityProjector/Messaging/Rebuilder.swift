@@ -9,7 +9,7 @@ import Synchronization
 /// Rebuilds the read model from the booking handler's data:
 /// 1. starts a rebuild into fresh tables (live events now go to both);
 /// 2. sends `booking.replay` naming `availability-projector.replay` and a
-///    fresh replay id, and waits for the handler's reply;
+///    fresh replay id; the handler answers it only after the whole replay;
 /// 3. applies the replayed rooms and bookings (version rules as for live
 ///    events) until the end marker `booking.replay.done`;
 /// 4. checks the counts against the marker and swaps the tables in one
@@ -18,36 +18,67 @@ import Synchronization
 /// Live events are never paused: before the swap they reach both models,
 /// after it the new one; a replayed state older than a live event loses by
 /// version.
+///
+/// A rebuild has no time limit as a whole — a million bookings take as
+/// long as they take. It fails when the replay stalls: nothing of it
+/// arrives for ``stallTimeout`` (the handler never got the request, died
+/// and nothing redelivered it, or the broker lost the stream). An operator
+/// may cancel it (``cancel()``); either way the new tables are dropped and
+/// the live model stays as it was.
 public final class Rebuilder: Sendable {
     let connection: AMQPConnection
     let store: ProjectorStore
     let publisher: ChangePublisher
     let logger: Logger
-    let replayTimeout: Duration
+    /// How long the replay may deliver nothing before the rebuild fails
+    /// (`REBUILD_STALL_TIMEOUT`).
+    let stallTimeout: Duration
     /// The replay and control queues (``ProjectorQueues``).
     let queues: ProjectorQueues
     /// Replayed state counts only when the booking handler's user sent it.
     let sender: SenderCheck
     private let waiting = Mutex<[String: CheckedContinuation<ReplaySummary, any Error>]>([:])
-    /// End markers that arrived before their waiter registered.
+    /// Outcomes that arrived before their waiter registered (end marker,
+    /// failed request, cancel).
     private let ended = Mutex<[String: Result<ReplaySummary, ReplyError>]>([:])
+    /// The running rebuild, for progress and cancel.
+    private let running = Mutex<Running?>(nil)
+
+    private struct Running {
+        let replayId: String
+        let started: ContinuousClock.Instant
+        var lastProgress: ContinuousClock.Instant
+        let expectedRooms: Int?
+        let expectedBookings: Int?
+    }
+
+    /// The default ``stallTimeout``: two minutes without a replayed message.
+    public static let defaultStallTimeout = Duration.seconds(120)
+    /// How long the projector waits for the handler's answer to
+    /// `booking.replay`, which comes only after the whole replay; the
+    /// rebuild does not wait for it (the end marker decides), so this only
+    /// bounds how long a lost answer is remembered.
+    static let replayAnswerWait = Duration.seconds(86_400)
 
     public init(connection: AMQPConnection, store: ProjectorStore, publisher: ChangePublisher, logger: Logger,
-                replayTimeout: Duration = .seconds(600), sender: SenderCheck? = nil, queues: ProjectorQueues = .shipped) {
+                stallTimeout: Duration = Rebuilder.defaultStallTimeout, sender: SenderCheck? = nil,
+                queues: ProjectorQueues = .shipped) {
         self.sender = sender ?? SenderCheck(trustedUser: connection.user)
         self.queues = queues
         self.connection = connection
         self.store = store
         self.publisher = publisher
         self.logger = logger
-        self.replayTimeout = replayTimeout
+        self.stallTimeout = stallTimeout
     }
 
-    /// The control and replay consumers.
+    /// The control and replay consumers. The control queue takes a few
+    /// requests at once, so that status and cancel are answered while a
+    /// rebuild runs (a second rebuild is refused by the store).
     public func services() -> [AMQPConsumerService] {
         [AMQPConsumerService(connection: connection, queue: queues.replay, prefetch: 500, concurrency: 1,
                              logger: logger) { [self] delivery in await handleReplayed(delivery) },
-         AMQPConsumerService(connection: connection, queue: queues.control, prefetch: 1, concurrency: 1,
+         AMQPConsumerService(connection: connection, queue: queues.control, prefetch: 8, concurrency: 8,
                              logger: logger) { [self] delivery in await handleControl(delivery) }]
     }
 
@@ -55,26 +86,39 @@ public final class Rebuilder: Sendable {
     public func rebuild() async throws -> ProjectorControl.RebuildResult {
         let started = ContinuousClock.now
         let replayId = "rebuild-" + RandomID.uuidString()
+        // What the replay should bring, for progress: the live model's counts.
+        let expected = try? await store.counts()
         guard try await store.beginRebuild(replayId: replayId) else {
             throw ReplyError(code: .statusChangeNotAllowed, text: "a rebuild is already running")
         }
-        logger.notice("rebuild started", metadata: ["replay.id": .string(replayId)])
+        running.withLock {
+            $0 = Running(replayId: replayId, started: started, lastProgress: started, expectedRooms: expected?.rooms,
+                         expectedBookings: expected?.bookings)
+        }
+        defer { running.withLock { if $0?.replayId == replayId { $0 = nil } } }
+        logger.notice("rebuild started", metadata: ["replay.id": .string(replayId),
+                                                    "stall_timeout_seconds": "\(stallTimeout.components.seconds)"])
         do {
-            let summary = try await withThrowingTaskGroup(of: ReplaySummary?.self) { group in
+            // Not a child task: `connection.call` cannot be cancelled, and a
+            // task group would wait for it after the end marker. Its failure
+            // ends the rebuild through ``finish(_:with:)``.
+            Task { [self] in
+                do {
+                    try await requestReplay(replayId)
+                } catch {
+                    let failure = error as? ReplyError
+                        ?? ReplyError(code: ProjectorControl.rebuildFailed, text: "booking.replay failed: \(error)")
+                    finish(replayId, with: .failure(failure))
+                }
+            }
+            let summary = try await withThrowingTaskGroup(of: ReplaySummary.self) { group in
                 group.addTask { try await self.waitForEnd(replayId) }
-                group.addTask {
-                    try await self.requestReplay(replayId)
-                    return nil
-                }
-                group.addTask {
-                    try await Task.sleep(for: self.replayTimeout)
-                    throw ReplyError(code: ProjectorControl.rebuildFailed, text: "the replay did not finish in time")
-                }
+                group.addTask { try await self.watchForStall(replayId) }
                 defer { group.cancelAll() }
-                while let next = try await group.next() {
-                    if let summary = next { return summary }
+                guard let first = try await group.next() else {
+                    throw ReplyError(code: ProjectorControl.rebuildFailed, text: "the replay ended without its end marker")
                 }
-                throw ReplyError(code: ProjectorControl.rebuildFailed, text: "the replay ended without its end marker")
+                return first
             }
             guard let progress = store.rebuildProgress, progress.rooms == summary.rooms, progress.bookings == summary.bookings else {
                 let got = store.rebuildProgress
@@ -87,18 +131,81 @@ public final class Rebuilder: Sendable {
             }
             try await box.ticket.wait()
             let (final, changes) = (finished.progress, finished.changes)
-            let seconds = Double((ContinuousClock.now - started).components.attoseconds) / 1e18
-                + Double((ContinuousClock.now - started).components.seconds)
+            let seconds = Self.seconds(ContinuousClock.now - started)
             logger.notice("rebuild finished", metadata: ["replay.id": .string(replayId), "rooms": "\(final.rooms)",
-                                                         "bookings": "\(final.bookings)", "changed_days": "\(changes.count)"])
+                                                         "bookings": "\(final.bookings)", "changed_days": "\(changes.count)",
+                                                         "seconds": "\(Int(seconds))"])
             return ProjectorControl.RebuildResult(replayId: replayId, rooms: final.rooms, bookings: final.bookings,
                                                   liveEvents: final.liveEvents, changedDays: changes.count, seconds: seconds)
         } catch {
             _ = waiting.withLock { $0.removeValue(forKey: replayId) }
             _ = ended.withLock { $0.removeValue(forKey: replayId) }
             try? await store.abortRebuild(replayId: replayId)
-            logger.error("rebuild failed", metadata: ["replay.id": .string(replayId), "error": "\(error)"])
+            let cancelled = (error as? ReplyError)?.code == ProjectorControl.rebuildCancelled
+            logger.log(level: cancelled ? .notice : .error, "\(cancelled ? "rebuild cancelled" : "rebuild failed")",
+                       metadata: ["replay.id": .string(replayId), "error": "\(error)"])
             throw error
+        }
+    }
+
+    /// The running rebuild's progress (or ``ProjectorControl/RebuildStatus/idle(stallTimeoutSeconds:)``).
+    public func status() -> ProjectorControl.RebuildStatus {
+        let now = ContinuousClock.now
+        guard let current = running.withLock({ $0 }), let progress = store.rebuildProgress,
+              progress.replayId == current.replayId else {
+            return .idle(stallTimeoutSeconds: Self.seconds(stallTimeout))
+        }
+        return ProjectorControl.RebuildStatus(
+            running: true, replayId: current.replayId, rooms: progress.rooms, bookings: progress.bookings,
+            liveEvents: progress.liveEvents, expectedRooms: current.expectedRooms, expectedBookings: current.expectedBookings,
+            seconds: Self.seconds(now - current.started), secondsSinceProgress: Self.seconds(now - current.lastProgress),
+            stallTimeoutSeconds: Self.seconds(stallTimeout))
+    }
+
+    /// Cancels the running rebuild, if any: it fails with
+    /// ``ProjectorControl/rebuildCancelled``, its tables are dropped, the
+    /// rest of its replay stream is dropped as it arrives. Returns the
+    /// status it had (not running when there was nothing to cancel).
+    @discardableResult
+    public func cancel() -> ProjectorControl.RebuildStatus {
+        let status = status()
+        if let replayId = status.replayId {
+            logger.notice("rebuild cancel requested", metadata: ["replay.id": .string(replayId)])
+            finish(replayId, with: .failure(ReplyError(code: ProjectorControl.rebuildCancelled, text: "the rebuild was cancelled")))
+        }
+        return status
+    }
+
+    /// `duration` in seconds.
+    public static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    /// Hands `result` to the rebuild waiting for `replayId` (or keeps it
+    /// until it waits, as long as that rebuild runs).
+    private func finish(_ replayId: String, with result: Result<ReplaySummary, ReplyError>) {
+        let waiter = waiting.withLock { waiters -> CheckedContinuation<ReplaySummary, any Error>? in
+            guard let c = waiters.removeValue(forKey: replayId) else {
+                if running.withLock({ $0?.replayId == replayId }) { ended.withLock { $0[replayId] = result } }
+                return nil
+            }
+            return c
+        }
+        waiter?.resume(with: result.mapError { $0 as any Error })
+    }
+
+    /// Throws once the replay delivered nothing for ``stallTimeout``.
+    private func watchForStall(_ replayId: String) async throws -> ReplaySummary {
+        while true {
+            guard let last = running.withLock({ $0?.replayId == replayId ? $0?.lastProgress : nil }) else {
+                throw CancellationError()
+            }
+            let due = last + stallTimeout
+            if ContinuousClock.now >= due {
+                throw ReplyError(code: ProjectorControl.rebuildFailed,
+                                 text: "the replay delivered nothing for \(stallTimeout.components.seconds) s (REBUILD_STALL_TIMEOUT)")
+            }
+            try await Task.sleep(until: due, clock: .continuous)
         }
     }
 
@@ -111,7 +218,7 @@ public final class Rebuilder: Sendable {
         properties.userID = connection.user
         let message = try await connection.call(body, exchange: Topology.commandsExchange,
                                                 routingKey: CommandType.replayBookings.rawValue,
-                                                properties: properties, timeout: replayTimeout)
+                                                properties: properties, timeout: Self.replayAnswerWait)
         let reply = try ContractJSON.decode(CommandReply.self, from: message.body)
         if case .error(let error) = reply { throw error }
     }
@@ -151,20 +258,14 @@ public final class Rebuilder: Sendable {
             try? await delivery.ack()
             return
         }
+        running.withLock { if $0?.replayId == replayId { $0?.lastProgress = .now } }
         let type = delivery.properties.type ?? delivery.routingKey
         if type == ReplayStream.endType {
             let result: Result<ReplaySummary, ReplyError> =
                 (try? ContractJSON.decode(ReplaySummary.self, from: delivery.body)).map { .success($0) }
                 ?? .failure(ReplyError(code: ProjectorControl.rebuildFailed, text: "unreadable end marker"))
             try? await delivery.ack()
-            let waiter = waiting.withLock { waiters -> CheckedContinuation<ReplaySummary, any Error>? in
-                guard let c = waiters.removeValue(forKey: replayId) else {
-                    ended.withLock { $0[replayId] = result }
-                    return nil
-                }
-                return c
-            }
-            waiter?.resume(with: result.mapError { $0 as any Error })
+            finish(replayId, with: result)
             return
         }
         switch EventReader.read(type: type, body: delivery.body) {
@@ -183,8 +284,13 @@ public final class Rebuilder: Sendable {
 
     func handleControl(_ delivery: AMQPDelivery) async {
         let reply: ProjectorControl.Reply
-        if (delivery.properties.type ?? "") != ProjectorControl.rebuildType {
-            reply = .init(error: ReplyError(code: .unknownCommand, text: "unknown projector command '\((delivery.properties.type ?? "").prefix(100))'"))
+        let type = delivery.properties.type ?? ""
+        if type == ProjectorControl.statusType {
+            reply = .init(status: status())
+        } else if type == ProjectorControl.cancelType {
+            reply = .init(status: cancel())
+        } else if type != ProjectorControl.rebuildType {
+            reply = .init(error: ReplyError(code: .unknownCommand, text: "unknown projector command '\(type.prefix(100))'"))
         } else {
             do {
                 reply = .init(rebuild: try await rebuild())

@@ -194,7 +194,7 @@ public struct CommandConsumer: Sendable {
                 RoomRegistered(eventId: RandomID.uuidString(), occurredAt: ContractFormat.timestamp(entry.updatedAt),
                                room: entry.room)))
         })
-        if let wait = pacer.sent(rooms.count, now: ContinuousClock.now) { try? await Task.sleep(for: wait) }
+        try await pace(&pacer, sent: rooms.count, queue: queue)
         var bookings = 0
         var after: String?
         while true {
@@ -206,9 +206,9 @@ public struct CommandConsumer: Sendable {
             })
             bookings += page.count
             after = page.last?.id
-            // Paced: a replay of a million bookings must not starve the
-            // commands that share this connection, the disk and the broker.
-            if let wait = pacer.sent(page.count, now: ContinuousClock.now) { try? await Task.sleep(for: wait) }
+            // Paced (``ReplayPacer``): no faster than the projector takes it,
+            // and no faster than REPLAY_MAX_RATE when set.
+            try await pace(&pacer, sent: page.count, queue: queue)
         }
         let summary = ReplaySummary(replayId: replayId, queue: queue, rooms: rooms.count, bookings: bookings)
         try await publish([message(ReplayStream.endType, try ContractJSON.encode(summary))])

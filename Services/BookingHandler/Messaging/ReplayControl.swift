@@ -1,3 +1,4 @@
+import AMQPClient
 import BookingContracts
 import Synchronization
 
@@ -18,22 +19,37 @@ final class ReplayGate: Sendable {
     }
 }
 
-/// Paces a replay to at most `rate` messages per second, measured from its
-/// start: after each confirmed page, how long to wait before the next.
-/// A pure value with the clock passed in, so the arithmetic is tested
+/// Paces a replay: at most `rate` messages per second measured from its
+/// start when `REPLAY_MAX_RATE` sets one (0, the default, sets none), and
+/// never more than ``maxBacklog`` messages waiting in the replay queue.
+///
+/// Why the backlog and not a fixed rate: a replay feeds one projector, and
+/// the projector applies it at its own speed. A fixed rate either caps the
+/// rebuild below what the projector takes (5,000/s puts three million
+/// bookings at ten minutes) or lets the queue grow without bound when
+/// the projector is slower. Waiting for the queue to drain runs the
+/// replay at the projector's speed with a bounded queue on the broker.
+///
+/// The rate arithmetic is a pure value with the clock passed in, tested
 /// without waiting.
 public struct ReplayPacer: Sendable {
-    /// `REPLAY_MAX_RATE` when unset: a million bookings in about 3.5 minutes,
-    /// a fraction of what the handler and broker carry for commands.
-    public static let defaultRate = 5_000
+    /// `REPLAY_MAX_RATE` when unset: no fixed rate; the backlog paces.
+    public static let defaultRate = 0
+    /// Ready messages the replay queue may hold before the replay waits for
+    /// the projector: 20 pages, well above one page in flight, a few MB.
+    public static let maxBacklog = 10_000
+    /// How long a backlog above ``maxBacklog`` may stay without shrinking
+    /// before the replay gives up (the projector is gone or stopped
+    /// consuming; its rebuild has failed by then).
+    public static let backlogPatience = Duration.seconds(120)
 
-    /// Messages per second at most.
+    /// Messages per second at most; 0 = no fixed rate.
     public let rate: Int
     private let start: ContinuousClock.Instant
     private var total = 0
 
     public init(rate: Int, start: ContinuousClock.Instant) {
-        self.rate = max(1, rate)
+        self.rate = max(0, rate)
         self.start = start
     }
 
@@ -41,7 +57,30 @@ public struct ReplayPacer: Sendable {
     /// next page, or nil when the replay is not ahead of its pace.
     public mutating func sent(_ count: Int, now: ContinuousClock.Instant) -> Duration? {
         total += count
+        guard rate > 0 else { return nil }
         let due = start + Duration.seconds(Double(total) / Double(rate))
         return due > now ? due - now : nil
+    }
+}
+
+extension CommandConsumer {
+    /// After a confirmed page of `count` messages to `queue`: waits as
+    /// `REPLAY_MAX_RATE` asks, then while the queue holds more than
+    /// ``ReplayPacer/maxBacklog`` ready messages. Throws a `ReplyError`
+    /// when the backlog has not shrunk for ``ReplayPacer/backlogPatience``.
+    func pace(_ pacer: inout ReplayPacer, sent count: Int, queue: String) async throws {
+        if let wait = pacer.sent(count, now: ContinuousClock.now) { try await Task.sleep(for: wait) }
+        var lowest = Int.max
+        var since = ContinuousClock.now
+        while let info = try? await connection.queueInfo(queue), info.messageCount > ReplayPacer.maxBacklog {
+            if info.messageCount < lowest {
+                lowest = info.messageCount
+                since = .now
+            } else if ContinuousClock.now - since > ReplayPacer.backlogPatience {
+                throw ReplyError(code: .invalidField, text: "queue '\(queue.prefix(255))' holds \(info.messageCount) "
+                                 + "replayed messages and nobody takes them; replay abandoned", field: "queue")
+            }
+            try await Task.sleep(for: .milliseconds(100))
+        }
     }
 }

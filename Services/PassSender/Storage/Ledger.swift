@@ -239,12 +239,18 @@ public final class PassLedger: Sendable {
         }
     }
 
-    /// Deletes outbox rows published more than `age` seconds ago; returns how many.
+    /// Deletes outbox rows published more than `age` seconds ago; returns
+    /// how many. The newest row stays, published or not: on SQLite ids are
+    /// `MAX(id) + 1` (no `AUTOINCREMENT`, ``LedgerMigrationV5``), and an id
+    /// given out again could be marked published by a late confirm of the
+    /// row that had it before.
     @discardableResult
     public func prunePublished(olderThan age: TimeInterval) async throws -> Int {
         try await database.write(lockKey: nil) { db in
-            try db.rows("DELETE FROM outbox WHERE publishedAt IS NOT NULL AND publishedAt < ? RETURNING id",
-                        Date().timeIntervalSince1970 - age).count
+            try db.rows("""
+                DELETE FROM outbox WHERE publishedAt IS NOT NULL AND publishedAt < ?
+                  AND id < (SELECT MAX(id) FROM outbox) RETURNING id
+                """, Date().timeIntervalSince1970 - age).count
         }
     }
 

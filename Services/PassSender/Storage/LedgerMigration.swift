@@ -88,3 +88,42 @@ enum LedgerMigrationV4 {
         }
     }
 }
+
+/// The ledger's outbox without `AUTOINCREMENT`, as the booking handler's
+/// outbox (docs/performance.md, "The SQLite outbox has no `AUTOINCREMENT`"):
+/// `AUTOINCREMENT` writes a page of `sqlite_sequence` in every transaction
+/// that queues a message. The id becomes the plain row id, `MAX(id) + 1`,
+/// which never hands out an id twice as long as the newest row stays —
+/// ``PassLedger/prunePublished(olderThan:)`` keeps it — so the highest id
+/// ever handed out (the old sequence, which may be above every row left)
+/// is kept as a published placeholder row. Every row is copied with its
+/// id, so the order (`ORDER BY id`) is the same. The pending indexes hold
+/// unpublished rows only, in id order (per booking and overall), which is
+/// what the relay reads.
+enum LedgerMigrationV5 {
+    static func migrate(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE TABLE outbox_rowid (
+                id INTEGER PRIMARY KEY,
+                bookingId TEXT NOT NULL,
+                exchange TEXT NOT NULL,
+                routingKey TEXT NOT NULL,
+                messageId TEXT NOT NULL,
+                type TEXT NOT NULL,
+                body BLOB NOT NULL,
+                headers BLOB NOT NULL,
+                createdAt DOUBLE NOT NULL,
+                publishedAt DOUBLE
+            );
+            INSERT INTO outbox_rowid (id, bookingId, exchange, routingKey, messageId, type, body, headers, createdAt, publishedAt)
+                SELECT id, bookingId, exchange, routingKey, messageId, type, body, headers, createdAt, publishedAt FROM outbox;
+            INSERT INTO outbox_rowid (id, bookingId, exchange, routingKey, messageId, type, body, headers, createdAt, publishedAt)
+                SELECT seq, '', '', '', '', '', x'', x'', 0, 0 FROM sqlite_sequence
+                WHERE name = 'outbox' AND seq > (SELECT IFNULL(MAX(id), 0) FROM outbox);
+            DROP TABLE outbox;
+            ALTER TABLE outbox_rowid RENAME TO outbox;
+            CREATE INDEX outbox_pending ON outbox (bookingId, id) WHERE publishedAt IS NULL;
+            CREATE INDEX outbox_unpublished ON outbox (id) WHERE publishedAt IS NULL;
+            """)
+    }
+}

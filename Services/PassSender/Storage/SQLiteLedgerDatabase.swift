@@ -110,6 +110,7 @@ public final class SQLiteLedgerDatabase: LedgerDatabase {
         migrator.registerMigration("v2-notices", migrate: LedgerMigrationV2.migrate)
         migrator.registerMigration("v3-series", migrate: LedgerMigrationV3.migrate)
         migrator.registerMigration("v4-claims", migrate: LedgerMigrationV4.migrate)
+        migrator.registerMigration("v5-outbox-rowid", migrate: LedgerMigrationV5.migrate)
         return migrator
     }
 }
