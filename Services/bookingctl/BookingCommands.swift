@@ -58,6 +58,33 @@ private func parseDate(_ text: String) throws -> DateSpec {
 
 // MARK: room
 
+extension RoomCommand.Register {
+    /// `--hours mon-thu=07:00-19:00,fri=07:00-15:00,sat=closed`: the
+    /// `hours` object of `room.register`; the handler checks the times.
+    static func parseHours(_ text: String) throws -> [String: [String]?] {
+        var result: [String: [String]?] = [:]
+        for item in text.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !item.isEmpty {
+            let parts = item.split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2 else { throw ValidationError("--hours: '\(item)' is not DAY=HH:mm-HH:mm or DAY=closed") }
+            let days = parts[0].lowercased().split(separator: "-").map(String.init)
+            guard (1...2).contains(days.count), let first = WeeklyHours.keys.firstIndex(of: days[0]),
+                  let last = WeeklyHours.keys.firstIndex(of: days.last!), first <= last else {
+                throw ValidationError("--hours: '\(parts[0])' is not a weekday (mon…sun) or a range such as mon-fri")
+            }
+            let value: [String]?
+            if parts[1].lowercased() == "closed" {
+                value = nil
+            } else {
+                let times = parts[1].split(separator: "-").map(String.init)
+                guard times.count == 2 else { throw ValidationError("--hours: '\(parts[1])' is not HH:mm-HH:mm or closed") }
+                value = times
+            }
+            for day in WeeklyHours.keys[first...last] { result[day] = .some(value) }
+        }
+        return result
+    }
+}
+
 /// `bookingctl room register`.
 struct RoomCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -70,6 +97,7 @@ struct RoomCommand: AsyncParsableCommand {
             discussion: """
                 Examples:
                   bookingctl room register --name Berlin --capacity 8 --equipment beamer,tv --location "2nd floor"
+                  bookingctl room register --name Atrium --capacity 12 --hours mon-thu=07:00-19:00,fri=07:00-15:00,sat=closed,sun=closed --buffer 15
                   bookingctl room register --body room.json
                 """)
 
@@ -100,6 +128,12 @@ struct RoomCommand: AsyncParsableCommand {
         @Option(name: .customLong("auto-release-minutes"),
                 help: "Check-in required; a booking nobody checked in is released this many minutes after its start (v1.1).")
         var autoReleaseMinutes: Int?
+        @Option(help: ArgumentHelp(
+            "Opening hours per weekday (v1.2): DAY=HH:mm-HH:mm or DAY=closed, comma-separated; DAY is mon…sun or a range mon-fri. Days not named use --opens/--closes.",
+            valueName: "hours"))
+        var hours: String?
+        @Option(name: .customLong("buffer"), help: "Minutes between two bookings of the room (v1.2; 0-240, a multiple of 15).")
+        var bufferMinutes: Int?
         @Option(help: "Read the whole room.register body from a JSON file ('-' for stdin) instead of the options.")
         var body: String?
 
@@ -123,7 +157,8 @@ struct RoomCommand: AsyncParsableCommand {
                         requiresApproval: requiresApproval ? true : nil,
                         approvers: approvers.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } },
                         horizonDays: horizonDays, minMinutes: minMinutes, maxMinutes: maxMinutes,
-                        changeCutoffMinutes: changeCutoffMinutes, autoReleaseMinutes: autoReleaseMinutes)
+                        changeCutoffMinutes: changeCutoffMinutes, autoReleaseMinutes: autoReleaseMinutes,
+                        hours: try hours.map(Self.parseHours), bufferMinutes: bufferMinutes)
                 }
                 try await sendAndPrint(.registerRoom, room, global: global, send: send)
             }

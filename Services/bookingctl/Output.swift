@@ -30,6 +30,17 @@ enum Output {
         let details = [room.location, room.size].compactMap { $0 }.filter { !$0.isEmpty }
         if !details.isEmpty { lines.append("  " + details.joined(separator: ", ")) }
         if !room.equipment.isEmpty { lines.append("  equipment: " + room.equipment.joined(separator: ", ")) }
+        if room.hours != nil {
+            let days = WeeklyHours.keys.enumerated().map { index, key in
+                switch room.hours(weekday: index) {
+                case .open(let opens, let closes):
+                    "\(key) \(ContractFormat.time(fromMinutes: opens))–\(ContractFormat.time(fromMinutes: closes))"
+                case .closed: "\(key) closed"
+                }
+            }
+            lines.append("  hours: " + days.joined(separator: ", "))
+        }
+        if let buffer = room.bufferMinutes, buffer > 0 { lines.append("  \(buffer) minutes between bookings") }
         return lines.joined(separator: "\n")
     }
 

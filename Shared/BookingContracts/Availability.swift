@@ -110,10 +110,14 @@ public struct RoomAvailability: Codable, Sendable, Equatable {
     /// Free ranges of the day, `HH:mm - HH:mm`, merged, 15-minute steps,
     /// between opening and closing; `[]` when fully booked.
     public var avail: [String]
+    /// v1.2: why the room is closed the whole day (its weekly hours, or a
+    /// closure's reason), beside `"avail": []`, so a closed day reads
+    /// differently from a full one; omitted on days it is open.
+    public var closed: String?
 
     /// Creates an entry.
     public init(name: String, location: String = "", equipment: [String] = [], size: String = "",
-                capacity: Int, images: [String] = [], avail: [String]) {
+                capacity: Int, images: [String] = [], avail: [String], closed: String? = nil) {
         self.name = name
         self.location = location
         self.equipment = equipment
@@ -121,12 +125,13 @@ public struct RoomAvailability: Codable, Sendable, Equatable {
         self.capacity = capacity
         self.images = images
         self.avail = avail
+        self.closed = closed
     }
 
     /// The entry for `room` with the given free ranges.
-    public init(room: Room, avail: [String]) {
+    public init(room: Room, avail: [String], closed: String? = nil) {
         self.init(name: room.name, location: room.location ?? "", equipment: room.equipment,
-                  size: room.size ?? "", capacity: room.capacity, images: room.images, avail: avail)
+                  size: room.size ?? "", capacity: room.capacity, images: room.images, avail: avail, closed: closed)
     }
 }
 

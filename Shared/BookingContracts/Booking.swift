@@ -48,6 +48,13 @@ public struct Room: Codable, Sendable, Equatable {
     /// checked in is released this many minutes after its start (v1.1);
     /// omitted: bookings start by themselves.
     public var autoReleaseMinutes: Int?
+    /// Opening hours per weekday (v1.2): keys `mon`…`sun`, each
+    /// `["HH:mm", "HH:mm"]` or `null` (closed that day); a weekday not named
+    /// uses ``opens``/``closes``. Omitted when not set (``hours(weekday:)``).
+    public var hours: [String: [String]?]?
+    /// Two blocking bookings of the room are at least this many minutes
+    /// apart (v1.2); omitted: none.
+    public var bufferMinutes: Int?
 
     /// Creates a room; defaults as in the contract.
     public init(name: String, location: String? = nil, equipment: [String] = [], size: String? = nil,
@@ -55,7 +62,7 @@ public struct Room: Codable, Sendable, Equatable {
                 opens: String = Room.defaultOpens, closes: String = Room.defaultCloses,
                 requiresApproval: Bool = false, approvers: [String]? = nil, horizonDays: Int? = nil,
                 minMinutes: Int? = nil, maxMinutes: Int? = nil, changeCutoffMinutes: Int? = nil,
-                autoReleaseMinutes: Int? = nil) {
+                autoReleaseMinutes: Int? = nil, hours: [String: [String]?]? = nil, bufferMinutes: Int? = nil) {
         self.name = name
         self.location = location
         self.equipment = equipment
@@ -72,6 +79,8 @@ public struct Room: Codable, Sendable, Equatable {
         self.maxMinutes = maxMinutes
         self.changeCutoffMinutes = changeCutoffMinutes
         self.autoReleaseMinutes = autoReleaseMinutes
+        self.hours = hours
+        self.bufferMinutes = bufferMinutes
     }
 }
 

@@ -36,13 +36,18 @@ public struct RegisterRoom: Codable, Sendable, Equatable {
     public var changeCutoffMinutes: Int?
     /// ``Room/autoReleaseMinutes``.
     public var autoReleaseMinutes: Int?
+    /// ``Room/hours`` (v1.2).
+    public var hours: [String: [String]?]?
+    /// ``Room/bufferMinutes`` (v1.2).
+    public var bufferMinutes: Int?
 
     /// Creates a command; omitted fields get defaults on ``resolved()``.
     public init(name: String, location: String? = nil, equipment: [String]? = nil, size: String? = nil,
                 capacity: Int, images: [String]? = nil, timeZone: String? = nil, opens: String? = nil,
                 closes: String? = nil, requiresApproval: Bool? = nil, approvers: [String]? = nil,
                 horizonDays: Int? = nil, minMinutes: Int? = nil, maxMinutes: Int? = nil,
-                changeCutoffMinutes: Int? = nil, autoReleaseMinutes: Int? = nil) {
+                changeCutoffMinutes: Int? = nil, autoReleaseMinutes: Int? = nil,
+                hours: [String: [String]?]? = nil, bufferMinutes: Int? = nil) {
         self.name = name
         self.location = location
         self.equipment = equipment
@@ -59,6 +64,8 @@ public struct RegisterRoom: Codable, Sendable, Equatable {
         self.maxMinutes = maxMinutes
         self.changeCutoffMinutes = changeCutoffMinutes
         self.autoReleaseMinutes = autoReleaseMinutes
+        self.hours = hours
+        self.bufferMinutes = bufferMinutes
     }
 
     /// The room with the contract's defaults applied. Does not validate.
@@ -67,7 +74,8 @@ public struct RegisterRoom: Codable, Sendable, Equatable {
              images: images ?? [], timeZone: timeZone ?? Room.defaultTimeZone, opens: opens ?? Room.defaultOpens,
              closes: closes ?? Room.defaultCloses, requiresApproval: requiresApproval ?? false, approvers: approvers,
              horizonDays: horizonDays, minMinutes: minMinutes, maxMinutes: maxMinutes,
-             changeCutoffMinutes: changeCutoffMinutes, autoReleaseMinutes: autoReleaseMinutes)
+             changeCutoffMinutes: changeCutoffMinutes, autoReleaseMinutes: autoReleaseMinutes, hours: hours,
+             bufferMinutes: bufferMinutes)
     }
 }
 

@@ -64,6 +64,12 @@ public enum CommandReply: Codable, Sendable, Equatable {
         return nil
     }
 
+    /// The room of a `.room` reply, else nil.
+    public var roomValue: Room? {
+        if case .room(let room) = self { return room }
+        return nil
+    }
+
     /// The error of an `.error` reply, else nil.
     public var errorValue: ReplyError? {
         if case .error(let error) = self { return error }

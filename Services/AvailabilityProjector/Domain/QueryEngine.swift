@@ -116,6 +116,8 @@ public struct QueryEngine: Sendable {
         public var free: SlotMask
         /// Not bookable: outside opening hours or skipped by a DST change.
         public var closed: SlotMask
+        /// Why the whole day is closed (v1.2: weekly hours), or nil.
+        public var closedReason: String? = nil
     }
 
     /// Per zone: the local date the query names and, for `now`, the first
@@ -156,7 +158,7 @@ public struct QueryEngine: Sendable {
             var free = info.free(on: day.date, occupancy: occupancy, missing: missing)
             if let from = day.fromSlot { free = free.intersection(.from(slot: from)) }
             if query.freeFrom != nil || query.freeTo != nil {
-                let start = query.freeFrom ?? info.open.runs.first?.start ?? 0
+                let start = query.freeFrom ?? info.open(on: day.date).runs.first?.start ?? 0
                 let end = query.freeTo ?? (start + SlotMask.minutes)
                 guard end > start, SlotMask(fromMinute: start, toMinute: end).isSubset(of: free) else { continue }
             }
@@ -165,7 +167,8 @@ public struct QueryEngine: Sendable {
                       SlotMask(fromMinute: day.minute, toMinute: day.minute + 60).isSubset(of: free) else { continue }
             }
             result.append(Answer(info: info, date: day.date, occupancy: occupancy, free: free,
-                                 closed: SlotMask.all.subtracting(info.open.subtracting(missing))))
+                                 closed: SlotMask.all.subtracting(info.open(on: day.date).subtracting(missing)),
+                                 closedReason: info.closedReason(on: day.date)))
         }
         return result
     }
@@ -189,7 +192,7 @@ public struct QueryEngine: Sendable {
 
     /// The reply in the legacy `getrooms` shape.
     public func reply(_ query: CheckedQuery) -> AvailabilityReply {
-        answers(query).map { RoomAvailability(room: $0.info.room, avail: $0.free.availStrings) }
+        answers(query).map { RoomAvailability(room: $0.info.room, avail: $0.free.availStrings, closed: $0.closedReason) }
     }
 
     /// The reply as JSON bytes, written directly (same bytes as encoding
@@ -211,6 +214,12 @@ public struct QueryEngine: Sendable {
     }
 
     static func appendEntry(_ answer: Answer, to out: inout [UInt8]) {
+        if let reason = answer.closedReason {
+            // A closed day (rare): through the encoder, `closed` beside `"avail": []`.
+            let entry = RoomAvailability(room: answer.info.room, avail: answer.free.availStrings, closed: reason)
+            out.append(contentsOf: (try? ContractJSON.encode(entry)).map { [UInt8]($0) } ?? [])
+            return
+        }
         out.append(contentsOf: #"{"avail":["#.utf8)
         for (j, run) in answer.free.runs.enumerated() {
             if j > 0 { out.append(UInt8(ascii: ",")) }

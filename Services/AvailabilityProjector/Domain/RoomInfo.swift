@@ -10,8 +10,12 @@ public struct RoomInfo: Sendable {
     let lowerEquipment: Set<String>
     /// nil when the room's zone is unknown to this system (then Europe/Berlin).
     let zone: TimeZone
-    /// Slots between opening and closing.
-    public let open: SlotMask
+    /// Slots between opening and closing, per ISO weekday (0 = Monday):
+    /// the room's `hours` of that day, else `opens`/`closes`; empty on a
+    /// day it is closed.
+    let weekly: [SlotMask]
+    /// The room's buffer in slots, left out on both sides of every booking.
+    let bufferSlots: Int
     /// `"capacity":…,"equipment":…,…,"size":"…"}`: the entry after `avail`.
     let jsonTail: [UInt8]
 
@@ -20,15 +24,32 @@ public struct RoomInfo: Sendable {
         lowerName = room.name.lowercased()
         lowerEquipment = Set(room.equipment.map { $0.lowercased() })
         zone = TimeZone(identifier: room.timeZone) ?? TimeZone(identifier: Room.defaultTimeZone)!
-        open = SlotMask.within(fromMinute: ContractFormat.minutes(ofTime: room.opens) ?? 7 * 60,
-                               toMinute: ContractFormat.minutes(ofTime: room.closes) ?? 19 * 60)
+        weekly = (0..<7).map { weekday in
+            switch room.hours(weekday: weekday) {
+            case .open(let opens, let closes): SlotMask.within(fromMinute: opens, toMinute: closes)
+            case .closed: .empty
+            }
+        }
+        bufferSlots = (room.bufferMinutes ?? 0) / SlotMask.minutes
         let full = (try? ContractJSON.encode(RoomAvailability(room: room, avail: []))).map { [UInt8]($0) } ?? []
         let prefix = Array(#"{"avail":[],"#.utf8)
         jsonTail = full.starts(with: prefix) ? Array(full.dropFirst(prefix.count)) : Array(#""name":"?"}"#.utf8)
     }
 
-    /// Free slots on `date` given its occupancy: open, existing and not busy.
+    /// The slots between opening and closing on the local date `date`.
+    public func open(on date: String) -> SlotMask {
+        WeeklyHours.weekdayIndex(of: date).map { weekly[$0] } ?? .empty
+    }
+
+    /// Why the room is closed all of `date` (its weekly hours), or nil.
+    public func closedReason(on date: String) -> String? {
+        guard let weekday = WeeklyHours.weekdayIndex(of: date), weekly[weekday].isEmpty else { return nil }
+        return WeeklyHours.closedText(weekday: weekday)
+    }
+
+    /// Free slots on `date` given its occupancy: open, existing, not busy,
+    /// and not within the room's buffer of a booking.
     public func free(on date: String, occupancy: DayOccupancy, missing: SlotMask) -> SlotMask {
-        open.subtracting(missing).subtracting(occupancy.busy)
+        open(on: date).subtracting(missing).subtracting(occupancy.busy.dilated(by: bufferSlots))
     }
 }

@@ -63,6 +63,18 @@ public struct SlotMask: Hashable, Sendable, CustomStringConvertible {
         SlotMask(fromMinute: slot * minutes, toMinute: 24 * 60)
     }
 
+    /// The mask widened by `slots` on both sides of every run (clipped to
+    /// the day): what a room's buffer takes around its bookings.
+    public func dilated(by slots: Int) -> SlotMask {
+        guard slots > 0, !isEmpty else { return self }
+        var result = self
+        for run in runs {
+            let from = max(0, run.start / Self.minutes - slots), to = min(Self.count, run.end / Self.minutes + slots)
+            result = result.union(SlotMask(fromMinute: from * Self.minutes, toMinute: to * Self.minutes))
+        }
+        return result
+    }
+
     /// Maximal runs of set slots as `[start, end)` minutes, in order.
     public var runs: [(start: Int, end: Int)] {
         var result: [(Int, Int)] = []

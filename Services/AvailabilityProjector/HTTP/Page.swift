@@ -36,6 +36,7 @@ public enum ProjectorPage {
   .seg.pending { background: repeating-linear-gradient(45deg, var(--pending), var(--pending) 6px, #f3c77e 6px, #f3c77e 12px); }
   .seg.inProgress { background: var(--inprogress); }
   .seg.closed { background: var(--closed); }
+  .seg.buffer { background: repeating-linear-gradient(45deg, var(--closed), var(--closed) 3px, #eef0f2 3px, #eef0f2 6px); }
   .ticks { display: flex; justify-content: space-between; font-size: 11px; color: var(--muted); margin-top: 2px; }
   .empty { color: var(--muted); padding: 20px 0; }
   #status { font-size: 12px; color: var(--muted); }
@@ -57,7 +58,7 @@ public enum ProjectorPage {
     <input id="equipment" type="text" placeholder="Equipment, e.g. beamer,tv" aria-label="equipment filter">
   </div>
   <div class="legend"><span><i style="background:var(--free)"></i>free</span><span><i style="background:var(--booked)"></i>booked</span>
-    <span><i style="background:var(--pending)"></i>pending</span><span><i style="background:var(--inprogress)"></i>in use</span><span><i style="background:var(--closed)"></i>closed</span></div>
+    <span><i style="background:var(--pending)"></i>pending</span><span><i style="background:var(--inprogress)"></i>in use</span><span><i style="background:var(--closed)"></i>closed</span><span><i class="seg buffer"></i>between bookings</span></div>
 </header>
 <main id="rooms" aria-live="polite"></main>
 <script>
@@ -96,7 +97,8 @@ public enum ProjectorPage {
       var info = el("div");
       info.appendChild(el("div", "name", room.name));
       info.appendChild(el("div", "meta", [room.location, room.capacity + " people", room.equipment.join(", ")].filter(Boolean).join(" · ")));
-      info.appendChild(el("div", "meta", room.avail.length ? "free " + room.avail.join(", ") : "fully booked"));
+      info.appendChild(el("div", "meta", room.avail.length ? "free " + room.avail.join(", ") : (room.closed || "fully booked")));
+      if (room.closed) row.setAttribute("data-closed", room.closed);
       var right = el("div");
       var bar = el("div", "bar");
       bar.setAttribute("role", "img");
@@ -105,7 +107,7 @@ public enum ProjectorPage {
         var seg = el("div", "seg " + s.state);
         var width = (minutes(s.to) - minutes(s.from)) / (WINDOW_TO - WINDOW_FROM) * 100;
         seg.style.width = width + "%";
-        seg.title = s.from + "–" + s.to + " " + s.state;
+        seg.title = s.from + "–" + s.to + " " + (s.state === "closed" && room.closed ? room.closed : s.state);
         seg.setAttribute("data-room", room.name);
         seg.setAttribute("data-from", s.from);
         seg.setAttribute("data-to", s.to);

@@ -86,7 +86,8 @@ public struct DayView: Codable, Sendable, Equatable {
     public struct Segment: Codable, Sendable, Equatable {
         public var from: String
         public var to: String
-        /// `free`, `booked`, `pending` or `closed`.
+        /// `free`, `booked`, `pending`, `inProgress`, `buffer` (v1.2: the
+        /// room's time between bookings) or `closed`.
         public var state: String
     }
 
@@ -98,6 +99,8 @@ public struct DayView: Codable, Sendable, Equatable {
         public var timeZone: String
         public var date: String
         public var avail: [String]
+        /// Why the room is closed all day (v1.2), or nil.
+        public var closed: String?
         /// 07:00–19:00 in order, adjacent segments of equal state merged.
         public var segments: [Segment]
     }
@@ -115,7 +118,7 @@ public struct DayView: Codable, Sendable, Equatable {
         rooms = answers.map { a in
             RoomRow(name: a.info.room.name, location: a.info.room.location ?? "", capacity: a.info.room.capacity,
                     equipment: a.info.room.equipment, timeZone: a.info.room.timeZone, date: a.date,
-                    avail: a.free.availStrings, segments: Self.segments(a))
+                    avail: a.free.availStrings, closed: a.closedReason, segments: Self.segments(a))
         }
     }
 
@@ -128,6 +131,7 @@ public struct DayView: Codable, Sendable, Equatable {
             else if a.occupancy.confirmed.contains(slot) { state = "booked" }
             else if a.occupancy.pending.contains(slot) { state = "pending" }
             else if a.closed.contains(slot) { state = "closed" }
+            else if !a.free.contains(slot) { state = "buffer" }
             else { state = "free" }
             let to = SlotMask.clock((slot + 1) * SlotMask.minutes)
             if let lastSegment = result.last, lastSegment.state == state {

@@ -26,9 +26,12 @@ public enum BookingRules: Sendable {
     ///    0…253402300799);
     /// 2. grid: 1103 with field `start` or `end` when off the 15-minute grid;
     /// 3. 1104 with field `end` when end is not after start;
-    /// 4. opening hours: 1102 when outside `room.opens...room.closes` (local;
-    ///    `end == closes` is fine); field `start` when the start lies
-    ///    outside (before opening or at/after closing), else `end`;
+    /// 4. opening hours: 1102 when outside that weekday's hours
+    ///    (``Room/hours(weekday:)``: `hours` of the day, else
+    ///    `room.opens...room.closes`; local; `end == closes` is fine); field
+    ///    `start` when the start lies outside (before opening or at/after
+    ///    closing), else `end`; field `date` when the room is closed that
+    ///    weekday;
     /// 5. 1100 with field `start` or `end` when that local time does not exist
     ///    on that date (a spring-forward gap; only possible for a room that
     ///    is open at night);
@@ -51,8 +54,8 @@ public enum BookingRules: Sendable {
                                        text: "room \(room.name) has an unknown time zone \"\(room.timeZone)\"",
                                        field: "room"))
         }
-        guard let opens = ContractFormat.minutes(ofTime: room.opens),
-              let closes = ContractFormat.minutes(ofTime: room.closes), opens < closes else {
+        guard let defaultOpens = ContractFormat.minutes(ofTime: room.opens),
+              let defaultCloses = ContractFormat.minutes(ofTime: room.closes), defaultOpens < defaultCloses else {
             return .failure(ReplyError(code: .invalidField,
                                        text: "room \(room.name) has invalid opening hours \(room.opens)-\(room.closes)",
                                        field: "room"))
@@ -92,12 +95,18 @@ public enum BookingRules: Sendable {
                                        text: "end \(end) is not after start \(start)", field: "end"))
         }
 
-        // 4. Opening hours.
+        // 4. Opening hours of that weekday.
+        let weekday = WeeklyHours.weekdayIndex(year: day.year, month: day.month, day: day.day)
+        guard case .open(let opens, let closes) = room.hours(weekday: weekday) else {
+            return .failure(ReplyError(code: .outsideOpeningHours,
+                                       text: "\(room.name) is \(WeeklyHours.closedText(weekday: weekday)) (\(localDate))",
+                                       field: "date"))
+        }
         if startMinutes < opens || startMinutes >= closes || endMinutes > closes {
             let field = (startMinutes < opens || startMinutes >= closes) ? "start" : "end"
             return .failure(ReplyError(
                 code: .outsideOpeningHours,
-                text: "\(start)-\(end) is outside the opening hours of \(room.name) (\(room.opens)-\(room.closes))",
+                text: "\(start)-\(end) is outside the opening hours of \(room.name) (\(ContractFormat.time(fromMinutes: opens))-\(ContractFormat.time(fromMinutes: closes)))",
                 field: field))
         }
 

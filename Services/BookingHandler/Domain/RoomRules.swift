@@ -26,7 +26,10 @@ extension BookingRules {
     /// - `timeZone` a known IANA zone, `TimeZone(identifier:)` non-nil (field
     ///   `timeZone`); kept as given;
     /// - `opens` and `closes` `HH:mm` on the 15-minute grid (fields `opens`,
-    ///   `closes`), `opens` before `closes` (field `closes`).
+    ///   `closes`), `opens` before `closes` (field `closes`);
+    /// - `hours` (v1.2): keys `mon`…`sun` only, each `null` or two such
+    ///   times, opening before closing (field `hours.<day>`);
+    ///   `bufferMinutes` 0…240, a multiple of 15 (field `bufferMinutes`).
     public static func validateRoom(_ command: RegisterRoom) -> Result<Room, ReplyError> {
         var room = command.resolved()
         let name = room.name.trimmingWhitespace()
@@ -82,9 +85,43 @@ extension BookingRules {
         if closes <= opens {
             return .failure(invalid("closes", "closes \(room.closes) is not after opens \(room.opens)"))
         }
+        if let error = validateCalendar(room) { return .failure(error) }
         if let error = validateApprovers(room.approvers ?? []) { return .failure(error) }
         if let error = validatePolicies(room) { return .failure(error) }
         return .success(room)
+    }
+
+    /// Longest ``Room/bufferMinutes``.
+    public static let maxBufferMinutes = 240
+
+    /// `hours` and `bufferMinutes` (contract v1.2, "Availability
+    /// calendars").
+    static func validateCalendar(_ room: Room) -> ReplyError? {
+        for (key, value) in (room.hours ?? [:]).sorted(by: { $0.key < $1.key }) {
+            let field = "hours.\(key.prefix(20))"
+            guard WeeklyHours.keys.contains(key) else {
+                return invalid(field, "hours names weekdays as \(WeeklyHours.keys.joined(separator: ", ")), not '\(key.prefix(20))'")
+            }
+            guard let pair = value else { continue }
+            guard pair.count == 2 else {
+                return invalid(field, "\(key) is [\"HH:mm\", \"HH:mm\"] (opening, closing) or null (closed)")
+            }
+            guard let opens = ContractFormat.minutes(ofTime: pair[0]), let closes = ContractFormat.minutes(ofTime: pair[1]) else {
+                return invalid(field, "\(key): \"\(pair[0].prefix(20))\" and \"\(pair[1].prefix(20))\" must be times HH:mm")
+            }
+            if opens % ContractFormat.gridMinutes != 0 || closes % ContractFormat.gridMinutes != 0 {
+                return invalid(field, "\(key): \(pair[0])-\(pair[1]) is not on the \(ContractFormat.gridMinutes)-minute grid")
+            }
+            if closes <= opens {
+                return invalid(field, "\(key): closing \(pair[1]) is not after opening \(pair[0])")
+            }
+        }
+        if let buffer = room.bufferMinutes,
+           !(0...maxBufferMinutes).contains(buffer) || buffer % ContractFormat.gridMinutes != 0 {
+            return invalid("bufferMinutes",
+                           "bufferMinutes must be 0 to \(maxBufferMinutes), a multiple of \(ContractFormat.gridMinutes), got \(buffer)")
+        }
+        return nil
     }
 
     /// Most ``Room/approvers`` a room may name.

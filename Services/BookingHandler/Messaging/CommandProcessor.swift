@@ -415,12 +415,17 @@ public struct CommandProcessor: Sendable {
         return encoded
     }
 
+    /// 2000 when a blocking booking of the room lies within the room's
+    /// buffer of `slot` (contract v1.2: `a.start < b.end + buffer` and
+    /// `b.start < a.end + buffer`, on instants), naming the neighbours.
     private func overlap(_ room: Room, _ slot: BookingSlot, _ tx: any StoreTransaction, excluding: String?) throws -> CommandReply? {
-        let ids = try tx.conflicts(room: room.name, startsAt: slot.startsAt, endsAt: slot.endsAt, excluding: excluding)
+        let ids = try tx.conflicts(room: room.name, startsAt: slot.startsAt.addingTimeInterval(-room.bufferSeconds),
+                                   endsAt: slot.endsAt.addingTimeInterval(room.bufferSeconds), excluding: excluding)
         guard let first = ids.first else { return nil }
         let existing = try tx.booking(id: first)
         let when = existing.map { "\($0.start)-\($0.end)" } ?? "\(slot.start)-\(slot.end)"
-        return .failure(.overlap, "\(room.name) is already booked \(when)", field: "start", conflicts: ids)
+        let buffer = (room.bufferMinutes ?? 0) > 0 ? " (with its \(room.bufferMinutes ?? 0)-minute buffer between bookings)" : ""
+        return .failure(.overlap, "\(room.name) is already booked \(when)\(buffer)", field: "start", conflicts: ids)
     }
 
     // MARK: Events

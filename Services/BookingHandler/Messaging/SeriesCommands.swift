@@ -60,7 +60,9 @@ extension CommandProcessor {
             case .failure(let error):
                 skipped.append(SkippedOccurrence(date: occurrence.date, code: error.code, text: error.text))
             case .success(let slot):
-                let ids = try tx.conflicts(room: plan.room.name, startsAt: slot.startsAt, endsAt: slot.endsAt)
+                // The room's buffer counts as for a single booking.
+                let ids = try tx.conflicts(room: plan.room.name, startsAt: slot.startsAt.addingTimeInterval(-plan.room.bufferSeconds),
+                                           endsAt: slot.endsAt.addingTimeInterval(plan.room.bufferSeconds))
                 if ids.isEmpty {
                     free.append(index)
                 } else {
