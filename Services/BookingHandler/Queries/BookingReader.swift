@@ -17,12 +17,12 @@ import Foundation
 /// names only, and `attendeeEmail` matches only bookings whose contact
 /// details the caller may see.
 public struct BookingReader: Sendable {
-    let store: any BookingStore
+    let store: any ReadStore
     let policy: CallerPolicy
     let now: @Sendable () -> Date
 
     /// - Parameter now: the clock for cursor expiry.
-    public init(store: any BookingStore, policy: CallerPolicy, now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(store: any ReadStore, policy: CallerPolicy, now: @escaping @Sendable () -> Date = { Date() }) {
         self.store = store
         self.policy = policy
         self.now = now
