@@ -13,9 +13,9 @@ import Synchronization
 /// restart.
 ///
 /// Two sources: the events this process just committed, handed over in
-/// memory already claimed (``BookingStore/takeCommitted(limit:)``: no
+/// memory already claimed (``OutboxStore/takeCommitted(limit:)``: no
 /// database read per round), and the table
-/// (``BookingStore/claimOutbox(limit:lease:)``) — at start, every second
+/// (``OutboxStore/claimOutbox(limit:lease:)``) — at start, every second
 /// (claims that ran out: a process that died), and for as long as
 /// hand-over is suspended after a failed publish, until the relay has
 /// caught up. See ``startRound(fromTable:)`` and ``publishAll()`` for how
@@ -23,7 +23,7 @@ import Synchronization
 ///
 /// Woken by ``kick()`` after each command and otherwise every second.
 public final class OutboxRelay: Service, Sendable {
-    private let store: any BookingStore
+    private let store: any OutboxStore
     private let connection: AMQPConnection
     private let logger: Logger
     private let batchSize: Int
@@ -36,7 +36,7 @@ public final class OutboxRelay: Service, Sendable {
     /// Whether the next round also claims from the table (start, ticks).
     private let sweepDue = Atomic<Bool>(true)
 
-    public init(store: any BookingStore, connection: AMQPConnection, logger: Logger, batchSize: Int = 256,
+    public init(store: any OutboxStore, connection: AMQPConnection, logger: Logger, batchSize: Int = 256,
                 retention: TimeInterval = 7 * 86_400) {
         self.retention = retention
         self.store = store
@@ -68,7 +68,7 @@ public final class OutboxRelay: Service, Sendable {
     }
 
     /// How soon the table is swept again while this process has events
-    /// waiting behind another process's (see ``BookingStore/queuedBehindOthers``).
+    /// waiting behind another process's (see ``OutboxStore/queuedBehindOthers``).
     static let behindOthersPoll = Duration.milliseconds(20)
     private let sweepSoonPending = Atomic<Bool>(false)
 
@@ -207,7 +207,7 @@ public final class OutboxRelay: Service, Sendable {
     /// the table had less than a batch and hand-over is on — the events this
     /// process committed, from memory. Sweeping first is what keeps commit
     /// order: rows left in the table are older than anything handed over
-    /// after them. A failed publish suspends hand-over (``BookingStore/suspendHandOver(releasing:)``);
+    /// after them. A failed publish suspends hand-over (``OutboxStore/suspendHandOver(releasing:)``);
     /// a table read that comes back short with everything confirmed resumes it.
     private func startRound(fromTable: Bool) async -> PendingRound? {
         // Read now: a memory round is decided without draining, and a round

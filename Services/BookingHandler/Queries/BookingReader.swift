@@ -18,7 +18,7 @@ import Foundation
 /// who or what). `attendeeEmail`, and `requestedBy` naming someone else,
 /// match only bookings the caller reads in full.
 public struct BookingReader: Sendable {
-    let store: any BookingStore
+    let store: any ReadStore
     let policy: CallerPolicy
     let now: @Sendable () -> Date
     /// Signs and checks `nextCursor`s.
@@ -30,7 +30,7 @@ public struct BookingReader: Sendable {
     ///   - now: the clock for cursor expiry.
     ///   - cursorKey: `LIST_CURSOR_KEY` (``CursorKey/resolve(setting:dataDirectory:)``);
     ///     default a key of this reader's own.
-    public init(store: any BookingStore, policy: CallerPolicy, now: @escaping @Sendable () -> Date = { Date() },
+    public init(store: any ReadStore, policy: CallerPolicy, now: @escaping @Sendable () -> Date = { Date() },
                 cursorKey: CursorKey = .random(), rowsPerPage: Int = BookingReader.maxRowsPerPage) {
         self.store = store
         self.policy = policy

@@ -29,7 +29,7 @@ extension [StoreJob] {
     }
 }
 
-/// The queue behind group commit, shared by both stores: commands submitted
+/// The queue behind group commit (``CommitEngine``): commands submitted
 /// while a group is running wait here and go into the next one, so one
 /// commit (and one hop to the writer) serves many.
 final class GroupCommitQueue: Sendable {
@@ -43,13 +43,14 @@ final class GroupCommitQueue: Sendable {
 
     private let state = Mutex(State())
 
-    /// Queues `job`; true when the caller must start a drain (none running).
-    func submit(_ job: StoreJob) -> Bool {
+    /// Queues `job`; `lead` is true when the caller must start a drain
+    /// (none running); `pending` is how many wait now, this one included.
+    func submit(_ job: StoreJob) -> (lead: Bool, pending: Int) {
         state.withLock { state in
             state.jobs.append(job)
-            if state.draining { return false }
+            if state.draining { return (false, state.jobs.count) }
             state.draining = true
-            return true
+            return (true, state.jobs.count)
         }
     }
 

@@ -28,24 +28,27 @@ import Synchronization
 ///   relays never publish the same event at the same time, and an instance
 ///   that died has its events published by another once the lease ends.
 ///
-/// Threads: command groups run on one serial queue (`writer`) that owns the
+/// Threads: command groups and plain transactions run through
+/// ``CommitEngine`` on ``PostgresWriter``'s serial queue, which owns the
 /// write connection and blocks on postgres-nio's futures there — never on
-/// an event loop, never on the cooperative pool. Reads use a second
-/// connection through postgres-nio's async API (queries on it are queued by
-/// postgres-nio). Both reconnect on the next use after PostgreSQL restarts;
-/// a command whose transaction was cut off fails, is redelivered, and the
-/// inbox makes it exact (a commit that did happen answers from the inbox).
+/// an event loop, never on the cooperative pool. Reads and the relay's
+/// outbox statements use a second connection through postgres-nio's async
+/// API (queries on it are queued by postgres-nio). Both reconnect on the
+/// next use after PostgreSQL restarts; a command whose transaction was cut
+/// off fails, is redelivered, and the inbox makes it exact (a commit that
+/// did happen answers from the inbox). The command statements are in
+/// `PostgresTransaction.swift`, the schema in `PostgresSchema.swift`.
 public final class PostgresBookingStore: BookingStore {
     let settings: PostgresSettings
     let logger: Logger
     let rooms = RoomCache()
-    let handOver: OutboxHandOver
-    private let batch = GroupCommitQueue()
+    /// Group commit, the inbox and the hand-over, on the writer's queue.
+    let commits: CommitEngine<PostgresCommitBackend>
+    /// Events committed by this process, handed to its relay in memory.
+    var handOver: OutboxHandOver { commits.handOver }
     /// The write connection and the queue that owns it.
-    private let writer: PostgresWriter
+    private var writer: PostgresWriter { commits.backend.writer }
     private let reader: ReadConnection
-    /// Key text of the advisory lock that serialises writers (per schema).
-    private let writeLockKey: String
 
     /// Connects, creates the schema when missing and migrates it. Waits up
     /// to `waitSeconds` for a server that is not reachable yet (starting
@@ -65,10 +68,13 @@ public final class PostgresBookingStore: BookingStore {
     private init(settings: PostgresSettings, logger: Logger, insertLease: TimeInterval, committedCapacity: Int) throws {
         self.settings = settings
         self.logger = logger
-        writer = try PostgresWriter(settings: settings, label: "postgres-store.writer", logger: logger)
-        handOver = OutboxHandOver(insertLease: insertLease, capacity: committedCapacity)
+        let writer = try PostgresWriter(settings: settings, label: "postgres-store.writer", logger: logger)
+        // The advisory lock that serialises writers is per schema.
+        let backend = PostgresCommitBackend(writer: writer, logger: logger, rooms: rooms,
+                                            writeLockKey: "booking-handler.write:" + (settings.schema ?? "public"))
+        commits = CommitEngine(backend: backend,
+                               handOver: OutboxHandOver(insertLease: insertLease, capacity: committedCapacity))
         reader = ReadConnection(configuration: try settings.connectionConfiguration(), logger: logger)
-        writeLockKey = "booking-handler.write:" + (settings.schema ?? "public")
     }
 
     /// Closes both connections (the writer's after the group it may be running).
@@ -79,125 +85,16 @@ public final class PostgresBookingStore: BookingStore {
 
     public typealias Outcome = StoreOutcome
 
+    /// See ``CommitEngine``: group commit (as the SQLite store), a
+    /// savepoint per command unless it is alone, the inbox, the hand-over.
     public func execute(
         key: InboxKey?, commandType: String, _ body: @Sendable @escaping (any StoreTransaction) throws -> ReplyBody
     ) async throws -> Outcome {
-        let submitted = ContinuousClock.now
-        defer { CommandStage.store.record(since: submitted) }
-        return try await withCheckedThrowingContinuation { (promise: CheckedContinuation<Outcome, any Error>) in
-            let lead = batch.submit(StoreJob(key: key, commandType: commandType, body: body, promise: promise, submitted: submitted))
-            if lead { writer.enqueue { self.drain() } }
-        }
-    }
-
-
-    /// Runs one group of waiting commands in one transaction, each in its
-    /// own savepoint (group commit, as the SQLite store) unless it is alone,
-    /// then queues itself again while commands wait.
-    private func drain() {
-        let group = batch.takeGroup()
-        if group.isEmpty { return }
-        defer { writer.enqueue { self.drain() } }
-        let started = group.recordStarted()
-        // A command alone in its group runs without a savepoint (two round
-        // trips); if it fails, the transaction's rollback undoes exactly
-        // what the savepoint's would have.
-        var loneFailure: (any Error)?
-        var loneConnection: PostgresConnection?
-        do {
-            let connection = try writer.connectionOnQueue()
-            let claim = handOver.claimOnInsert()
-            var events: [OutboxEvent] = []
-            // Under the write lock: the counterpart of SQLite's BEGIN IMMEDIATE.
-            let results = try writer.transactionOnQueue(connection, lockKey: writeLockKey) { () throws -> [Result<Outcome, any Error>] in
-                if group.count == 1 {
-                    let tx = PostgresTransaction(connection: connection, logger: logger, rooms: rooms, claim: claim)
-                    do {
-                        let outcome = try Self.run(group[0], tx)
-                        events += tx.events.list
-                        return [.success(outcome)]
-                    } catch {
-                        loneFailure = error
-                        loneConnection = connection
-                        throw error
-                    }
-                }
-                var results: [Result<Outcome, any Error>] = []
-                for job in group {
-                    try connection.run("SAVEPOINT job", logger)
-                    let tx = PostgresTransaction(connection: connection, logger: logger, rooms: rooms, claim: claim)
-                    do {
-                        let outcome = try Self.run(job, tx)
-                        try connection.run("RELEASE SAVEPOINT job", logger)
-                        events += tx.events.list
-                        results.append(.success(outcome))
-                    } catch {
-                        // A failed statement or body: undo this command
-                        // only. If even that fails the connection is gone
-                        // and the whole group fails below.
-                        try connection.run("ROLLBACK TO SAVEPOINT job", logger)
-                        results.append(.failure(error))
-                    }
-                }
-                return results
-            }
-            group.recordCommitted(startedAt: started)
-            if let overflow = handOver.committed(events) { try? release(overflow, connection) }
-            for (job, result) in zip(group, results) { job.promise.resume(with: result) }
-        } catch {
-            if let loneFailure, !Self.isConnectionFailure(loneFailure), loneConnection?.isClosed == false {
-                // The command failed, not the transaction or the
-                // connection: as a failed command in a larger group,
-                // without a warning.
-                group[0].promise.resume(throwing: loneFailure)
-                return
-            }
-            // Nothing of the group committed (or the commit's outcome is
-            // unknown: the redelivery finds the inbox row if it did).
-            logger.warning("PostgreSQL command transaction failed",
-                           metadata: ["error": .string(Self.describe(error)), "commands": "\(group.count)"])
-            writer.dropIfBroken(error)
-            for job in group { job.promise.resume(throwing: error) }
-        }
-    }
-
-    static func isConnectionFailure(_ error: any Error) -> Bool { PostgresFailure.isConnectionFailure(error) }
-    static func describe(_ error: any Error) -> String { PostgresFailure.describe(error) }
-
-    private static func run(_ job: StoreJob, _ tx: PostgresTransaction) throws -> Outcome {
-        let connection = tx.connection
-        if let key = job.key {
-            let rows = try connection.run("""
-                SELECT scope, commandType, fingerprint, reply FROM inbox
-                WHERE key = \(key.key) AND scope IN (\(key.scope), \(InboxKey.legacyScope))
-                ORDER BY scope = \(InboxKey.legacyScope) LIMIT 1
-                """, tx.logger)
-            if let row = rows.first {
-                let (scope, storedType, fingerprint, reply) = try row.decode((String, String?, Int64?, String).self)
-                return try key.answer(storedScope: scope, storedType: storedType, storedFingerprint: fingerprint,
-                                      storedReply: Data(reply.utf8), commandType: job.commandType)
-            }
-        }
-        let result = try job.body(tx)
-        let json = try result.json ?? ContractJSON.encode(result.reply)
-        if let key = job.key {
-            try connection.run("""
-                INSERT INTO inbox (scope, key, commandType, fingerprint, reply, createdAt)
-                VALUES (\(key.scope), \(key.key), \(job.commandType), \(key.fingerprint), \(String(decoding: json, as: UTF8.self)),
-                        \(Date().timeIntervalSince1970))
-                """, tx.logger)
-        }
-        return Outcome(reply: result.reply, json: json, duplicate: false)
+        try await commits.execute(key: key, commandType: commandType, body)
     }
 
     public func transaction<T: Sendable>(_ body: @Sendable @escaping (any StoreTransaction) throws -> T) async throws -> T {
-        try await writer.onConnection { connection in
-            let claim = self.handOver.claimOnInsert()
-            let tx = PostgresTransaction(connection: connection, logger: self.logger, rooms: self.rooms, claim: claim)
-            let result = try self.writer.transactionOnQueue(connection, lockKey: self.writeLockKey) { try body(tx) }
-            if let overflow = self.handOver.committed(tx.events.list) { try? self.release(overflow, connection) }
-            return result
-        }
+        try await commits.transaction(body)
     }
 
     // MARK: Reads
@@ -288,18 +185,11 @@ public final class PostgresBookingStore: BookingStore {
     }
 
     public func suspendHandOver(releasing failed: [Int64]) async throws {
-        try await writer.onConnection { connection in
-            try self.release(failed + self.handOver.suspend(), connection)
-        }
+        try await commits.suspendHandOver(releasing: failed)
     }
 
     public func resumeHandOver() async throws {
-        try await writer.onConnection { _ in self.handOver.resume() }
-    }
-
-    private func release(_ ids: [Int64], _ connection: PostgresConnection) throws {
-        guard !ids.isEmpty else { return }
-        try connection.run("UPDATE outbox SET claimedUntil = NULL, claimedBy = NULL WHERE id = ANY(\(ids))", logger)
+        try await commits.resumeHandOver()
     }
 
     public func takeCommitted(limit: Int) -> [OutboxEvent] {
@@ -367,4 +257,10 @@ public final class PostgresBookingStore: BookingStore {
 
     /// Rows one prune statement deletes at most.
     static let pruneBatch = 5_000
+}
+
+extension PostgresBookingStore: CommitObservable {
+    func observeCommits(_ observer: (@Sendable (CommitEvent) -> Void)?) {
+        commits.observe(observer)
+    }
 }

@@ -4,17 +4,107 @@ import Logging
 import PostgresNIO
 import PostgresSupport
 
+/// The PostgreSQL side of ``CommitEngine``: ``PostgresWriter``'s serial
+/// queue, which owns the write connection (see its ownership rule).
+struct PostgresCommitBackend: CommitBackend {
+    let writer: PostgresWriter
+    let logger: Logger
+    let rooms: RoomCache
+    /// Key text of the advisory lock that serialises writers (per schema).
+    let writeLockKey: String
+
+    func onWriterQueue(_ work: @escaping @Sendable () -> Void) {
+        writer.enqueue(work)
+    }
+
+    func withWriteConnection<T>(_ body: (PostgresWriteConnection) throws -> T) throws -> T {
+        try body(PostgresWriteConnection(connection: try writer.connectionOnQueue(), writer: writer, logger: logger,
+                                         rooms: rooms, writeLockKey: writeLockKey))
+    }
+
+    func groupCommitted() {}
+
+    func writeFailed(_ error: any Error, commands: Int?) {
+        if let commands {
+            logger.warning("PostgreSQL command transaction failed",
+                           metadata: ["error": .string(PostgresFailure.describe(error)), "commands": "\(commands)"])
+        }
+        writer.dropIfBroken(error)
+    }
+}
+
+/// The PostgreSQL write connection as ``CommitEngine`` uses it (see
+/// ``CommitConnection``). On the writer's queue only.
+struct PostgresWriteConnection: CommitConnection {
+    let connection: PostgresConnection
+    let writer: PostgresWriter
+    let logger: Logger
+    let rooms: RoomCache
+    let writeLockKey: String
+
+    /// Under the write lock: the counterpart of SQLite's BEGIN IMMEDIATE.
+    func inWriteTransaction<T>(_ body: () throws -> T) throws -> T {
+        try writer.transactionOnQueue(connection, lockKey: writeLockKey, body)
+    }
+
+    func inSavepoint<T>(_ body: () throws -> T) throws -> Result<T, any Error> {
+        try connection.run("SAVEPOINT job", logger)
+        do {
+            let result = try body()
+            try connection.run("RELEASE SAVEPOINT job", logger)
+            return .success(result)
+        } catch {
+            // A failed statement or body: undo this command only. If even
+            // that fails the connection is gone and the whole group fails.
+            try connection.run("ROLLBACK TO SAVEPOINT job", logger)
+            return .failure(error)
+        }
+    }
+
+    func makeTransaction(claim: InsertClaim?) -> PostgresTransaction {
+        PostgresTransaction(connection: connection, logger: logger, rooms: rooms, claim: claim)
+    }
+
+    func inboxEntry(_ key: InboxKey) throws -> InboxEntry? {
+        guard let row = try connection.run("""
+            SELECT scope, commandType, fingerprint, reply FROM inbox
+            WHERE key = \(key.key) AND scope IN (\(key.scope), \(InboxKey.legacyScope))
+            ORDER BY scope = \(InboxKey.legacyScope) LIMIT 1
+            """, logger).first else { return nil }
+        let (scope, commandType, fingerprint, reply) = try row.decode((String, String?, Int64?, String).self)
+        return InboxEntry(scope: scope, commandType: commandType, fingerprint: fingerprint, reply: Data(reply.utf8))
+    }
+
+    func insertInbox(_ key: InboxKey, commandType: String, reply: Data) throws {
+        try connection.run("""
+            INSERT INTO inbox (scope, key, commandType, fingerprint, reply, createdAt)
+            VALUES (\(key.scope), \(key.key), \(commandType), \(key.fingerprint), \(String(decoding: reply, as: UTF8.self)),
+                    \(Date().timeIntervalSince1970))
+            """, logger)
+    }
+
+    func releaseClaims(_ ids: [Int64]) throws {
+        guard !ids.isEmpty else { return }
+        try connection.run("UPDATE outbox SET claimedUntil = NULL, claimedBy = NULL WHERE id = ANY(\(ids))", logger)
+    }
+
+    /// The command's own error, unless the connection broke under it.
+    func isCommandFailure(_ error: any Error) -> Bool {
+        !PostgresFailure.isConnectionFailure(error) && !connection.isClosed
+    }
+}
+
 /// ``StoreTransaction`` on a PostgreSQL write transaction: the same
 /// statements as ``SQLiteTransaction``, with JSON stored as text (the
 /// encoder's exact bytes) and times as UNIX seconds.
-struct PostgresTransaction: StoreTransaction {
+struct PostgresTransaction: QueuingTransaction {
     let connection: PostgresConnection
     let logger: Logger
     let rooms: RoomCache
     /// How new events are claimed by this process, nil for unclaimed.
     let claim: InsertClaim?
     /// The events this transaction queued, handed to the relay after commit.
-    let events = SQLiteTransaction.EventList()
+    let events = QueuedEvents()
 
     private func run(_ query: PostgresQuery) throws -> [PostgresRow] {
         try connection.run(query, logger)

@@ -16,33 +16,53 @@ import Foundation
 ///   overlapping active bookings by an exclusion constraint, as a second
 ///   line.
 /// - **Inbox exact.** A command's effect, its events, its reply and its
-///   idempotency key commit together (``execute(key:commandType:_:)``).
+///   idempotency key commit together (``CommandStore/execute(key:commandType:_:)``).
 /// - **Outbox at least once, per process in commit order.** New events are
 ///   claimed by the process that wrote them and handed to its relay in
 ///   memory; the table is the fallback, claimed with a lease so that
 ///   concurrent relays do not publish the same event at the same time.
 /// - **Readers see commit order.** `booking_version.seq` grows in commit
 ///   order, which the snapshot rule of `booking.list` cursors needs.
-public protocol BookingStore: Sendable {
+///
+/// Each caller sees only its part: the command processor a
+/// ``CommandStore``, the timers a ``TimerStore``, readers a ``ReadStore``,
+/// the relay an ``OutboxStore``; this is their composition, which the
+/// handler opens once and hands to each.
+public protocol BookingStore: CommandStore, ReadStore, OutboxStore {
     /// Closes the store's connections (PostgreSQL); nothing for SQLite.
     func close() async
+    /// Counts, for tests and metrics.
+    func counts() async throws -> (rooms: Int, bookings: Int, inbox: Int, outboxPending: Int)
+}
 
+/// What the durable timers need of the store: one write transaction at a
+/// time, under the write lock (`applyDueTimer()`).
+public protocol TimerStore: Sendable {
+    /// Runs `body` in one write transaction (no inbox involved).
+    func transaction<T: Sendable>(_ body: @Sendable @escaping (any StoreTransaction) throws -> T) async throws -> T
+}
+
+/// What the command processor needs of the store: commands through the
+/// inbox, plain write transactions, and the room cache.
+public protocol CommandStore: TimerStore {
     /// Runs a command: when `key` is already in the inbox (in the sender's
     /// scope), returns its stored reply — or 1009 when the sender used it
     /// for a different command — and does nothing else; otherwise runs
     /// `body` and stores its effect, its events and its reply in the same
     /// transaction. Commands submitted together may share one transaction
     /// (group commit), each in its own savepoint; a command alone in its
-    /// transaction needs none.
+    /// transaction needs none (``CommitEngine``).
     func execute(key: InboxKey?, commandType: String,
                  _ body: @Sendable @escaping (any StoreTransaction) throws -> ReplyBody) async throws -> StoreOutcome
-
-    /// Runs `body` in one write transaction (no inbox involved).
-    func transaction<T: Sendable>(_ body: @Sendable @escaping (any StoreTransaction) throws -> T) async throws -> T
 
     /// The room as this process last read it, with its stored JSON; no
     /// database access, possibly stale (a hint for validating early).
     func cachedRoom(named name: String) -> CachedRoom?
+}
+
+/// What readers need of the store: committed state, never a write
+/// (``BookingReader``; `booking.replay` in the command consumer).
+public protocol ReadStore: Sendable {
     /// Every room with the instant it was last registered (for `booking.replay`).
     func replayRooms() async throws -> [(room: Room, updatedAt: Date)]
     /// Up to `limit` bookings with ids after `id`, in id order.
@@ -60,9 +80,12 @@ public protocol BookingStore: Sendable {
         async throws -> [ListedVersion]
     /// The room as stored (never the cache), or nil.
     func room(named name: String) async throws -> Room?
-    /// Counts, for tests and metrics.
-    func counts() async throws -> (rooms: Int, bookings: Int, inbox: Int, outboxPending: Int)
+}
 
+/// What the outbox relay needs of the store: the events to publish, from
+/// memory or from the table, and the hand-over switches (``OutboxRelay``,
+/// ``OutboxHandOver``).
+public protocol OutboxStore: Sendable {
     /// Whether the relay must read the table instead of memory.
     var handOverSuspended: Bool { get }
     /// Whether this process recently queued an event behind another
@@ -89,19 +112,23 @@ public protocol BookingStore: Sendable {
     func prune(olderThan age: TimeInterval, now: Date) async throws
 }
 
-extension BookingStore {
+extension OutboxStore {
     /// ``prune(olderThan:now:)`` as of the wall clock.
     public func prune(olderThan age: TimeInterval) async throws {
         try await prune(olderThan: age, now: Date())
     }
+}
 
+extension CommandStore {
     /// ``execute(key:commandType:_:)`` for a body that returns its reply unencoded.
     public func execute(
         key: InboxKey?, commandType: String, _ body: @Sendable @escaping (any StoreTransaction) throws -> CommandReply
     ) async throws -> StoreOutcome {
         try await execute(key: key, commandType: commandType) { tx in ReplyBody(try body(tx)) }
     }
+}
 
+extension ReadStore {
     /// ``listVersions(at:from:to:room:statuses:requestedBy:seriesId:after:limit:)`` of any series.
     public func listVersions(at seq: Int64, from: Date, to: Date, room: String?, statuses: [BookingStatus]?,
                              requestedBy: String?, after: (startsAt: Int64, id: String)?, limit: Int)
@@ -113,8 +140,8 @@ extension BookingStore {
 }
 
 /// What a command may do inside its transaction. Only valid inside the
-/// closure of ``BookingStore/execute(key:commandType:_:)`` or
-/// ``BookingStore/transaction(_:)``, on the thread that runs it.
+/// closure of ``CommandStore/execute(key:commandType:_:)`` or
+/// ``TimerStore/transaction(_:)``, on the thread that runs it.
 public protocol StoreTransaction {
     /// The room's stored JSON, exactly as written.
     func roomJSON(named name: String) throws -> Data?
@@ -224,7 +251,7 @@ public struct OutboxEvent: Sendable, Equatable {
     public var value: BookingEvent? = nil
 }
 
-/// One booking version as ``BookingStore/listVersions(at:from:to:room:statuses:requestedBy:seriesId:after:limit:)``
+/// One booking version as ``ReadStore/listVersions(at:from:to:room:statuses:requestedBy:seriesId:after:limit:)``
 /// reads it: the columns the reader filters on and the JSON it answers
 /// with, never decoded on the way on SQLite (a week of a room is some 40
 /// bookings; decoding and re-encoding each cost more than the whole query).
