@@ -164,6 +164,8 @@ WORK=$(mktemp -d /tmp/container-test.XXXXXX)
 chmod 755 "$WORK"
 DOCKERD_PID=""
 export DOCKER_HOST=unix://$WORK/docker.sock
+# docker-compose.ha.yml requires one list-cursor key for its handlers.
+export LIST_CURSOR_KEY=${LIST_CURSOR_KEY:-$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')}
 COMPOSE_ARGS=(-p "$PROJECT" -f "$ROOT/docker-compose.yml")
 had_docker0=0
 ip link show docker0 >/dev/null 2>&1 && had_docker0=1

@@ -72,7 +72,8 @@ public final class CallerRateLimiter: Sendable {
     private let now: @Sendable () -> Double
     private let buckets = Mutex<[String: Bucket]>([:])
     /// Most buckets kept; past it, buckets that have refilled are dropped
-    /// (a full bucket is what a new one would be).
+    /// (a full bucket is what a new one would be), and if none has, the
+    /// one used longest ago.
     static let maxBuckets = 10_000
 
     /// - Parameters:
@@ -113,6 +114,9 @@ public final class CallerRateLimiter: Sendable {
 
     private static func dropFull(_ table: inout [String: Bucket], rate: CallerRate, now: Double) {
         table = table.filter { _, b in b.tokens + max(0, now - b.updated) * rate.perSecond < Double(rate.burst) }
+        if table.count >= maxBuckets, let oldest = table.min(by: { $0.value.updated < $1.value.updated })?.key {
+            table[oldest] = nil
+        }
     }
 
     /// Buckets held (tests).

@@ -111,8 +111,9 @@ public struct QueryLoop: Sendable {
         do {
             try await replies.reply(body, type: replyType, to: delivery.properties, logger: logger)
         } catch {
-            // Connection trouble: leave the request for redelivery.
-            try? await delivery.nack(requeue: true)
+            // Connection trouble: leave the request for redelivery, after a
+            // pause so a broken reply path is not a hot loop.
+            await delivery.requeueAfterPause()
             return
         }
         try? await delivery.ack()

@@ -49,7 +49,10 @@ public struct ReplySender: Sendable {
             try await connection.publish(body, exchange: "", routingKey: replyTo, properties: properties,
                                          mandatory: !replyTo.hasPrefix(MessageProperties.directReplyTo))
             return .sent
-        } catch where error.code == .unroutable || error.code == .invalidArgument {
+        } catch where error.code == .unroutable || error.code == .invalidArgument || error.code == .nacked {
+            // Refused (`nacked`): the requester's queue is at a bound with
+            // `reject-publish`, its own choice. Retrying would only repeat
+            // the work (and, for a rate-limited caller, bypass the rate).
             logger().warning("reply could not be delivered", metadata: [
                 "amqp.reply_to": .string(String(replyTo.prefix(255))), "reply.type": .string(type), "error": "\(error)"])
             return .undeliverable

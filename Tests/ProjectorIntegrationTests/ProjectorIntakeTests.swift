@@ -51,7 +51,7 @@ struct ProjectorIntakeTests {
                                    properties: properties)
         // A real query after it, answered: the projector is serving.
         let answer = try await h.rpc(#"{"date": "now"}"#)
-        #expect(try ContractJSON.decode(AvailabilityReply.self, from: answer.body).count >= 0)
+        #expect((try? ContractJSON.decode(AvailabilityReply.self, from: answer.body)) != nil, "answered with rooms")
         // A graceful stop settles every delivery: what is left is exact.
         await h.stopProjector()
         #expect(try await h.client.queueInfo(Topology.availabilityQueriesQueue).messageCount == 0, "acked")

@@ -75,7 +75,11 @@ public final class NetworkNamespace: Sendable {
             // SIGKILL: a child of the test process may inherit SIGTERM
             // blocked (seen here: socat ignored terminate()).
             kill(socat.processIdentifier, SIGKILL)
-            socat.waitUntilExit()
+            // Reaped here, not with waitUntilExit(): Foundation's wait was
+            // seen to spin for good on a killed child left a zombie. If
+            // Foundation reaped it first, waitpid answers ECHILD at once.
+            var status: Int32 = 0
+            _ = waitpid(socat.processIdentifier, &status, 0)
         }
         _ = try? Self.ip(["netns", "del", name])
         _ = try? Self.ip(["link", "del", hostLink])

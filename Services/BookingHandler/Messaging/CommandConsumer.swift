@@ -220,8 +220,10 @@ public struct CommandConsumer: Sendable {
     /// A command over its caller's rate: not executed, not stored in the
     /// inbox (a retry with the same key is a fresh try); answered 1010 when
     /// it may be, else dead-lettered as `rate-limited` so that nothing is
-    /// dropped silently. Acked either way; left for redelivery only when
-    /// the answer or the dead letter could not be confirmed.
+    /// dropped silently. Acked either way. When neither could be confirmed
+    /// it is rejected, not requeued: a redelivery takes no token, so a
+    /// requeue would let the command run after all (a caller can make its
+    /// own reply queue refuse the 1010); the queue's dead-lettering keeps it.
     private func refuseOverRate(_ delivery: AMQPDelivery, retryAfterMs: Int, typeLabel: String, log: LogContext) async {
         let p = delivery.properties
         let error = IntakeGate.rateLimitedError(retryAfterMs: retryAfterMs)
@@ -234,8 +236,10 @@ public struct CommandConsumer: Sendable {
             try await delivery.ack()
             HandlerMetrics.commands.increment(typeLabel, "rate-limited")
         } catch {
-            log.write(.warning, "could not answer a rate-limited command; it will be redelivered", metadata: ["error": "\(error)"])
-            try? await delivery.nack(requeue: true)
+            log.write(.warning, "could not answer a rate-limited command; rejected into the dead-letter queue, not run",
+                      metadata: ["error": "\(error)"])
+            HandlerMetrics.commands.increment(typeLabel, "rate-limited")
+            try? await delivery.reject(requeue: false)
         }
     }
 

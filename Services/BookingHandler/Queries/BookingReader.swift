@@ -344,20 +344,15 @@ struct ListCursor: Codable, Equatable {
         self.issuedAt = issuedAt
     }
 
-    /// Base64url of its JSON, a dot, base64url of its tag (``CursorKey``);
-    /// no padding.
+    /// Base64url (no padding) of its JSON sealed with `key` (``CursorKey``).
     func encoded(signedWith key: CursorKey) -> String {
-        let data = (try? JSONEncoder().encode(self)) ?? Data()
-        return Self.base64url(data) + "." + Self.base64url(key.tag(data))
+        Self.base64url(key.seal((try? JSONEncoder().encode(self)) ?? Data()))
     }
 
-    /// The cursor of `text` when its tag is `key`'s; nil for anything else
-    /// (forged, altered, signed with another key, or not a cursor).
+    /// The cursor of `text` when `key` sealed it; nil for anything else
+    /// (forged, altered, sealed with another key, or not a cursor).
     init?(encoded text: String, key: CursorKey) {
-        guard text.utf8.count <= 2000 else { return nil }
-        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 2, let data = Self.data(base64url: String(parts[0])),
-              let tag = Self.data(base64url: String(parts[1])), key.verify(tag, for: data),
+        guard text.utf8.count <= 2000, let box = Self.data(base64url: text), let data = key.open(box),
               let cursor = try? JSONDecoder().decode(ListCursor.self, from: data)
         else { return nil }
         self = cursor

@@ -1,10 +1,14 @@
 import Crypto
 import Foundation
 import ServiceSupport
+#if canImport(Glibc)
+import Glibc
+#endif
 
-/// The key that signs `booking.list` cursors (HMAC-SHA256), so a client
-/// cannot forge one: not its snapshot, not where it continues, not the
-/// `issuedAt` that bounds its life.
+/// The key that seals `booking.list` cursors (ChaCha20-Poly1305): a client
+/// can neither read one — where a page stopped may be a booking it is not
+/// allowed to match — nor forge or alter one: not its snapshot, not where
+/// it continues, not the `issuedAt` that bounds its life.
 ///
 /// `LIST_CURSOR_KEY` when set (any text of at least 32 characters; every
 /// handler instance that answers the same queue needs the same one), else a
@@ -42,31 +46,38 @@ public struct CursorKey: Sendable {
             return CursorKey(text: setting)
         }
         let path = dataDirectory + "/list-cursor.key"
-        if let existing = FileManager.default.contents(atPath: path) {
-            guard existing.count >= minimumLength, let text = String(data: existing, encoding: .utf8) else {
-                throw SettingsError("\(path): not a cursor key (delete it to make a new one)")
-            }
-            return CursorKey(text: text.trimmingCharacters(in: .whitespacesAndNewlines))
-        }
         let text = SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }.map { String(format: "%02x", $0) }.joined()
-        guard FileManager.default.createFile(atPath: path, contents: Data((text + "\n").utf8),
-                                             attributes: [.posixPermissions: 0o600]) else {
-            throw SettingsError("\(path): cannot write the cursor key (DATA_DIR writable?)")
+        // Created exclusively: two processes starting on one DATA_DIR both
+        // end up with the key of whichever wrote it first.
+        let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        if fd >= 0 {
+            let bytes = Array((text + "\n").utf8)
+            let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            let synced = fsync(fd) == 0
+            Glibc.close(fd)
+            guard written == bytes.count, synced else {
+                unlink(path)
+                throw SettingsError("\(path): cannot write the cursor key (DATA_DIR full or not writable?)")
+            }
+            return CursorKey(text: text)
         }
-        return CursorKey(text: text)
+        guard errno == EEXIST else { throw SettingsError("\(path): cannot create the cursor key: \(String(cString: strerror(errno)))") }
+        guard let existing = FileManager.default.contents(atPath: path), existing.count >= minimumLength,
+              let stored = String(data: existing, encoding: .utf8) else {
+            throw SettingsError("\(path): not a cursor key (delete it to make a new one)")
+        }
+        return CursorKey(text: stored.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
-    /// The tag of `payload`: HMAC-SHA256, the first 16 bytes.
-    func tag(_ payload: Data) -> Data {
-        Data(HMAC<SHA256>.authenticationCode(for: payload, using: key)).prefix(16)
+    /// `payload` sealed: nonce, ciphertext and tag.
+    func seal(_ payload: Data) -> Data {
+        (try? ChaChaPoly.seal(payload, using: key).combined) ?? Data()
     }
 
-    /// Whether `tag` is `payload`'s (compared in constant time).
-    func verify(_ tag: Data, for payload: Data) -> Bool {
-        let expected = self.tag(payload)
-        guard tag.count == expected.count else { return false }
-        var difference: UInt8 = 0
-        for (a, b) in zip(tag, expected) { difference |= a ^ b }
-        return difference == 0
+    /// The payload of a box this key sealed; nil for anything else
+    /// (altered, made up, or sealed with another key).
+    func open(_ box: Data) -> Data? {
+        guard let sealed = try? ChaChaPoly.SealedBox(combined: box) else { return nil }
+        return try? ChaChaPoly.open(sealed, using: key)
     }
 }
