@@ -259,16 +259,25 @@ import json, sys
 d = json.load(open("deploy/rabbitmq/definitions.json"))
 bad = [u["name"] for u in d["users"] if not {"max-connections", "max-channels"} <= set(u.get("limits") or {})]
 sys.exit(f"no limits: {bad}" if bad else 0)'
-  check "definitions: dead-letter queues and passes.failed drop nothing (no length limit, overflow, TTL, expiry, queue policy)" "$PYTHON" -c '
-import json, sys
+  check "definitions: dead-letter queues and passes.failed drop nothing (bounds only with reject-publish; no TTL or expiry by argument or policy)" "$PYTHON" -c '
+import json, re, sys
 d = json.load(open("deploy/rabbitmq/definitions.json"))
 dropping = {"x-max-length", "x-max-length-bytes", "x-overflow", "x-message-ttl", "x-expires"}
 queues = [q for q in d["queues"] if q["name"].endswith(".dead") or q["name"] == "passes.failed"]
 bad = [q["name"] for q in queues if dropping & set(q["arguments"])]
-# Exchange policies (the alternate exchange of booking.commands) touch no queue.
-queue_policies = [p for p in d.get("policies", []) if p.get("apply-to", "all") != "exchanges"]
-if len(queues) < 5 or bad or queue_policies:
-    sys.exit("queues %s, dropping %s, queue policies %s" % ([q["name"] for q in queues], bad, queue_policies))'
+def policy(name):
+    matching = [p for p in d.get("policies", []) if p.get("apply-to", "all") in ("queues", "all") and re.search(p["pattern"], name)]
+    return max(matching, key=lambda p: p.get("priority", 0)) if matching else None
+for q in queues:
+    p = policy(q["name"])
+    if p is None:
+        continue
+    definition = p["definition"]
+    bounded = {"max-length", "max-length-bytes"} & set(definition)
+    if (bounded and definition.get("overflow") != "reject-publish") or {"message-ttl", "expires"} & set(definition):
+        bad.append("%s (policy %s)" % (q["name"], p["name"]))
+if len(queues) < 5 or bad:
+    sys.exit("queues %s, dropping %s" % ([q["name"] for q in queues], bad))'
   check "definitions: booking.commands has the alternate exchange booking.commands.unrouted (policy, contract v1.1)" "$PYTHON" -c '
 import json, sys
 d = json.load(open("deploy/rabbitmq/definitions.json"))
