@@ -19,6 +19,7 @@ private func sendAndPrint<Body: Encodable>(_ type: CommandType, _ body: Body, gl
     } else {
         switch reply {
         case .booking(let booking): print(Output.describe(booking))
+        case .bookingView(let view): print(Output.describe(view))
         case .room(let room): print(Output.describe(room))
         case .replay(let summary):
             print("replayed \(summary.rooms) rooms and \(summary.bookings) bookings to \(summary.queue) (replay \(summary.replayId))")

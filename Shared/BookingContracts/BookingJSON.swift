@@ -57,6 +57,17 @@ public struct EncodedBooking: Sendable {
         out.append(contentsOf: #","ok":true}"#.utf8)
         return Data(out)
     }
+
+    /// The success reply with the busy view of the booking (contract v1.2:
+    /// a reply that carries another caller's booking shows it busy).
+    public var busyReply: Data {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        out.append(contentsOf: #"{"booking":"#.utf8)
+        booking.appendBusyJSON(to: &out)
+        out.append(contentsOf: #","ok":true}"#.utf8)
+        return Data(out)
+    }
 }
 
 extension Booking {

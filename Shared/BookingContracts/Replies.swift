@@ -40,6 +40,10 @@ public struct ReplyError: Codable, Sendable, Equatable, Error {
 public enum CommandReply: Codable, Sendable, Equatable {
     /// Success of a booking command: the booking after the change.
     case booking(Booking)
+    /// Success of a booking command on a booking the caller reads busy
+    /// (contract v1.2: an approver acting on a booking made without
+    /// `user_id`): the booking after the change, times and status only.
+    case bookingView(BookingView)
     /// Success of `room.register`: the room with defaults applied.
     case room(Room)
     /// Success of `booking.replay`: what was published.
@@ -95,7 +99,9 @@ public enum CommandReply: Codable, Sendable, Equatable {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         if try c.decode(Bool.self, forKey: .ok) {
             if c.contains(.booking) {
-                self = .booking(try c.decode(Booking.self, forKey: .booking))
+                // In full, or (no title) the busy view.
+                let view = try c.decode(BookingView.self, forKey: .booking)
+                self = view.title == nil ? .bookingView(view) : .booking(try c.decode(Booking.self, forKey: .booking))
             } else if c.contains(.room) {
                 self = .room(try c.decode(Room.self, forKey: .room))
             } else if c.contains(.replay) {
@@ -123,6 +129,9 @@ public enum CommandReply: Codable, Sendable, Equatable {
         case .booking(let booking):
             try c.encode(true, forKey: .ok)
             try c.encode(booking, forKey: .booking)
+        case .bookingView(let view):
+            try c.encode(true, forKey: .ok)
+            try c.encode(view, forKey: .booking)
         case .room(let room):
             try c.encode(true, forKey: .ok)
             try c.encode(room, forKey: .room)

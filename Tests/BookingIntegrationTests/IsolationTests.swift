@@ -197,6 +197,143 @@ struct IsolationTests {
     }
 }
 
+extension IsolationTests {
+    /// What an outside system may declare for its own queue: one that
+    /// refuses every message (`x-overflow: reject-publish` as an argument,
+    /// which RabbitMQ lets win over the `outside-queues` policy's
+    /// `drop-head`). The broker then nacks every publish routed to it.
+    static let refusingQueue = #"{"x-max-length": 0, "x-overflow": "reject-publish"}"#
+
+    /// An outside queue that refuses everything, bound to `booking.public`:
+    /// the broker nacks each copy the relay publishes there. That copy is
+    /// done for everyone else (the broker routed it to every other queue),
+    /// so the relay neither stalls nor repeats — before, one stranger's
+    /// queue held up every event of the set.
+    @Test func aQueueRefusingPublicEventsHoldsUpNoOne() async throws {
+        let w = try await CallerModelTests.World.start()
+        let (e1, o1) = try Self.outside(w, as: "partner-a", ["declare-queue", "partner-a.refuses", Self.refusingQueue])
+        #expect(e1 == 0, "the broker allows it: \(o1)")
+        let (e2, o2) = try Self.outside(w, as: "partner-a", ["bind-queue", "partner-a.refuses", Topology.publicExchange, "#"])
+        #expect(e2 == 0, "the broker allows it: \(o2)")
+        let follower = try await w.connection("partner-b")
+        try await follower.declare([.queue(QueueDeclaration("partner-b.follow", type: .classic, durable: false, autoDelete: true)),
+                                    .binding(QueueBinding(queue: "partner-b.follow", exchange: Topology.publicExchange, routingKey: "#"))])
+        let followed = try await follower.consume(queue: "partner-b.follow")
+        let first = try #require(try await w.send("booking.create", CallerModelTests.create(), as: "partner-b").booking)
+        let second = try #require(try await w.send("booking.create", CallerModelTests.create(start: "11:00", end: "12:00"),
+                                                   as: "partner-b").booking)
+        // Each event once on booking.public for the well-behaved follower,
+        // in order — a relay that retried the refused copy would repeat them.
+        let seen = try await withTimeout(60, "four booking.public events") { try await followed.take(4) }
+        #expect(seen.map(\.properties.messageID).count == Set(seen.map(\.properties.messageID)).count)
+        let ids = seen.map { event in
+            ((try? JSONSerialization.jsonObject(with: Data(event.body)) as? [String: Any])?["booking"] as? [String: Any])?["id"] as? String
+        }
+        #expect(ids == [first.id, first.id, second.id, second.id], "\(seen.map(\.routingKey))")
+        // The outbox empties: every event counts as published.
+        try await withTimeout(30, "the outbox to empty") {
+            while try await w.handler.app.store.counts().outboxPending > 0 { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        #expect(try await w.handler.client.queueInfo("partner-a.refuses").messageCount == 0)
+        followed.stop()
+        await w.stopHandler()
+        #expect(try await w.handler.app.store.counts().outboxPending == 0)
+        await w.stop()
+    }
+
+    /// A caller whose own reply queue refuses every reply (`reject-publish`)
+    /// gets its command executed once and answered nowhere: the refused
+    /// reply is undeliverable, the command acked — not requeued into a
+    /// loop of redeliveries — and over its rate a command is refused, not
+    /// run (a redelivery takes no token, so a requeue would run it).
+    @Test func aReplyQueueRefusingRepliesNeitherLoopsNorBypassesTheRate() async throws {
+        let w = try await CallerModelTests.World.start(callerRate: CallerRate(perSecond: 0.01, burst: 1))
+        let (e1, o1) = try Self.outside(w, as: "partner-a", ["declare-queue", "partner-a.replies", Self.refusingQueue])
+        #expect(e1 == 0, "the broker allows it: \(o1)")
+        // Every booking.created, counted exactly after the stop.
+        let inspect = try await AMQPConnection.connect(
+            configuration: AMQPConfiguration(url: w.vhost.adminURL, connectionName: "inspect"), logger: testLogger("inspect"))
+        try await inspect.declare([.queue(QueueDeclaration("inspect.created", type: .classic, durable: false)),
+                                   .binding(QueueBinding(queue: "inspect.created", exchange: Topology.eventsExchange,
+                                                         routingKey: "booking.created"))])
+        let c = try await w.connection("partner-a")
+        for hour in 8..<11 {
+            let start = String(format: "%02d:00", hour), end = String(format: "%02d:30", hour)
+            var properties = AMQPProperties.persistentJSON(type: "booking.create", messageID: UUID().uuidString,
+                                                           replyTo: "partner-a.replies")
+            properties.userID = "partner-a"
+            try await c.publish(Array(CallerModelTests.create(start: start, end: end).utf8),
+                                exchange: Topology.commandsExchange, routingKey: "booking.create", properties: properties)
+        }
+        // The first (within the burst) is executed: its events arrive.
+        let created = try await withTimeout(60, "booking.created") {
+            while true {
+                let event = try #require(try await w.handler.events.take(1).first)
+                if event.routingKey == "booking.created" { return try ContractJSON.decode(BookingEvent.self, from: event.body) }
+            }
+        }
+        #expect(created.booking.requestedBy == "partner-a")
+        // A graceful stop settles every delivery; what is left is exact.
+        await w.stopHandler()
+        #expect(try await inspect.queueInfo(Topology.handlerCommandsQueue).messageCount == 0,
+                "no command requeued after its reply was refused")
+        #expect(try await inspect.queueInfo("inspect.created").messageCount == 1, "the two over the rate were not run")
+        #expect(try await inspect.queueInfo("partner-a.replies").messageCount == 0)
+        await inspect.close()
+        await w.stop()
+    }
+}
+
+extension IsolationTests {
+    /// Sends a command as `user` and returns the reply's JSON object as sent.
+    static func rawReply(_ w: CallerModelTests.World, _ type: String, _ json: String, as user: String,
+                         key: String = UUID().uuidString, anonymous: Bool = false) async throws -> [String: Any] {
+        let c = try await w.connection(user)
+        var properties = AMQPProperties.persistentJSON(type: type, messageID: key)
+        properties.userID = anonymous ? nil : user
+        let reply = try await c.call(Array(json.utf8), exchange: Topology.commandsExchange, routingKey: type,
+                                     properties: properties, timeout: .seconds(60))
+        return try #require(try JSONSerialization.jsonObject(with: Data(reply.body)) as? [String: Any])
+    }
+
+    /// Contract v1.2: the views apply to every reply that carries another
+    /// caller's booking. An approver may confirm a booking made without
+    /// `user_id`, which named callers see busy: its reply (and the stored
+    /// reply a repeat gets) is the busy view; for a booking of a named
+    /// requester the approver sees it in full, and so does an admin.
+    @Test func anApproverIsAnsweredInTheViewItReads() async throws {
+        let w = try await CallerModelTests.World.start(policy: CallerPolicy(administrators: ["bookingctl"],
+                                                                            roomManagers: ["facility-desk"]))
+        let room = #"{"name": "Council", "capacity": 8, "requiresApproval": true, "approvers": ["facility-desk"]}"#
+        #expect(try await w.send("room.register", room, as: "bookingctl").isOK)
+        let legacy = try #require(try await w.send("booking.create", CallerModelTests.create(room: "Council"),
+                                                   as: "partner-b", anonymous: true).booking)
+        #expect(legacy.requestedBy == nil && legacy.status == .pending)
+        let key = UUID().uuidString
+        let confirm = #"{"bookingId": "\#(legacy.id)"}"#
+        let busyKeys: Set<String> = ["id", "room", "date", "start", "end", "startsAt", "endsAt", "timeZone", "status", "version"]
+        for attempt in ["first", "repeat"] {
+            let reply = try await Self.rawReply(w, "booking.confirm", confirm, as: "facility-desk", key: key)
+            #expect(reply["ok"] as? Bool == true, "\(attempt): \(reply)")
+            let booking = try #require(reply["booking"] as? [String: Any], "\(attempt)")
+            #expect(Set(booking.keys) == busyKeys, "\(attempt): busy view only, got \(booking.keys.sorted())")
+            #expect(booking["id"] as? String == legacy.id && booking["status"] as? String == "confirmed")
+        }
+        #expect(try await w.booking(legacy.id)?.status == .confirmed)
+        // A named requester's booking: the approver reads it in full.
+        let owned = try #require(try await w.send("booking.create", CallerModelTests.create(start: "11:00", end: "12:00",
+                                                                                            room: "Council"),
+                                                  as: "partner-a").booking)
+        let full = try await Self.rawReply(w, "booking.confirm", #"{"bookingId": "\#(owned.id)"}"#, as: "facility-desk")
+        let fullBooking = try #require(full["booking"] as? [String: Any])
+        #expect(fullBooking["title"] as? String == "T" && fullBooking["requestedBy"] as? String == "partner-a")
+        // An admin reads the legacy booking in full too.
+        let cancelled = try await Self.rawReply(w, "booking.cancel", confirm, as: "bookingctl")
+        #expect((cancelled["booking"] as? [String: Any])?["attendees"] != nil, "\(cancelled)")
+        await w.stop()
+    }
+}
+
 extension BookingQueryReply {
     /// The booking of a `booking.get` reply.
     var bookingView: BookingView? {

@@ -59,4 +59,28 @@ struct ProjectorIntakeTests {
         #expect(try await h.client.queueInfo(replies).messageCount == 0, "not answered")
         await h.stop()
     }
+
+    /// An outside queue bound to `booking.public` that refuses everything
+    /// (its own `reject-publish` bound) makes the broker nack each
+    /// `availability.changed` copy there: the copy counts as published
+    /// (``PublicCopies``), so the projector neither repeats its events nor
+    /// leaves the booking events behind them unsettled.
+    @Test func aQueueRefusingPublicEventsHoldsUpNoOne() async throws {
+        let h = try await ProjectorHarness.start()
+        let refusing = h.url.user + "." + uniqueName("refuses")
+        try await h.client.declare([
+            .queue(QueueDeclaration(refusing, type: .classic, durable: false, autoDelete: false, maxLength: 0,
+                                    arguments: ["x-overflow": .string("reject-publish")])),
+            .binding(QueueBinding(queue: refusing, exchange: Topology.publicExchange, routingKey: "#")),
+        ])
+        let first = localDate(daysFromNow: 2), second = localDate(daysFromNow: 3)
+        _ = try await h.create(date: first, start: "09:00", end: "10:00")
+        _ = try await h.create(date: second, start: "09:00", end: "10:00")
+        let changes = try await h.nextChanges(2)
+        #expect(changes.map(\.date) == [first, second], "each once, in order: \(changes.map(\.date))")
+        await h.stopProjector()
+        #expect(try await h.client.queueInfo(refusing).messageCount == 0)
+        _ = try await h.client.deleteQueue(refusing)
+        await h.stop()
+    }
 }

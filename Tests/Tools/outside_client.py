@@ -6,7 +6,7 @@ that is not the project's own, and prints one JSON line with what happened.
 
   outside_client.py URL bind-exchange SOURCE DESTINATION KEY
   outside_client.py URL bind-queue QUEUE EXCHANGE KEY
-  outside_client.py URL declare-queue NAME
+  outside_client.py URL declare-queue NAME [ARGUMENTS_JSON]
   outside_client.py URL publish EXCHANGE KEY BODY [USER_ID] [TYPE]
 
 Exit status 0 when the broker accepted the operation, 3 when it refused it
@@ -30,8 +30,9 @@ def main(argv):
             channel.exchange_bind(destination=args[1], source=args[0], routing_key=args[2])
         elif op == "bind-queue" and len(args) == 3:
             channel.queue_bind(queue=args[0], exchange=args[1], routing_key=args[2])
-        elif op == "declare-queue" and len(args) == 1:
-            result = channel.queue_declare(queue=args[0], durable=True)
+        elif op == "declare-queue" and len(args) in (1, 2):
+            arguments = json.loads(args[1]) if len(args) > 1 else None
+            result = channel.queue_declare(queue=args[0], durable=True, arguments=arguments)
             print(json.dumps({"ok": True, "queue": result.method.queue}))
             return 0
         elif op == "publish" and len(args) in (3, 4, 5):

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import Metrics
 import ServiceLifecycle
+import ServiceSupport
 import Synchronization
 
 /// Publishes `availability.changed` to `booking.events` in the order the
@@ -40,6 +41,8 @@ public final class ChangePublisher: Service, Sendable {
 
     private let connection: AMQPConnection
     private let logger: Logger
+    /// Settles the confirms of the `booking.public` copies (``PublicCopies``).
+    private let publicCopies: PublicCopies
     private let now: @Sendable () -> Date
     private let queue = Mutex<[Pending]>([])
     private let wakeups: AsyncStream<Void>
@@ -48,6 +51,7 @@ public final class ChangePublisher: Service, Sendable {
     public init(connection: AMQPConnection, logger: Logger, now: @escaping @Sendable () -> Date = { Date() }) {
         self.connection = connection
         self.logger = logger
+        self.publicCopies = PublicCopies(logger: logger)
         self.now = now
         (wakeups, wake) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
@@ -111,6 +115,7 @@ public final class ChangePublisher: Service, Sendable {
             if batch.isEmpty { return }
             var messages: [OutgoingMessage] = []
             var owners: [Int] = []
+            var publicCopy: [Bool] = []
             for (i, pending) in batch.enumerated() {
                 for event in pending.events {
                     guard let body = try? ContractJSON.encode(event) else { continue }
@@ -121,16 +126,23 @@ public final class ChangePublisher: Service, Sendable {
                     messages.append(OutgoingMessage(body: [UInt8](body), exchange: Topology.eventsExchange,
                                                     routingKey: EventType.availabilityChanged.rawValue, properties: properties))
                     owners.append(i)
+                    publicCopy.append(false)
                     // v1.1: other systems follow availability on booking.public
                     // (the body has no personal data).
                     messages.append(OutgoingMessage(body: [UInt8](body), exchange: Topology.publicExchange,
                                                     routingKey: EventType.availabilityChanged.rawValue, properties: properties))
                     owners.append(i)
+                    publicCopy.append(true)
                 }
             }
             let results = await connection.publish(batch: messages)
             var failures = [AMQPError?](repeating: nil, count: batch.count)
-            for (owner, result) in zip(owners, results) where result != nil { failures[owner] = failures[owner] ?? result }
+            for (index, (owner, confirmed)) in zip(owners, results).enumerated() {
+                // A public copy refused by an outside queue counts as published.
+                let result = publicCopy[index]
+                    ? publicCopies.settle(confirmed, routingKey: EventType.availabilityChanged.rawValue) : confirmed
+                if result != nil { failures[owner] = failures[owner] ?? result }
+            }
             for (i, pending) in batch.enumerated() {
                 pending.ticket.complete(failures[i].map { .failure($0) } ?? .success(()))
             }

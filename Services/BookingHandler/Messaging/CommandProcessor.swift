@@ -386,7 +386,12 @@ public struct CommandProcessor: Sendable {
         }
         changed.status = status
         let encoded = try record(changed, from: booking, event: event, tx, now: now)
-        return ReplyBody(.booking(encoded.booking), json: encoded.reply)
+        // An approver (or an in-progress cancel by one) may act on a booking
+        // it sees only busy, e.g. one made without user_id: the reply then
+        // carries the busy view, as every read would (contract v1.2).
+        let view = BookingReader.visibility(requestedBy: booking.requestedBy, approvers: room.approvers ?? [],
+                                            caller: caller, administrators: policy.administrators)
+        return ReplyBody(.booking(encoded.booking), json: view == .full ? encoded.reply : encoded.busyReply)
     }
 
     /// Stores `changed` as the next version of `booking` and queues `event`

@@ -26,6 +26,8 @@ public final class OutboxRelay: Service, Sendable {
     private let store: any OutboxStore
     private let connection: AMQPConnection
     private let logger: Logger
+    /// Settles the confirms of the `booking.public` copies (``PublicCopies``).
+    private let publicCopies: PublicCopies
     private let batchSize: Int
     private let wakeups: AsyncStream<Void>
     private let wake: AsyncStream<Void>.Continuation
@@ -42,6 +44,7 @@ public final class OutboxRelay: Service, Sendable {
         self.store = store
         self.connection = connection
         self.logger = logger
+        self.publicCopies = PublicCopies(logger: logger)
         self.batchSize = batchSize
         (wakeups, wake) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
@@ -191,6 +194,8 @@ public final class OutboxRelay: Service, Sendable {
         var events: [OutboxEvent]
         /// The index in `events` of each message sent.
         var owners: [Int]
+        /// Whether each message sent is a `booking.public` copy.
+        var publicCopy: [Bool]
         var confirmations: PendingConfirmations
         /// Hand-over was suspended when the round began.
         var suspended: Bool
@@ -247,11 +252,13 @@ public final class OutboxRelay: Service, Sendable {
         // (at-least-once on each exchange, in order per booking).
         var messages: [OutgoingMessage] = []
         var owners: [Int] = []
+        var publicCopy: [Bool] = []
         for (index, event) in events.enumerated() {
             let properties = AMQPProperties.persistentJSON(type: event.routingKey, messageID: event.messageID, userID: publisher)
             messages.append(OutgoingMessage(body: event.body, exchange: Topology.eventsExchange, routingKey: event.routingKey,
                                             properties: properties))
             owners.append(index)
+            publicCopy.append(false)
             if let type = EventType(rawValue: event.routingKey), type.isBookingEvent {
                 // The value when this process made the event, else the body.
                 guard let value = event.value ?? (try? ContractJSON.decode(BookingEvent.self, from: event.body)) else {
@@ -262,10 +269,11 @@ public final class OutboxRelay: Service, Sendable {
                 messages.append(OutgoingMessage(body: value.publicJSON, exchange: Topology.publicExchange,
                                                 routingKey: event.routingKey, properties: properties))
                 owners.append(index)
+                publicCopy.append(true)
             }
         }
         busy.add(1, ordering: .relaxed)
-        return PendingRound(events: events, owners: owners, confirmations: connection.startPublishing(batch: messages),
+        return PendingRound(events: events, owners: owners, publicCopy: publicCopy, confirmations: connection.startPublishing(batch: messages),
                             suspended: suspended, fromTable: fromTable)
     }
 
@@ -276,7 +284,11 @@ public final class OutboxRelay: Service, Sendable {
         let events = pending.events, suspended = pending.suspended
         let confirmations = await pending.confirmations.confirmations()
         var outcomes = [AMQPError?](repeating: nil, count: events.count)
-        for (owner, result) in zip(pending.owners, confirmations) where result != nil { outcomes[owner] = outcomes[owner] ?? result }
+        for (i, (owner, confirmed)) in zip(pending.owners, confirmations).enumerated() {
+            // A public copy refused by an outside queue counts as published.
+            let result = pending.publicCopy[i] ? publicCopies.settle(confirmed, routingKey: events[owner].routingKey) : confirmed
+            if result != nil { outcomes[owner] = outcomes[owner] ?? result }
+        }
         let results = zip(events, outcomes).map { ($0.id, $1) }
         let ok = results.filter { $0.1 == nil }.map(\.0)
         let failed = results.filter { $0.1 != nil }.map(\.0)
