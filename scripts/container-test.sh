@@ -658,6 +658,11 @@ if book "first" 09:00 10:30 queue; then
   pass_delivered "first" "$BOOKING_ID"
   availability_changed "first" 09:00 10:30
 fi
+
+section "dashboard: the broker's metric names"
+check "deploy/grafana/room-booking.json: every rabbitmq_* name a panel queries is exposed on :$PROMETHEUS_PORT/metrics" bash -c "
+  curl -fsS http://127.0.0.1:$PROMETHEUS_PORT/metrics >'$WORK/rabbitmq.metrics' &&
+  '$PYTHON' '$ROOT/scripts/check_dashboard.py' '$ROOT/deploy/grafana/room-booking.json' --only rabbitmq_ '$WORK/rabbitmq.metrics'"
 book "direct reply-to" 11:00 11:30 direct || true
 
 section "booking as an outside system with a client certificate (EXTERNAL)"

@@ -16,7 +16,8 @@ enum HandlerMetrics {
     static let queryDuration = Timer(label: "booking_query_seconds")
     /// Events confirmed by the broker and marked published.
     static let eventsPublished = Counter(label: "booking_events_published_total")
-    /// Events committed and not yet published, as of the relay's last round.
+    /// Events committed and not yet published, as the relay's last round
+    /// found them (at most its batch size: a full round means "at least").
     static let outboxBacklog = Gauge(label: "booking_outbox_backlog")
     /// Lifecycle transitions the timers applied.
     static let timerTransitions = Counter(label: "booking_timer_transitions_total")

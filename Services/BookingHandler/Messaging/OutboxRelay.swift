@@ -236,8 +236,9 @@ public final class OutboxRelay: Service, Sendable {
         // Outbox id order is commit order (per booking too), across sources
         // and across processes sharing the database.
         events.sort { $0.id < $1.id }
+        // What this round found waiting (all of it unless the round is full).
+        HandlerMetrics.outboxBacklog.record(events.count)
         guard !events.isEmpty else {
-            HandlerMetrics.outboxBacklog.record(0)
             if suspended && fromTable { await resume() }
             return nil
         }
