@@ -36,6 +36,8 @@ public enum ProjectorPage {
   .seg.pending { background: repeating-linear-gradient(45deg, var(--pending), var(--pending) 6px, #f3c77e 6px, #f3c77e 12px); }
   .seg.inProgress { background: var(--inprogress); }
   .seg.closed { background: var(--closed); }
+  .seg.closure { background: repeating-linear-gradient(135deg, var(--closed), var(--closed) 6px, #c4c8cd 6px, #c4c8cd 8px); overflow: hidden; }
+  .seg .reason { display: block; font-size: 11px; line-height: 26px; padding: 0 4px; color: var(--ink); white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
   .seg.buffer { background: repeating-linear-gradient(45deg, var(--closed), var(--closed) 3px, #eef0f2 3px, #eef0f2 6px); }
   .ticks { display: flex; justify-content: space-between; font-size: 11px; color: var(--muted); margin-top: 2px; }
   .empty { color: var(--muted); padding: 20px 0; }
@@ -107,11 +109,17 @@ public enum ProjectorPage {
         var seg = el("div", "seg " + s.state);
         var width = (minutes(s.to) - minutes(s.from)) / (WINDOW_TO - WINDOW_FROM) * 100;
         seg.style.width = width + "%";
-        seg.title = s.from + "–" + s.to + " " + (s.state === "closed" && room.closed ? room.closed : s.state);
+        seg.title = s.from + "–" + s.to + " " + (s.reason || (s.state === "closed" && room.closed ? room.closed : s.state));
         seg.setAttribute("data-room", room.name);
         seg.setAttribute("data-from", s.from);
         seg.setAttribute("data-to", s.to);
         seg.setAttribute("data-state", s.state);
+        if (s.reason) {
+          // A closure: greyed, with its reason written on the bar.
+          seg.className += " closure";
+          seg.setAttribute("data-reason", s.reason);
+          seg.appendChild(el("span", "reason", s.reason));
+        }
         bar.appendChild(seg);
       });
       right.appendChild(bar);
