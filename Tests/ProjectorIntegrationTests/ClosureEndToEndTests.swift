@@ -36,6 +36,17 @@ struct ClosureEndToEndTests {
         return try await h.client.consume(queue: queue, prefetch: 100)
     }
 
+    /// A queue of what `booking.public` carries about rooms.
+    static func publicQueue(_ h: ProjectorHarness) async throws -> AMQPConsumer {
+        let queue = uniqueName("closure-public")
+        try await h.client.declare([
+            .exchange(ExchangeDeclaration(Topology.publicExchange, kind: .topic)),
+            .queue(QueueDeclaration(queue, type: .classic, durable: false, autoDelete: true)),
+            .binding(QueueBinding(queue: queue, exchange: Topology.publicExchange, routingKey: "room.#")),
+        ])
+        return try await h.client.consume(queue: queue, prefetch: 100)
+    }
+
     /// Takes events until each of `types` arrived (in any order); returns
     /// the body of each, by type.
     static func collect(_ types: Set<String>, from events: AMQPConsumer) async throws -> [String: [UInt8]] {
@@ -64,6 +75,7 @@ struct ClosureEndToEndTests {
     func aClosureCancelsRefusesIsListedProjectedReplayedAndReopened(_ store: Store) async throws {
         let h = try await ProjectorHarness.start(database: try store.settings())
         let events = try await Self.eventQueue(h)
+        let publicEvents = try await Self.publicQueue(h)
         let day = localDate(daysFromNow: 4), next = localDate(daysFromNow: 5)
         try await h.waitForRooms("date=\(day)", "rooms") { $0.count == 6 }
         let booked = try await h.create(date: day, start: "09:00", end: "10:30")
@@ -80,6 +92,9 @@ struct ClosureEndToEndTests {
                 && cancelled.previous?.status == .confirmed)
         let closed = try ContractJSON.decode(RoomClosureEvent.self, from: try #require(first["room.closed"]))
         #expect(closed.closure == reply.closure)
+        // booking.public carries room.closed too, the same body.
+        let publicClosed = try await Self.collect(["room.closed"], from: publicEvents)
+        #expect(try ContractJSON.decode(RoomClosureEvent.self, from: try #require(publicClosed["room.closed"])) == closed)
 
         // New bookings into it: 1112 with the closure.
         let refused = try await h.send(.createBooking, CreateBooking(
@@ -160,6 +175,7 @@ struct ClosureEndToEndTests {
         let over = try await book("11:00", "12:00")
         #expect(over.errorValue?.code == .quotaExceeded && over.errorValue?.limit == 1, "\(over)")
         events.stop()
+        publicEvents.stop()
         await h.stop()
     }
 
