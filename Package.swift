@@ -281,7 +281,7 @@ let package = Package(
             name: "ProjectorIntegrationTests",
             dependencies: [
                 "AvailabilityProjector", "BookingHandler", "BookingContracts", "AMQPClient", "TestSupport",
-                "ServiceSupport",
+                "ServiceSupport", "PostgresSupport",
             ],
             path: "Tests/ProjectorIntegrationTests"
         ),

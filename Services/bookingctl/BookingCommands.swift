@@ -11,7 +11,7 @@ struct SendOptions: ParsableArguments {
 
 /// Sends `body` as `type`, prints the reply and fails with ``ExitStatus/errorReply``
 /// on an error reply.
-private func sendAndPrint<Body: Encodable>(_ type: CommandType, _ body: Body, global: GlobalOptions,
+func sendAndPrint<Body: Encodable>(_ type: CommandType, _ body: Body, global: GlobalOptions,
                                            send: SendOptions) async throws {
     let reply = try await CommandClient(global: global).send(type, body, messageID: send.messageID)
     if global.json {
@@ -25,6 +25,7 @@ private func sendAndPrint<Body: Encodable>(_ type: CommandType, _ body: Body, gl
             print("replayed \(summary.rooms) rooms and \(summary.bookings) bookings to \(summary.queue) (replay \(summary.replayId))")
         case .series(let series): print(Output.describe(series))
         case .seriesCancelled(let series): print(Output.describe(series))
+        case .closure(let reply): print(Output.describe(reply))
         case .error(let error): FileHandle.standardError.write(Data((Output.describe(error) + "\n").utf8))
         }
     }
@@ -89,7 +90,8 @@ extension RoomCommand.Register {
 /// `bookingctl room register`.
 struct RoomCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "room", abstract: "Manage the room catalog.", subcommands: [Register.self])
+        commandName: "room", abstract: "Manage the room catalog and its closures.",
+        subcommands: [Register.self, Close.self, Reopen.self, Closures.self])
 
     struct Register: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -99,6 +101,7 @@ struct RoomCommand: AsyncParsableCommand {
                 Examples:
                   bookingctl room register --name Berlin --capacity 8 --equipment beamer,tv --location "2nd floor"
                   bookingctl room register --name Atrium --capacity 12 --hours mon-thu=07:00-19:00,fri=07:00-15:00,sat=closed,sun=closed --buffer 15
+                  bookingctl room register --name Loft --capacity 6 --max-active 3
                   bookingctl room register --body room.json
                 """)
 
@@ -135,6 +138,9 @@ struct RoomCommand: AsyncParsableCommand {
         var hours: String?
         @Option(name: .customLong("buffer"), help: "Minutes between two bookings of the room (v1.2; 0-240, a multiple of 15).")
         var bufferMinutes: Int?
+        @Option(name: .customLong("max-active"),
+                help: "Most bookings of the room one requester may hold that have not ended (v1.2, 1113; admins excepted).")
+        var maxActiveBookings: Int?
         @Option(help: "Read the whole room.register body from a JSON file ('-' for stdin) instead of the options.")
         var body: String?
 
@@ -159,7 +165,8 @@ struct RoomCommand: AsyncParsableCommand {
                         approvers: approvers.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } },
                         horizonDays: horizonDays, minMinutes: minMinutes, maxMinutes: maxMinutes,
                         changeCutoffMinutes: changeCutoffMinutes, autoReleaseMinutes: autoReleaseMinutes,
-                        hours: try hours.map(Self.parseHours), bufferMinutes: bufferMinutes)
+                        hours: try hours.map(Self.parseHours), bufferMinutes: bufferMinutes,
+                        maxActiveBookings: maxActiveBookings)
                 }
                 try await sendAndPrint(.registerRoom, room, global: global, send: send)
             }

@@ -41,6 +41,22 @@ enum Output {
             lines.append("  hours: " + days.joined(separator: ", "))
         }
         if let buffer = room.bufferMinutes, buffer > 0 { lines.append("  \(buffer) minutes between bookings") }
+        if let quota = room.maxActiveBookings { lines.append("  at most \(quota) active bookings per requester") }
+        return lines.joined(separator: "\n")
+    }
+
+    /// A closure, one line.
+    static func describe(_ closure: RoomClosure) -> String {
+        "closure \(closure.id)  \(closure.room)  \(closure.from) – \(closure.to)  \(closure.reason)"
+    }
+
+    /// A `room.close` or `room.reopen` reply.
+    static func describe(_ reply: ClosureReply) -> String {
+        guard let cancelled = reply.cancelled else { return "removed " + describe(reply.closure) }
+        var lines = [describe(reply.closure), "  \(cancelled.count) booking\(cancelled.count == 1 ? "" : "s") cancelled"]
+        for booking in cancelled {
+            lines.append("  \(booking.date) \(booking.start)–\(booking.end)  \(booking.status.rawValue)  \(booking.id)")
+        }
         return lines.joined(separator: "\n")
     }
 
@@ -48,6 +64,10 @@ enum Output {
         var text = "error \(error.code.rawValue): \(error.text)"
         if let field = error.field { text += " (field: \(field))" }
         if let date = error.date { text += "\n  occurrence: \(date)" }
+        if let limit = error.limit { text += "\n  limit: \(limit)" }
+        if let closure = error.closure {
+            text += "\n  closure \(closure.id): \(closure.from) – \(closure.to) (\(closure.reason))"
+        }
         if let dates = error.conflictDates, !dates.isEmpty {
             text += "\n  conflicting dates: " + dates.joined(separator: ", ")
         }

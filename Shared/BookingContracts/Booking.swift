@@ -55,6 +55,10 @@ public struct Room: Codable, Sendable, Equatable {
     /// Two blocking bookings of the room are at least this many minutes
     /// apart (v1.2); omitted: none.
     public var bufferMinutes: Int?
+    /// One requester (`user_id`) may hold at most this many bookings of
+    /// the room that have not ended (v1.2, 1113); admins excepted;
+    /// omitted: no limit.
+    public var maxActiveBookings: Int?
 
     /// Creates a room; defaults as in the contract.
     public init(name: String, location: String? = nil, equipment: [String] = [], size: String? = nil,
@@ -62,7 +66,8 @@ public struct Room: Codable, Sendable, Equatable {
                 opens: String = Room.defaultOpens, closes: String = Room.defaultCloses,
                 requiresApproval: Bool = false, approvers: [String]? = nil, horizonDays: Int? = nil,
                 minMinutes: Int? = nil, maxMinutes: Int? = nil, changeCutoffMinutes: Int? = nil,
-                autoReleaseMinutes: Int? = nil, hours: [String: [String]?]? = nil, bufferMinutes: Int? = nil) {
+                autoReleaseMinutes: Int? = nil, hours: [String: [String]?]? = nil, bufferMinutes: Int? = nil,
+                maxActiveBookings: Int? = nil) {
         self.name = name
         self.location = location
         self.equipment = equipment
@@ -81,6 +86,7 @@ public struct Room: Codable, Sendable, Equatable {
         self.autoReleaseMinutes = autoReleaseMinutes
         self.hours = hours
         self.bufferMinutes = bufferMinutes
+        self.maxActiveBookings = maxActiveBookings
     }
 }
 

@@ -7,6 +7,8 @@ public enum BookingQueryType: String, CaseIterable, Codable, Sendable, Hashable 
     case get = "booking.get"
     /// Bookings in a window, filtered, paged. Body: ``ListBookings``.
     case list = "booking.list"
+    /// A room's closures (v1.2). Body: ``ListClosures``.
+    case closures = "room.closures"
 
     /// The request type of a delivery: the `type` property when present and
     /// not empty, else the body's `query` field, else the routing key (on
@@ -30,6 +32,28 @@ public struct GetBooking: Codable, Sendable, Equatable {
     /// Creates the query.
     public init(bookingId: String, query: String? = nil) {
         self.bookingId = bookingId
+        self.query = query
+    }
+}
+
+/// `room.closures` body (v1.2): `{"room": "Berlin", "from": …, "to": …}`;
+/// the closures of the room overlapping [from, to), in start order. Without
+/// `from` and `to`, every closure that has not ended.
+public struct ListClosures: Codable, Sendable, Equatable {
+    /// The room's name.
+    public var room: String
+    /// Window start: an instant or a local date of the room.
+    public var from: WindowBound?
+    /// Window end (exclusive): an instant or a local date of the room.
+    public var to: WindowBound?
+    /// The request type, when the body names it (`"room.closures"`).
+    public var query: String?
+
+    /// Creates the query.
+    public init(room: String, from: WindowBound? = nil, to: WindowBound? = nil, query: String? = nil) {
+        self.room = room
+        self.from = from
+        self.to = to
         self.query = query
     }
 }
@@ -237,11 +261,13 @@ public enum BookingQueryReply: Codable, Sendable, Equatable {
     case booking(BookingView)
     /// `booking.list`: one page, and the cursor of the next (nil: last page).
     case bookings([BookingView], nextCursor: String?)
+    /// `room.closures` (v1.2).
+    case closures([RoomClosure])
     /// Failure.
     case error(ReplyError)
 
     private enum CodingKeys: String, CodingKey {
-        case ok, booking, bookings, nextCursor, error
+        case ok, booking, bookings, nextCursor, closures, error
     }
 
     public init(from decoder: any Decoder) throws {
@@ -249,6 +275,8 @@ public enum BookingQueryReply: Codable, Sendable, Equatable {
         if try c.decode(Bool.self, forKey: .ok) {
             if c.contains(.booking) {
                 self = .booking(try c.decode(BookingView.self, forKey: .booking))
+            } else if c.contains(.closures) {
+                self = .closures(try c.decode([RoomClosure].self, forKey: .closures))
             } else {
                 self = .bookings(try c.decode([BookingView].self, forKey: .bookings),
                                  nextCursor: try c.decodeIfPresent(String.self, forKey: .nextCursor))
@@ -269,6 +297,9 @@ public enum BookingQueryReply: Codable, Sendable, Equatable {
             try c.encode(list, forKey: .bookings)
             // The contract shows `"nextCursor": null` on the last page.
             if let cursor { try c.encode(cursor, forKey: .nextCursor) } else { try c.encodeNil(forKey: .nextCursor) }
+        case .closures(let list):
+            try c.encode(true, forKey: .ok)
+            try c.encode(list, forKey: .closures)
         case .error(let e):
             try c.encode(false, forKey: .ok)
             try c.encode(e, forKey: .error)

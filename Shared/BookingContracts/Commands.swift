@@ -40,6 +40,8 @@ public struct RegisterRoom: Codable, Sendable, Equatable {
     public var hours: [String: [String]?]?
     /// ``Room/bufferMinutes`` (v1.2).
     public var bufferMinutes: Int?
+    /// ``Room/maxActiveBookings`` (v1.2).
+    public var maxActiveBookings: Int?
 
     /// Creates a command; omitted fields get defaults on ``resolved()``.
     public init(name: String, location: String? = nil, equipment: [String]? = nil, size: String? = nil,
@@ -47,7 +49,7 @@ public struct RegisterRoom: Codable, Sendable, Equatable {
                 closes: String? = nil, requiresApproval: Bool? = nil, approvers: [String]? = nil,
                 horizonDays: Int? = nil, minMinutes: Int? = nil, maxMinutes: Int? = nil,
                 changeCutoffMinutes: Int? = nil, autoReleaseMinutes: Int? = nil,
-                hours: [String: [String]?]? = nil, bufferMinutes: Int? = nil) {
+                hours: [String: [String]?]? = nil, bufferMinutes: Int? = nil, maxActiveBookings: Int? = nil) {
         self.name = name
         self.location = location
         self.equipment = equipment
@@ -66,6 +68,7 @@ public struct RegisterRoom: Codable, Sendable, Equatable {
         self.autoReleaseMinutes = autoReleaseMinutes
         self.hours = hours
         self.bufferMinutes = bufferMinutes
+        self.maxActiveBookings = maxActiveBookings
     }
 
     /// The room with the contract's defaults applied. Does not validate.
@@ -75,7 +78,7 @@ public struct RegisterRoom: Codable, Sendable, Equatable {
              closes: closes ?? Room.defaultCloses, requiresApproval: requiresApproval ?? false, approvers: approvers,
              horizonDays: horizonDays, minMinutes: minMinutes, maxMinutes: maxMinutes,
              changeCutoffMinutes: changeCutoffMinutes, autoReleaseMinutes: autoReleaseMinutes, hours: hours,
-             bufferMinutes: bufferMinutes)
+             bufferMinutes: bufferMinutes, maxActiveBookings: maxActiveBookings)
     }
 }
 
@@ -251,6 +254,10 @@ public enum Command: Sendable, Equatable {
     case replayBookings(ReplayBookings)
     /// `booking.cancel` with `seriesId` (v1.1).
     case cancelSeries(CancelSeries)
+    /// `room.close` (v1.2).
+    case closeRoom(CloseRoom)
+    /// `room.reopen` (v1.2).
+    case reopenRoom(ReopenRoom)
 
     /// The command's type.
     public var type: CommandType {
@@ -264,6 +271,8 @@ public enum Command: Sendable, Equatable {
         case .updateBooking: .updateBooking
         case .checkinBooking: .checkinBooking
         case .replayBookings: .replayBookings
+        case .closeRoom: .closeRoom
+        case .reopenRoom: .reopenRoom
         }
     }
 
@@ -291,6 +300,8 @@ public enum Command: Sendable, Equatable {
         case .updateBooking: return .updateBooking(try ContractJSON.decode(UpdateBooking.self, from: body))
         case .checkinBooking: return .checkinBooking(try ContractJSON.decode(CheckinBooking.self, from: body))
         case .replayBookings: return .replayBookings(try ContractJSON.decode(ReplayBookings.self, from: body))
+        case .closeRoom: return .closeRoom(try ContractJSON.decode(CloseRoom.self, from: body))
+        case .reopenRoom: return .reopenRoom(try ContractJSON.decode(ReopenRoom.self, from: body))
         }
     }
 
@@ -307,6 +318,8 @@ public enum Command: Sendable, Equatable {
         case .checkinBooking(let c): [UInt8](try ContractJSON.encode(c))
         case .replayBookings(let c): [UInt8](try ContractJSON.encode(c))
         case .cancelSeries(let c): [UInt8](try ContractJSON.encode(c))
+        case .closeRoom(let c): [UInt8](try ContractJSON.encode(c))
+        case .reopenRoom(let c): [UInt8](try ContractJSON.encode(c))
         }
     }
 

@@ -61,6 +61,11 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, Expressi
     public static let attendeeNameInvalid = ErrorCode(1110)
     /// 1111: attendee email invalid.
     public static let attendeeEmailInvalid = ErrorCode(1111)
+    /// 1112: the room is closed then (v1.2); `closure` names the closure.
+    public static let roomClosed = ErrorCode(1112)
+    /// 1113: the requester's quota of active bookings in this room is used
+    /// (v1.2); `limit` is the room's `maxActiveBookings`.
+    public static let quotaExceeded = ErrorCode(1113)
     /// 3000: attendee phone number invalid.
     public static let attendeePhoneInvalid = ErrorCode(3000)
     /// 2000: overlaps an existing booking (`conflicts` lists them).
@@ -82,7 +87,7 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, Expressi
     /// Every code of the contract's table (without the open range > 4000).
     public static let allKnown: [ErrorCode] = [
         .invalidJSON, .unknownCommand, .idempotencyKeyReused, .rateLimited, .invalidField, .unknownRoom, .outsideOpeningHours, .offGrid,
-        .endNotAfterStart, .startInPast, .overCapacity, .beyondHorizon, .durationOutOfRange, .attendeeNameInvalid,
+        .endNotAfterStart, .startInPast, .overCapacity, .beyondHorizon, .durationOutOfRange, .roomClosed, .quotaExceeded, .attendeeNameInvalid,
         .attendeeEmailInvalid, .attendeePhoneInvalid, .overlap, .bookingNotFound, .statusChangeNotAllowed, .notPermitted,
         .tooLateToChange, .checkinNotPossible,
     ]
@@ -108,6 +113,8 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, Expressi
         case 1108: "duration outside the room's limits"
         case 1110: "attendee name invalid"
         case 1111: "attendee email invalid"
+        case 1112: "the room is closed then"
+        case 1113: "the requester's quota of active bookings in this room is used"
         case 3000: "attendee phone number invalid"
         case 2000: "overlaps an existing booking"
         case 2001: "booking not found"

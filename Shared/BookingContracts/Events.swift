@@ -222,6 +222,8 @@ public enum Event: Sendable, Equatable {
     case passFailed(PassFailedEvent)
     /// `availability.changed`.
     case availabilityChanged(AvailabilityChanged)
+    /// `room.closed` / `room.reopened` (v1.2; the type is kept).
+    case roomClosure(EventType, RoomClosureEvent)
 
     /// The event's type.
     public var type: EventType {
@@ -231,6 +233,7 @@ public enum Event: Sendable, Equatable {
         case .passDelivered: .passDelivered
         case .passFailed: .passFailed
         case .availabilityChanged: .availabilityChanged
+        case .roomClosure(let type, _): type
         }
     }
 
@@ -242,6 +245,7 @@ public enum Event: Sendable, Equatable {
         case .passDelivered(let e): e.eventId
         case .passFailed(let e): e.eventId
         case .availabilityChanged(let e): e.eventId
+        case .roomClosure(_, let e): e.eventId
         }
     }
 
@@ -256,6 +260,8 @@ public enum Event: Sendable, Equatable {
         case .passFailed: return .passFailed(try ContractJSON.decode(PassFailedEvent.self, from: body))
         case .availabilityChanged:
             return .availabilityChanged(try ContractJSON.decode(AvailabilityChanged.self, from: body))
+        case .roomClosed, .roomReopened:
+            return .roomClosure(type, try ContractJSON.decode(RoomClosureEvent.self, from: body))
         }
     }
 
@@ -267,6 +273,7 @@ public enum Event: Sendable, Equatable {
         case .passDelivered(let e): [UInt8](try ContractJSON.encode(e))
         case .passFailed(let e): [UInt8](try ContractJSON.encode(e))
         case .availabilityChanged(let e): [UInt8](try ContractJSON.encode(e))
+        case .roomClosure(_, let e): [UInt8](try ContractJSON.encode(e))
         }
     }
 }

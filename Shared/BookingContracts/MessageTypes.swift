@@ -20,6 +20,10 @@ public enum CommandType: String, CaseIterable, Codable, Sendable, Hashable {
     /// Publish the current state of every room and booking to a named
     /// `availability-projector.*` queue. Body: ``ReplayBookings``.
     case replayBookings = "booking.replay"
+    /// Close a room for a while, cancelling what that covers (v1.2). Body: ``CloseRoom``.
+    case closeRoom = "room.close"
+    /// Remove a closure (v1.2). Body: ``ReopenRoom``.
+    case reopenRoom = "room.reopen"
 
     /// The command type of a delivery: the `type` property when present and
     /// not empty, else the routing key. Returns nil when the chosen value is
@@ -43,6 +47,10 @@ public enum EventType: String, CaseIterable, Codable, Sendable, Hashable {
 
     /// A room was created or replaced. Body: ``RoomRegistered``.
     case roomRegistered = "room.registered"
+    /// A room was closed for a while (v1.2). Body: ``RoomClosureEvent``.
+    case roomClosed = "room.closed"
+    /// A closure was removed (v1.2). Body: ``RoomClosureEvent``.
+    case roomReopened = "room.reopened"
     /// A booking was created (pending or confirmed). Body: ``BookingEvent``.
     case bookingCreated = "booking.created"
     /// A pending booking was confirmed. Body: ``BookingEvent``.

@@ -34,18 +34,23 @@ public struct ReplaySummary: Codable, Sendable, Equatable {
     public var rooms: Int
     /// How many booking messages were published (every booking, cancelled ones included).
     public var bookings: Int
+    /// How many `room.closed` messages were published, one per stored
+    /// closure (v1.2); nil from a handler before v1.2.
+    public var closures: Int?
 
     /// Creates a summary.
-    public init(replayId: String, queue: String, rooms: Int, bookings: Int) {
+    public init(replayId: String, queue: String, rooms: Int, bookings: Int, closures: Int? = nil) {
         self.replayId = replayId
         self.queue = queue
         self.rooms = rooms
         self.bookings = bookings
+        self.closures = closures
     }
 }
 
 /// The message stream a `booking.replay` produces on the named queue:
-/// one `room.registered` per room, then one booking event per booking
+/// one `room.registered` per room, one `room.closed` per stored closure
+/// (v1.2), then one booking event per booking
 /// (`type` by status: `booking.created` for pending, `booking.confirmed`
 /// for confirmed, `booking.started` for inProgress, `booking.completed`
 /// for completed, `booking.cancelled` for cancelled, `booking.rejected`

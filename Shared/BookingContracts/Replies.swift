@@ -17,10 +17,15 @@ public struct ReplyError: Codable, Sendable, Equatable, Error {
     /// A rate-limited request (1010, v1.2): milliseconds until the caller's
     /// next request would be admitted.
     public var retryAfterMs: Int?
+    /// The room's quota of active bookings per requester (1113, v1.2).
+    public var limit: Int?
+    /// The closure a booking would fall into (1112, v1.2).
+    public var closure: RoomClosure?
 
     /// Creates an error.
     public init(code: ErrorCode, text: String, field: String? = nil, conflicts: [String]? = nil,
-                conflictDates: [String]? = nil, date: String? = nil, retryAfterMs: Int? = nil) {
+                conflictDates: [String]? = nil, date: String? = nil, retryAfterMs: Int? = nil, limit: Int? = nil,
+                closure: RoomClosure? = nil) {
         self.code = code
         self.text = text
         self.field = field
@@ -28,6 +33,8 @@ public struct ReplyError: Codable, Sendable, Equatable, Error {
         self.conflictDates = conflictDates
         self.date = date
         self.retryAfterMs = retryAfterMs
+        self.limit = limit
+        self.closure = closure
     }
 }
 
@@ -52,6 +59,9 @@ public enum CommandReply: Codable, Sendable, Equatable {
     case series(SeriesBooked)
     /// Success of `booking.cancel` by `seriesId` (v1.1).
     case seriesCancelled(SeriesCancelled)
+    /// Success of `room.close` (the closure and what it cancelled) or
+    /// `room.reopen` (the closure removed, `cancelled` nil) (v1.2).
+    case closure(ClosureReply)
     /// Failure.
     case error(ReplyError)
 
@@ -86,7 +96,7 @@ public enum CommandReply: Codable, Sendable, Equatable {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case ok, booking, room, replay, series, error
+        case ok, booking, room, replay, series, closure, error
     }
 
     /// Tells the two `series` replies apart.
@@ -106,6 +116,8 @@ public enum CommandReply: Codable, Sendable, Equatable {
                 self = .room(try c.decode(Room.self, forKey: .room))
             } else if c.contains(.replay) {
                 self = .replay(try c.decode(ReplaySummary.self, forKey: .replay))
+            } else if c.contains(.closure) {
+                self = .closure(try ClosureReply(from: decoder))
             } else if c.contains(.series) {
                 if try c.nestedContainer(keyedBy: SeriesKeys.self, forKey: .series).contains(.cancelled) {
                     self = .seriesCancelled(try c.decode(SeriesCancelled.self, forKey: .series))
@@ -144,6 +156,9 @@ public enum CommandReply: Codable, Sendable, Equatable {
         case .seriesCancelled(let series):
             try c.encode(true, forKey: .ok)
             try c.encode(series, forKey: .series)
+        case .closure(let reply):
+            try c.encode(true, forKey: .ok)
+            try reply.encode(to: encoder)
         case .error(let error):
             try c.encode(false, forKey: .ok)
             try c.encode(error, forKey: .error)

@@ -21,6 +21,8 @@ private func minimalBody(_ type: CommandType) -> String {
     case .replayBookings: #"{"queue":"availability-projector.replay"}"#
     case .updateBooking: #"{"bookingId":"b-1","title":"T"}"#
     case .checkinBooking: #"{"bookingId":"b-1"}"#
+    case .closeRoom: #"{"room":"Berlin","from":"2026-12-24","to":"2026-12-28","reason":"r"}"#
+    case .reopenRoom: #"{"room":"Berlin","closureId":"c-1"}"#
     }
 }
 

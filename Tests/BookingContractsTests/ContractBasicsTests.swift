@@ -21,7 +21,7 @@ struct ContractBasicsTests {
     @Test func topologyBindings() {
         #expect(Topology.handlerCommandsBindingKeys
                     == ["room.register", "booking.create", "booking.confirm", "booking.cancel", "booking.reject",
-                        "booking.reschedule", "booking.update", "booking.checkin", "booking.replay"])
+                        "booking.reschedule", "booking.update", "booking.checkin", "booking.replay", "room.close", "room.reopen"])
         #expect(Set(Topology.passSenderEventsBindingKeys)
                     == ["booking.confirmed", "booking.rescheduled", "booking.cancelled", "booking.rejected", "booking.updated"])
         #expect(Topology.projectorEventsBindingKeys == ["room.#", "booking.#"])
@@ -30,7 +30,8 @@ struct ContractBasicsTests {
         // v1.1: queries through the booking.queries exchange, routing key = query type.
         #expect(Topology.queue(named: Topology.bookingQueriesQueue)?.bindings
                     == [Topology.Binding(exchange: "booking.queries", key: "booking.get"),
-                        Topology.Binding(exchange: "booking.queries", key: "booking.list")])
+                        Topology.Binding(exchange: "booking.queries", key: "booking.list"),
+                        Topology.Binding(exchange: "booking.queries", key: "room.closures")])
         // v1.1: booking.commands has an internal alternate exchange.
         let commands = Topology.exchanges.first { $0.name == Topology.commandsExchange }
         #expect(commands?.alternateExchange == Topology.commandsUnroutedExchange)
@@ -78,9 +79,9 @@ struct ContractBasicsTests {
     @Test func messageTypes() {
         #expect(CommandType.allCases.map(\.rawValue)
                     == ["room.register", "booking.create", "booking.confirm", "booking.cancel", "booking.reject",
-                        "booking.reschedule", "booking.update", "booking.checkin", "booking.replay"])
+                        "booking.reschedule", "booking.update", "booking.checkin", "booking.replay", "room.close", "room.reopen"])
         #expect(EventType.allCases.map(\.rawValue)
-                    == ["room.registered", "booking.created", "booking.confirmed", "booking.cancelled",
+                    == ["room.registered", "room.closed", "room.reopened", "booking.created", "booking.confirmed", "booking.cancelled",
                         "booking.rescheduled", "booking.rejected", "booking.updated", "booking.started", "booking.completed",
                         "pass.delivered", "pass.failed", "availability.changed"])
         #expect(EventType.allCases.filter(\.isBookingEvent).count == 8)
@@ -137,7 +138,7 @@ struct ContractBasicsTests {
             (.attendeePhoneInvalid, 3000), (.overlap, 2000), (.bookingNotFound, 2001),
             (.statusChangeNotAllowed, 2002), (.notPermitted, 2003), (.beyondHorizon, 1107), (.durationOutOfRange, 1108),
             (.tooLateToChange, 2004),
-            (.checkinNotPossible, 2005), (.rateLimited, 1010),
+            (.checkinNotPossible, 2005), (.rateLimited, 1010), (.roomClosed, 1112), (.quotaExceeded, 1113),
         ]
         for (code, value) in table {
             #expect(code.rawValue == value)

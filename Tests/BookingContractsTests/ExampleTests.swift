@@ -43,6 +43,10 @@ struct ExampleTests {
             case "booking.replay.done": reencoded = try Self.reencode(ReplaySummary.self, data)
             case "reply": reencoded = try Self.reencode(CommandReply.self, data)
             case "room.registered": reencoded = try Self.reencode(RoomRegistered.self, data)
+            case "room.close": reencoded = try Self.reencode(CloseRoom.self, data)
+            case "room.reopen": reencoded = try Self.reencode(ReopenRoom.self, data)
+            case "room.closed", "room.reopened": reencoded = try Self.reencode(RoomClosureEvent.self, data)
+            case "room.closures": reencoded = try Self.reencode(ListClosures.self, data)
             case "booking.created", "booking.confirmed", "booking.cancelled", "booking.rescheduled", "booking.rejected",
                  "booking.updated", "booking.started", "booking.completed":
                 reencoded = try Self.reencode(BookingEvent.self, data)

@@ -96,6 +96,8 @@ struct RoundTripTests {
             .createBooking(Fixtures.seriesCreate),
             .cancelSeries(CancelSeries(seriesId: "s", from: "2026-12-01", reason: "r")),
             .cancelSeries(CancelSeries(seriesId: "s")),
+            .closeRoom(CloseRoom(room: "Berlin", from: "2026-12-24", to: "2026-12-28", reason: "holidays")),
+            .reopenRoom(ReopenRoom(room: "Berlin", closureId: "c-1")),
         ]
         #expect(Set(commands.map(\.type)) == Set(CommandType.allCases))
         for command in commands {
@@ -117,6 +119,10 @@ struct RoundTripTests {
                                                      booking: Fixtures.releasedBooking, released: true)),
             .passDelivered(Fixtures.passDelivered), .passFailed(Fixtures.passFailed),
             .availabilityChanged(Fixtures.availabilityChanged),
+            .roomClosure(.roomClosed, RoomClosureEvent(eventId: "c", occurredAt: Fixtures.occurredAt, closure: RoomClosure(
+                id: "c-1", room: "Berlin", from: "2026-12-23T23:00:00Z", to: "2026-12-27T23:00:00Z", reason: "holidays"))),
+            .roomClosure(.roomReopened, RoomClosureEvent(eventId: "d", occurredAt: Fixtures.occurredAt, closure: RoomClosure(
+                id: "c-1", room: "Berlin", from: "2026-12-23T23:00:00Z", to: "2026-12-27T23:00:00Z", reason: "holidays"))),
         ]
         #expect(Set(events.map(\.type)) == Set(EventType.allCases))
         for event in events {

@@ -150,6 +150,10 @@ private final class RecordingStore: BookingStore {
                                      seriesId: seriesId, after: after, limit: limit)
     }
     func room(named name: String) async throws -> Room? { try await inner.room(named: name) }
+    func closures(room: String, from: Date, to: Date) async throws -> [RoomClosure] {
+        try await inner.closures(room: room, from: from, to: to)
+    }
+    func replayClosures() async throws -> [RoomClosure] { try await inner.replayClosures() }
     func counts() async throws -> (rooms: Int, bookings: Int, inbox: Int, outboxPending: Int) { try await inner.counts() }
     func suspendHandOver(releasing failed: [Int64]) async throws { try await inner.suspendHandOver(releasing: failed) }
     func resumeHandOver() async throws { try await inner.resumeHandOver() }

@@ -88,4 +88,52 @@ struct HandlerNoticeTests {
         #expect(moved.previous?.timeStart == SendPassRequestBuilder.request(for: v1, attendeeIndexes: []).booking.timeStart)
         await h.stop()
     }
+
+    /// Contract v1.2: a `room.close` cancels the bookings it covers, and
+    /// the attendees who had a pass get the `cancelled` notice through the
+    /// gateway exactly as for any cancellation; the booking outside the
+    /// closure is left alone.
+    @Test func aClosureTellsEveryAttendeeWithAPassThatTheirBookingIsCancelled() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.handlerBinary.path), "build booking-handler first")
+        let gateway = try await FaultGateway.start(notices: true)
+        let h = try await PassHarness.start(gateway: gateway, timeout: .seconds(5), name: "closure-notices", notify: true)
+        try await h.client.declare(ContractTopology.declarations(queues: [Topology.handlerCommandsQueue,
+                                                                          Topology.bookingQueriesQueue]))
+        let dataDirectory = try TemporaryDirectory("handler")
+        defer { dataDirectory.remove() }
+        let process = try ServiceProcess.launch(
+            Self.handlerBinary,
+            environment: ["AMQP_URL": h.url.urlStringWithCredentials, "DATA_DIR": dataDirectory.path, "HTTP_PORT": "0",
+                          "LOG_LEVEL": "warning"],
+            log: dataDirectory.appending("handler.log"))
+        defer { if process.isRunning { process.terminate(); process.waitUntilExit() } }
+
+        let date = localDate(daysFromNow: 3), after = localDate(daysFromNow: 4)
+        _ = try await Self.command(h, .registerRoom, #"{"name": "Berlin", "capacity": 8, "timeZone": "Europe/Berlin", "opens": "07:00", "closes": "19:00"}"#)
+        let covered = try Self.booking(try await Self.command(h, .createBooking, #"""
+            {"room": "Berlin", "date": "\#(date)", "start": "09:00", "end": "10:30", "title": "Review",
+             "attendees": [\#(Self.person(0)), \#(Self.person(1))]}
+            """#))
+        let outside = try Self.booking(try await Self.command(h, .createBooking, #"""
+            {"room": "Berlin", "date": "\#(after)", "start": "09:00", "end": "10:30", "title": "Planning",
+             "attendees": [\#(Self.person(2))]}
+            """#))
+        try await h.waitDelivered(covered, indexes: [0, 1])
+        try await h.waitDelivered(outside, indexes: [0])
+
+        let closed = try await Self.command(h, .closeRoom, #"{"room": "Berlin", "from": "\#(date)", "to": "\#(after)", "reason": "flooding"}"#)
+        guard case .closure(let reply) = closed, let cancelled = reply.cancelled?.first else {
+            Issue.record("room.close: \(closed)"); return await h.stop()
+        }
+        #expect(reply.cancelled?.count == 1 && cancelled.id == covered.id && cancelled.version == 2)
+        var v2 = covered
+        v2.version = 2
+        try await h.waitNotices(v2, .cancelled, count: 2)
+
+        let s = gateway.state.current
+        let told = Set(s.noticesSent.map { "\($0.version):\($0.kind.rawValue):\($0.email)" })
+        #expect(s.noticesSent.count == told.count, "nobody told twice: \(s.noticesSent)")
+        #expect(told == ["2:cancelled:p0@example.com", "2:cancelled:p1@example.com"], "only the covered booking's attendees")
+        await h.stop()
+    }
 }

@@ -4,6 +4,7 @@ import BookingContracts
 import BookingHandler
 import Foundation
 import Logging
+import PostgresSupport
 import ServiceLifecycle
 import ServiceSupport
 import TestSupport
@@ -34,7 +35,8 @@ final class ProjectorHarness: Sendable {
     /// `rebuildStallTimeout`: the projector's `REBUILD_STALL_TIMEOUT`.
     static func start(startProjector: Bool = true, eventConcurrency: Int = 32,
                       requireUserID: Bool = false, replayRate: Int = ReplayPacer.defaultRate,
-                      rebuildStallTimeout: Duration = .seconds(50), callerRate: CallerRate? = nil) async throws -> ProjectorHarness {
+                      rebuildStallTimeout: Duration = .seconds(50), callerRate: CallerRate? = nil,
+                      database: PostgresSettings? = nil) async throws -> ProjectorHarness {
         let url = try TestBroker.isolatedURL("projector")
         let temp = FileManager.default.temporaryDirectory
         let handlerDirectory = temp.appendingPathComponent(uniqueName("handler-data")).path
@@ -60,7 +62,8 @@ final class ProjectorHarness: Sendable {
         let handlerConnection = try await AMQPConnection.connect(
             configuration: AMQPConfiguration(url: url, connectionName: "handler"), logger: logger)
         let handler = try await BookingHandlerApp.build(connection: handlerConnection, dataDirectory: handlerDirectory,
-                                                        roomsFile: roomsFile, replayRate: replayRate, logger: logger)
+                                                        roomsFile: roomsFile, replayRate: replayRate, database: database,
+                                                        logger: logger)
         let (handlerGroup, handlerRun) = ServiceGroup.startInProcess(handler.services, logger: logger)
         let harness = ProjectorHarness(url: url, client: client, changes: changes, httpPort: try freeTCPPort(),
                                        handlerDirectory: handlerDirectory, projectorDirectory: projectorDirectory,

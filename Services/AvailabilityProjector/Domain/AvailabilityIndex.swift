@@ -27,6 +27,8 @@ public final class AvailabilityIndex: Sendable {
         public var days: [String: [String: DayOccupancy]] = [:]
         /// Grows with every change (the page polls it).
         public var revision: Int = 0
+        /// room → its closures in start order (v1.2; only rooms with some).
+        public var closures: [String: [ClosureSpan]] = [:]
 
         public init() {}
 
@@ -90,5 +92,6 @@ public final class AvailabilityIndex: Sendable {
         guard let info = state.rooms[day.room] else { return nil }
         return info.free(on: day.date, occupancy: state.occupancy(day),
                          missing: missingSlots(date: day.date, zone: info.zone))
+            .subtracting(state.closedSlots(day, zone: info.zone))
     }
 }

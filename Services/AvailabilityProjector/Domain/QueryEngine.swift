@@ -116,8 +116,10 @@ public struct QueryEngine: Sendable {
         public var free: SlotMask
         /// Not bookable: outside opening hours or skipped by a DST change.
         public var closed: SlotMask
-        /// Why the whole day is closed (v1.2: weekly hours), or nil.
+        /// Why the whole day is closed (v1.2: weekly hours or closures), or nil.
         public var closedReason: String? = nil
+        /// The closures touching the day, in start order (v1.2).
+        public var closures: [ClosureSpan] = []
     }
 
     /// Per zone: the local date the query names and, for `now`, the first
@@ -153,9 +155,13 @@ public struct QueryEngine: Sendable {
                 zoneDays[zoneKey] = zoneDay
             }
             guard let day = zoneDay else { continue }
-            let occupancy = state.occupancy(RoomDay(room: room.name, date: day.date))
+            let roomDay = RoomDay(room: room.name, date: day.date)
+            let occupancy = state.occupancy(roomDay)
             let missing = day.missing
-            var free = info.free(on: day.date, occupancy: occupancy, missing: missing)
+            // Closures (v1.2): rare, so looked up only for rooms that have some.
+            let closures = state.closures[room.name] == nil ? [] : state.closures(on: roomDay, zone: info.zone)
+            let closedByClosures = closures.isEmpty ? SlotMask.empty : state.closedSlots(roomDay, zone: info.zone)
+            var free = info.free(on: day.date, occupancy: occupancy, missing: missing).subtracting(closedByClosures)
             if let from = day.fromSlot { free = free.intersection(.from(slot: from)) }
             if query.freeFrom != nil || query.freeTo != nil {
                 let start = query.freeFrom ?? info.open(on: day.date).runs.first?.start ?? 0
@@ -166,9 +172,12 @@ public struct QueryEngine: Sendable {
                 guard day.minute + 60 <= 24 * 60,
                       SlotMask(fromMinute: day.minute, toMinute: day.minute + 60).isSubset(of: free) else { continue }
             }
+            let open = info.open(on: day.date).subtracting(missing)
+            let closedReason = info.closedReason(on: day.date)
+                ?? (closures.isEmpty ? nil : state.closureReason(roomDay, zone: info.zone, open: open))
             result.append(Answer(info: info, date: day.date, occupancy: occupancy, free: free,
-                                 closed: SlotMask.all.subtracting(info.open(on: day.date).subtracting(missing)),
-                                 closedReason: info.closedReason(on: day.date)))
+                                 closed: SlotMask.all.subtracting(open).union(closedByClosures),
+                                 closedReason: closedReason, closures: closures))
         }
         return result
     }

@@ -13,7 +13,7 @@ public enum ProjectorPage {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Room availability</title>
 <style>
-  :root { --free: #3fa34d; --booked: #c8423b; --pending: #e8a33d; --inprogress: #7b3fa0; --closed: #d5d8dc; --ink: #1f2933; --muted: #66727f; }
+  :root { --free: #3fa34d; --booked: #c8423b; --pending: #e8a33d; --inprogress: #7b3fa0; --closed: #d5d8dc; --closure: #aab1b9; --ink: #1f2933; --muted: #66727f; }
   * { box-sizing: border-box; }
   body { margin: 0; font: 15px/1.4 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--ink); background: #f6f7f9; }
   header { position: sticky; top: 0; z-index: 2; background: #fff; border-bottom: 1px solid #e3e6ea; padding: 10px 14px; }
@@ -36,6 +36,8 @@ public enum ProjectorPage {
   .seg.pending { background: repeating-linear-gradient(45deg, var(--pending), var(--pending) 6px, #f3c77e 6px, #f3c77e 12px); }
   .seg.inProgress { background: var(--inprogress); }
   .seg.closed { background: var(--closed); }
+  .seg.closure { background: var(--closure); overflow: hidden; }
+  .seg .reason { display: block; font-size: 11px; line-height: 26px; padding: 0 4px; color: var(--ink); white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
   .seg.buffer { background: repeating-linear-gradient(45deg, var(--closed), var(--closed) 3px, #eef0f2 3px, #eef0f2 6px); }
   .ticks { display: flex; justify-content: space-between; font-size: 11px; color: var(--muted); margin-top: 2px; }
   .empty { color: var(--muted); padding: 20px 0; }
@@ -58,7 +60,7 @@ public enum ProjectorPage {
     <input id="equipment" type="text" placeholder="Equipment, e.g. beamer,tv" aria-label="equipment filter">
   </div>
   <div class="legend"><span><i style="background:var(--free)"></i>free</span><span><i style="background:var(--booked)"></i>booked</span>
-    <span><i style="background:var(--pending)"></i>pending</span><span><i style="background:var(--inprogress)"></i>in use</span><span><i style="background:var(--closed)"></i>closed</span><span><i class="seg buffer"></i>between bookings</span></div>
+    <span><i style="background:var(--pending)"></i>pending</span><span><i style="background:var(--inprogress)"></i>in use</span><span><i style="background:var(--closed)"></i>closed</span><span><i class="seg buffer"></i>between bookings</span><span><i style="background:var(--closure)"></i>closure</span></div>
 </header>
 <main id="rooms" aria-live="polite"></main>
 <script>
@@ -107,11 +109,17 @@ public enum ProjectorPage {
         var seg = el("div", "seg " + s.state);
         var width = (minutes(s.to) - minutes(s.from)) / (WINDOW_TO - WINDOW_FROM) * 100;
         seg.style.width = width + "%";
-        seg.title = s.from + "–" + s.to + " " + (s.state === "closed" && room.closed ? room.closed : s.state);
+        seg.title = s.from + "–" + s.to + " " + (s.reason || (s.state === "closed" && room.closed ? room.closed : s.state));
         seg.setAttribute("data-room", room.name);
         seg.setAttribute("data-from", s.from);
         seg.setAttribute("data-to", s.to);
         seg.setAttribute("data-state", s.state);
+        if (s.reason) {
+          // A closure: greyed, with its reason written on the bar.
+          seg.className += " closure";
+          seg.setAttribute("data-reason", s.reason);
+          seg.appendChild(el("span", "reason", s.reason));
+        }
         bar.appendChild(seg);
       });
       right.appendChild(bar);

@@ -89,6 +89,8 @@ public struct DayView: Codable, Sendable, Equatable {
         /// `free`, `booked`, `pending`, `inProgress`, `buffer` (v1.2: the
         /// room's time between bookings) or `closed`.
         public var state: String
+        /// For time a closure covers (v1.2): its reason.
+        public var reason: String?
     }
 
     public struct RoomRow: Codable, Sendable, Equatable {
@@ -125,8 +127,12 @@ public struct DayView: Codable, Sendable, Equatable {
     static func segments(_ a: QueryEngine.Answer) -> [Segment] {
         var result: [Segment] = []
         let first = window.from / SlotMask.minutes, last = window.to / SlotMask.minutes
+        let zone = a.info.zone
+        let day = RoomDay(room: a.info.room.name, date: a.date)
         for slot in first..<last {
             let state: String
+            // A closure's slot names the closure (the page greys it with its reason).
+            let reason = a.closures.first { $0.slots(on: day.date, zone: zone).contains(slot) }?.closure.reason
             if a.occupancy.inProgress.contains(slot) { state = "inProgress" }
             else if a.occupancy.confirmed.contains(slot) { state = "booked" }
             else if a.occupancy.pending.contains(slot) { state = "pending" }
@@ -134,10 +140,11 @@ public struct DayView: Codable, Sendable, Equatable {
             else if !a.free.contains(slot) { state = "buffer" }
             else { state = "free" }
             let to = SlotMask.clock((slot + 1) * SlotMask.minutes)
-            if let lastSegment = result.last, lastSegment.state == state {
+            let closureReason = state == "closed" ? reason : nil
+            if let lastSegment = result.last, lastSegment.state == state, lastSegment.reason == closureReason {
                 result[result.count - 1].to = to
             } else {
-                result.append(Segment(from: SlotMask.clock(slot * SlotMask.minutes), to: to, state: state))
+                result.append(Segment(from: SlotMask.clock(slot * SlotMask.minutes), to: to, state: state, reason: closureReason))
             }
         }
         return result

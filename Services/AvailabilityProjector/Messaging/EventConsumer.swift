@@ -25,6 +25,11 @@ enum EventReader {
                 return .poison("room.registered body does not decode")
             }
             return .change(.room(event.room, occurredAt: event.occurredAt))
+        case .roomClosed, .roomReopened:
+            guard let event = try? ContractJSON.decode(RoomClosureEvent.self, from: body), ClosureSpan(event.closure) != nil else {
+                return .poison("\(type) body does not decode")
+            }
+            return .change(.closure(event.closure, removed: eventType == .roomReopened))
         case _ where eventType.isBookingEvent:
             // Every booking event carries the whole booking: the newest
             // version wins, whatever the type (v1.1 adds started, completed).
@@ -135,6 +140,7 @@ public struct EventConsumer: Sendable {
         switch change {
         case .booking(let state): "booking:\(state.id)#\(state.version)"
         case .room: messageID
+        case .closure(let closure, let removed): "closure:\(closure.id)#\(removed ? "reopened" : "closed")"
         }
     }
 

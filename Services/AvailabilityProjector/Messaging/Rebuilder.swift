@@ -120,7 +120,9 @@ public final class Rebuilder: Sendable {
                 }
                 return first
             }
-            guard let progress = store.rebuildProgress, progress.rooms == summary.rooms, progress.bookings == summary.bookings else {
+            // `closures` is absent from a handler before v1.2 (then none came).
+            guard let progress = store.rebuildProgress, progress.rooms == summary.rooms, progress.bookings == summary.bookings,
+                  progress.closures == summary.closures ?? 0 else {
                 let got = store.rebuildProgress
                 throw ReplyError(code: ProjectorControl.rebuildFailed, text: "replay incomplete: expected \(summary.rooms) rooms and \(summary.bookings) bookings, got \(got?.rooms ?? -1) and \(got?.bookings ?? -1)")
             }

@@ -41,6 +41,8 @@ public enum ModelChange: Sendable {
     case room(Room, occurredAt: String)
     /// Any booking event: the booking's state after the change.
     case booking(BookingState)
+    /// `room.closed` (`removed` false) or `room.reopened` (true), v1.2.
+    case closure(RoomClosure, removed: Bool)
 }
 
 /// A room-day whose free slots changed, with its new `avail`.
@@ -81,13 +83,15 @@ public struct ApplyOutcome: Sendable {
 public final class ProjectorStore: Sendable {
     let pool: DatabasePool
     public let index: AvailabilityIndex
-    private let rebuild = Mutex<RebuildProgress?>(nil)
+    let rebuild = Mutex<RebuildProgress?>(nil)
 
     /// A rebuild in progress.
     public struct RebuildProgress: Sendable, Equatable {
         public var replayId: String
         public var rooms = 0
         public var bookings = 0
+        /// Closures replayed (v1.2).
+        public var closures = 0
         public var liveEvents = 0
     }
 
@@ -123,7 +127,7 @@ public final class ProjectorStore: Sendable {
         self.index = index
         try pool.write { db in
             try Self.createTables(db, prefix: Self.live, ifNotExists: true)
-            try db.execute(sql: "DROP TABLE IF EXISTS rebuild_room; DROP TABLE IF EXISTS rebuild_booking; DROP TABLE IF EXISTS rebuild_roomday; DROP TABLE IF EXISTS rebuild_seen")
+            try db.execute(sql: "DROP TABLE IF EXISTS rebuild_room; DROP TABLE IF EXISTS rebuild_booking; DROP TABLE IF EXISTS rebuild_roomday; DROP TABLE IF EXISTS rebuild_seen; DROP TABLE IF EXISTS rebuild_closure")
         }
         let state = try pool.read { db in try Self.loadState(db) }
         index.replace(with: state)
@@ -140,6 +144,8 @@ public final class ProjectorStore: Sendable {
               confirmedHi INTEGER NOT NULL, pendingLo INTEGER NOT NULL, pendingHi INTEGER NOT NULL,
               inProgressLo INTEGER NOT NULL DEFAULT 0, inProgressHi INTEGER NOT NULL DEFAULT 0,
               PRIMARY KEY (room, date)) WITHOUT ROWID;
+            CREATE TABLE \(ine)\(p)closure (id TEXT PRIMARY KEY, room TEXT NOT NULL, json BLOB NOT NULL,
+              removed INTEGER NOT NULL DEFAULT 0);
             """)
         // A model written before v1.1 has no in-progress columns: add them
         // (no booking of such a model is in progress).
@@ -168,6 +174,9 @@ public final class ProjectorStore: Sendable {
             state.rooms[room.name] = RoomInfo(room: room)
         }
         state.sortedRooms = state.rooms.values.sorted { $0.room.name < $1.room.name }
+        for data in try Data.fetchAll(db, sql: "SELECT json FROM closure WHERE removed = 0") {
+            state.setClosure(try ContractJSON.decode(RoomClosure.self, from: data), removed: false)
+        }
         let rows = try Row.fetchCursor(db, sql: """
             SELECT room, date, confirmedLo, confirmedHi, pendingLo, pendingHi, inProgressLo, inProgressHi FROM roomday
             """)
@@ -190,6 +199,10 @@ public final class ProjectorStore: Sendable {
     public func apply(_ change: ModelChange, onCommit: @Sendable ([DayChange]) -> Void = { _ in }) async throws -> ApplyOutcome {
         try await pool.writeWithoutTransaction { db in
             var result: (applied: Bool, days: Set<RoomDay>, touched: [RoomDay], room: Room?) = (false, [], [], nil)
+            if case .closure(let closure, let removed) = change {
+                return try self.applyClosure(closure, removed: removed, db, staging: self.rebuild.withLock { $0 != nil },
+                                             onCommit: onCommit)
+            }
             let staging = self.rebuild.withLock { $0 != nil }
             try db.inTransaction(.immediate) {
                 result = try Self.apply(change, db, prefix: Self.live)
@@ -215,6 +228,7 @@ public final class ProjectorStore: Sendable {
             var rooms: [Room] = []
             try db.inTransaction(.immediate) {
                 for change in changes {
+                    if case .closure = change { continue }  // not bulk-loaded
                     let r = try Self.apply(change, db, prefix: Self.live, recompute: false)
                     days.formUnion(r.days)
                     if let room = r.room { rooms.append(room) }
@@ -268,6 +282,10 @@ public final class ProjectorStore: Sendable {
                 ON CONFLICT(name) DO UPDATE SET json = excluded.json, occurredAt = excluded.occurredAt
                 """).execute(arguments: [room.name, try ContractJSON.encode(room), occurredAt])
             return (true, [], [], room)
+
+        case .closure(let closure, let removed):
+            try storeClosure(closure, removed: removed, db, prefix: p)
+            return (true, [], [], nil)
 
         case .booking(let b):
             let existing = try Row.fetchOne(db.cachedStatement(sql: "SELECT room, date, version, prevDate FROM \(p)booking WHERE id = ?"),
@@ -338,7 +356,7 @@ public final class ProjectorStore: Sendable {
         try await pool.writeWithoutTransaction { db in
             guard self.rebuild.withLock({ $0 == nil }) else { return false }
             try db.inTransaction(.immediate) {
-                try db.execute(sql: "DROP TABLE IF EXISTS rebuild_room; DROP TABLE IF EXISTS rebuild_booking; DROP TABLE IF EXISTS rebuild_roomday; DROP TABLE IF EXISTS rebuild_seen")
+                try db.execute(sql: "DROP TABLE IF EXISTS rebuild_room; DROP TABLE IF EXISTS rebuild_booking; DROP TABLE IF EXISTS rebuild_roomday; DROP TABLE IF EXISTS rebuild_seen; DROP TABLE IF EXISTS rebuild_closure")
                 try Self.createTables(db, prefix: Self.staging, ifNotExists: false)
                 // Which rooms and bookings the replay delivered, so a message
                 // delivered twice (a redelivered replay command replays again
@@ -363,6 +381,7 @@ public final class ProjectorStore: Sendable {
                 switch change {
                 case .room(let room, _): key = "room:" + room.name
                 case .booking(let booking): key = "booking:" + booking.id
+                case .closure(let closure, _): key = "closure:" + closure.id
                 }
                 try db.execute(sql: "INSERT OR IGNORE INTO rebuild_seen (key) VALUES (?)", arguments: [key])
                 first = db.changesCount > 0
@@ -370,7 +389,11 @@ public final class ProjectorStore: Sendable {
             }
             if first {
                 self.rebuild.withLock { progress in
-                    if case .room = change { progress?.rooms += 1 } else { progress?.bookings += 1 }
+                    switch change {
+                    case .room: progress?.rooms += 1
+                    case .booking: progress?.bookings += 1
+                    case .closure: progress?.closures += 1
+                    }
                 }
             }
             return true
@@ -382,7 +405,7 @@ public final class ProjectorStore: Sendable {
         try await pool.writeWithoutTransaction { db in
             guard self.rebuild.withLock({ $0?.replayId == replayId }) else { return }
             self.rebuild.withLock { $0 = nil }
-            try db.execute(sql: "DROP TABLE IF EXISTS rebuild_room; DROP TABLE IF EXISTS rebuild_booking; DROP TABLE IF EXISTS rebuild_roomday; DROP TABLE IF EXISTS rebuild_seen")
+            try db.execute(sql: "DROP TABLE IF EXISTS rebuild_room; DROP TABLE IF EXISTS rebuild_booking; DROP TABLE IF EXISTS rebuild_roomday; DROP TABLE IF EXISTS rebuild_seen; DROP TABLE IF EXISTS rebuild_closure")
         }
     }
 
@@ -395,7 +418,8 @@ public final class ProjectorStore: Sendable {
             guard let progress = self.rebuild.withLock({ $0?.replayId == replayId ? $0 : nil }) else { return nil }
             try db.inTransaction(.immediate) {
                 try db.execute(sql: """
-                    DROP TABLE room; DROP TABLE booking; DROP TABLE roomday; DROP TABLE IF EXISTS rebuild_seen;
+                    DROP TABLE room; DROP TABLE booking; DROP TABLE roomday; DROP TABLE closure; DROP TABLE IF EXISTS rebuild_seen;
+                    ALTER TABLE rebuild_closure RENAME TO closure;
                     ALTER TABLE rebuild_room RENAME TO room;
                     ALTER TABLE rebuild_booking RENAME TO booking;
                     ALTER TABLE rebuild_roomday RENAME TO roomday;
@@ -410,6 +434,13 @@ public final class ProjectorStore: Sendable {
             var days = Set<RoomDay>()
             for (date, rooms) in before.days { for room in rooms.keys { days.insert(RoomDay(room: room, date: date)) } }
             for (date, rooms) in after.days { for room in rooms.keys { days.insert(RoomDay(room: room, date: date)) } }
+            // Closed days have no occupancy row: the days of every closure
+            // before or after compare too.
+            for state in [before, after] {
+                for (room, spans) in state.closures {
+                    for span in spans { for date in span.dates { days.insert(RoomDay(room: room, date: date)) } }
+                }
+            }
             for day in days.sorted() {
                 guard let info = after.rooms[day.room], let new = self.index.free(day, in: after) else { continue }
                 if self.index.free(day, in: before) != new {

@@ -7,9 +7,10 @@ import BookingContracts
 /// Kinds of caller, all configured, none hard-coded:
 /// - **admins** (`ADMIN_USERS`): every command on every booking and room,
 ///   whatever the cutoff; may confirm their own bookings;
-/// - **room managers** (`ROOM_MANAGERS`): `room.register`. With either
-///   list set, nobody else may create or change rooms; with neither (the
-///   embedded one-machine default) `room.register` stays open;
+/// - **room managers** (`ROOM_MANAGERS`): `room.register`, `room.close`
+///   and `room.reopen`. With either list set, nobody else may create,
+///   change, close or reopen rooms; with neither (the embedded one-machine
+///   default) these stay open;
 /// - **approvers** (a room's `approvers`): confirm or reject pending
 ///   bookings of that room, except their own;
 /// - **replayers** (`REPLAY_USERS`, the projector's user): `booking.replay`;
@@ -60,10 +61,11 @@ public struct CallerPolicy: Sendable, Equatable {
                               text: "commands must carry the AMQP user_id property (REQUIRE_USER_ID is set)")
         }
         switch type {
-        case .registerRoom:
+        case .registerRoom, .closeRoom, .reopenRoom:
+            // Closures are room management: the same people (v1.2).
             guard roomsRestricted else { return nil }
             if let name = caller.name, administrators.contains(name) || roomManagers.contains(name) { return nil }
-            return ReplyError(code: .notPermitted, text: "room.register is only permitted for ROOM_MANAGERS and ADMIN_USERS")
+            return ReplyError(code: .notPermitted, text: "\(type.rawValue) is only permitted for ROOM_MANAGERS and ADMIN_USERS")
         case .replayBookings:
             if let name = caller.name, administrators.contains(name) || replayUsers.contains(name) { return nil }
             return ReplyError(code: .notPermitted, text: "booking.replay is only permitted for REPLAY_USERS and ADMIN_USERS")

@@ -29,7 +29,8 @@ extension BookingRules {
     ///   `closes`), `opens` before `closes` (field `closes`);
     /// - `hours` (v1.2): keys `mon`…`sun` only, each `null` or two such
     ///   times, opening before closing (field `hours.<day>`);
-    ///   `bufferMinutes` 0…240, a multiple of 15 (field `bufferMinutes`).
+    ///   `bufferMinutes` 0…240, a multiple of 15 (field `bufferMinutes`);
+    ///   `maxActiveBookings` 1…``maxActiveBookingsLimit`` (field `maxActiveBookings`).
     public static func validateRoom(_ command: RegisterRoom) -> Result<Room, ReplyError> {
         var room = command.resolved()
         let name = room.name.trimmingWhitespace()
@@ -94,8 +95,12 @@ extension BookingRules {
     /// Longest ``Room/bufferMinutes``.
     public static let maxBufferMinutes = 240
 
-    /// `hours` and `bufferMinutes` (contract v1.2, "Availability
-    /// calendars").
+    /// Largest ``Room/maxActiveBookings``: far above any real quota, low
+    /// enough that counting a requester's bookings stays a short range.
+    public static let maxActiveBookingsLimit = 10_000
+
+    /// `hours`, `bufferMinutes` and `maxActiveBookings` (contract v1.2,
+    /// "Availability calendars").
     static func validateCalendar(_ room: Room) -> ReplyError? {
         for (key, value) in (room.hours ?? [:]).sorted(by: { $0.key < $1.key }) {
             let field = "hours.\(key.prefix(20))"
@@ -120,6 +125,11 @@ extension BookingRules {
            !(0...maxBufferMinutes).contains(buffer) || buffer % ContractFormat.gridMinutes != 0 {
             return invalid("bufferMinutes",
                            "bufferMinutes must be 0 to \(maxBufferMinutes), a multiple of \(ContractFormat.gridMinutes), got \(buffer)")
+        }
+        // 0 would forbid every booking but an admin's: a closure says that
+        // better, so a quota is at least one.
+        if let quota = room.maxActiveBookings, !(1...maxActiveBookingsLimit).contains(quota) {
+            return invalid("maxActiveBookings", "maxActiveBookings must be 1 to \(maxActiveBookingsLimit), got \(quota)")
         }
         return nil
     }
@@ -181,7 +191,7 @@ extension BookingRules {
         return true
     }
 
-    private static func invalid(_ field: String, _ text: String) -> ReplyError {
+    static func invalid(_ field: String, _ text: String) -> ReplyError {
         ReplyError(code: .invalidField, text: text, field: field)
     }
 }

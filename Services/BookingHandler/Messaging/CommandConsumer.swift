@@ -195,6 +195,14 @@ public struct CommandConsumer: Sendable {
                                room: entry.room)))
         })
         try await pace(&pacer, sent: rooms.count, queue: queue)
+        // Closures after their rooms, before the bookings (v1.2): a
+        // projector rebuilt from the replay knows every closed time.
+        let closures = try await processor.store.replayClosures()
+        try await publish(try closures.map { closure in
+            message(EventType.roomClosed.rawValue, try ContractJSON.encode(
+                RoomClosureEvent(eventId: RandomID.uuidString(), occurredAt: now, closure: closure)))
+        })
+        try await pace(&pacer, sent: closures.count, queue: queue)
         var bookings = 0
         var after: String?
         while true {
@@ -210,10 +218,12 @@ public struct CommandConsumer: Sendable {
             // and no faster than REPLAY_MAX_RATE when set.
             try await pace(&pacer, sent: page.count, queue: queue)
         }
-        let summary = ReplaySummary(replayId: replayId, queue: queue, rooms: rooms.count, bookings: bookings)
+        let summary = ReplaySummary(replayId: replayId, queue: queue, rooms: rooms.count, bookings: bookings,
+                                    closures: closures.count)
         try await publish([message(ReplayStream.endType, try ContractJSON.encode(summary))])
         logger.info("replayed state", metadata: ["replay.id": .string(replayId), "amqp.queue": .string(queue),
-                                                 "rooms": "\(rooms.count)", "bookings": "\(bookings)"])
+                                                 "rooms": "\(rooms.count)", "closures": "\(closures.count)",
+                                                 "bookings": "\(bookings)"])
         return summary
     }
 

@@ -186,7 +186,7 @@ public struct CommandProcessor: Sendable {
         }
         switch prepared.result {
         case .failure(let error): return ReplyBody(.error(error))
-        case .success(let booking): return try insert(booking, tx)
+        case .success(let booking): return try insert(booking, tx, caller: caller, now: now)
         }
     }
 
@@ -209,8 +209,14 @@ public struct CommandProcessor: Sendable {
         })
     }
 
-    /// The locked part of a create: overlap check, then the row and its events.
-    private func insert(_ prepared: PreparedBooking, _ tx: any StoreTransaction) throws -> ReplyBody {
+    /// The locked part of a create: quota, closures and overlap, then the
+    /// row and its events. Under the write lock, so no other command's
+    /// insert can come between a check and this one's.
+    private func insert(_ prepared: PreparedBooking, _ tx: any StoreTransaction, caller: Caller, now: Date) throws -> ReplyBody {
+        if let closed = try closedRefusal(prepared.room, prepared.slot, tx) { return ReplyBody(.error(closed)) }
+        if let refusal = try quotaRefusal(prepared.room, caller: caller, adding: 1, tx, now: now) {
+            return ReplyBody(.error(refusal))
+        }
         if let conflict = try overlap(prepared.room, prepared.slot, tx, excluding: nil) { return ReplyBody(conflict) }
         try tx.save(prepared.encoded, startsAt: prepared.slot.startsAt, endsAt: prepared.slot.endsAt)
         for event in prepared.events {
@@ -285,7 +291,7 @@ public struct CommandProcessor: Sendable {
             let room = try tx.room(named: c.room)
             switch BookingRules.validateCreate(c, room: room, now: now) {
             case .failure(let error): return ReplyBody(.error(error))
-            case .success(let valid): return try insert(try newBooking(valid, requester: requester, now: now), tx)
+            case .success(let valid): return try insert(try newBooking(valid, requester: requester, now: now), tx, caller: caller, now: now)
             }
 
         case .confirmBooking(let c):
@@ -334,6 +340,7 @@ public struct CommandProcessor: Sendable {
                 case .failure(let error): throw error
                 case .success(let s): slot = s
                 }
+                if let closed = try closedRefusal(room, slot, tx) { throw closed }
                 if case .error(let error)? = try overlap(room, slot, tx, excluding: booking.id) { throw error }
                 var b = booking
                 b.date = slot.date
@@ -344,6 +351,12 @@ public struct CommandProcessor: Sendable {
                 b.endsAt = ContractFormat.timestamp(slot.endsAt)
                 return (b, .bookingRescheduled)
             }
+
+        case .closeRoom(let c):
+            return try closeRoom(c, tx, caller: caller, now: now)
+
+        case .reopenRoom(let c):
+            return try reopenRoom(c, tx, now: now)
 
         case .replayBookings:
             // Handled by process(_:) before any transaction; never stored.
@@ -431,6 +444,15 @@ public struct CommandProcessor: Sendable {
         let when = existing.map { "\($0.start)-\($0.end)" } ?? "\(slot.start)-\(slot.end)"
         let buffer = (room.bufferMinutes ?? 0) > 0 ? " (with its \(room.bufferMinutes ?? 0)-minute buffer between bookings)" : ""
         return .failure(.overlap, "\(room.name) is already booked \(when)\(buffer)", field: "start", conflicts: ids)
+    }
+
+    /// 1113 when the caller's active bookings of `room` plus `adding` go
+    /// beyond its ``Room/maxActiveBookings``. Admins are excepted; a
+    /// booking without `user_id` has no requester to count.
+    func quotaRefusal(_ room: Room, caller: Caller, adding: Int, _ tx: any StoreTransaction, now: Date) throws -> ReplyError? {
+        guard room.maxActiveBookings != nil, let requester = caller.name, !policy.isAdmin(caller) else { return nil }
+        let active = try tx.activeBookings(room: room.name, requestedBy: requester, at: now)
+        return BookingRules.quotaRefusal(room: room, active: active, adding: adding)
     }
 
     // MARK: Events

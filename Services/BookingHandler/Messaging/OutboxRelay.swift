@@ -272,6 +272,13 @@ public final class OutboxRelay: Service, Sendable {
                 owners.append(index)
                 publicCopy.append(true)
             }
+            if event.routingKey == EventType.roomClosed.rawValue || event.routingKey == EventType.roomReopened.rawValue {
+                // Closures hold nothing private: the same body on
+                // booking.public (contract v1.2).
+                messages.append(OutgoingMessage(body: event.body, exchange: Topology.publicExchange,
+                                                routingKey: event.routingKey, properties: properties))
+                owners.append(index)
+            }
         }
         busy.add(1, ordering: .relaxed)
         return PendingRound(events: events, owners: owners, publicCopy: publicCopy, confirmations: connection.startPublishing(batch: messages),

@@ -54,12 +54,15 @@ public struct QueryResponder: Sendable {
         guard let type = BookingQueryType.resolve(typeProperty: typeProperty, bodyQuery: named?.query, routingKey: routingKey) else {
             let name = typeProperty ?? named?.query ?? routingKey
             return try BookingReader.encoded(.error(ReplyError(
-                code: .unknownCommand, text: "unknown query type '\(name.prefix(100))'; one of booking.get, booking.list")))
+                code: .unknownCommand, text: "unknown query type '\(name.prefix(100))'; one of booking.get, booking.list, room.closures")))
         }
         do {
             switch type {
             case .get: return try BookingReader.encoded(try await reader.get(try ContractJSON.decode(GetBooking.self, from: body), caller: caller))
             case .list: return try await reader.listReply(try ContractJSON.decode(ListBookings.self, from: body), caller: caller)
+            case .closures:
+                return try BookingReader.encoded(try await reader.closures(try ContractJSON.decode(ListClosures.self, from: body),
+                                                                           caller: caller))
             }
         } catch let error as DecodingError {
             return try BookingReader.encoded(.error(ContractJSON.replyError(for: error)))

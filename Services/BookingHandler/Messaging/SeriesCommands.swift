@@ -60,6 +60,17 @@ extension CommandProcessor {
             case .failure(let error):
                 skipped.append(SkippedOccurrence(date: occurrence.date, code: error.code, text: error.text))
             case .success(let slot):
+                if let closed = try closedRefusal(plan.room, slot, tx) {
+                    // Closed then (v1.2): refused whole, or skipped.
+                    if plan.policy == .reject {
+                        var whole = closed
+                        whole.date = occurrence.date
+                        whole.text = "\(occurrence.date): " + closed.text
+                        return ReplyBody(.error(whole))
+                    }
+                    skipped.append(SkippedOccurrence(date: occurrence.date, code: .roomClosed, text: closed.text))
+                    continue
+                }
                 // The room's buffer counts as for a single booking.
                 let ids = try tx.conflicts(room: plan.room.name, startsAt: slot.startsAt.addingTimeInterval(-plan.room.bufferSeconds),
                                            endsAt: slot.endsAt.addingTimeInterval(plan.room.bufferSeconds))
@@ -75,6 +86,24 @@ extension CommandProcessor {
         }
         if plan.policy == .reject, !conflicts.isEmpty {
             return ReplyBody(.error(SeriesRules.conflictRefusal(room: plan.room, conflicts: conflicts)))
+        }
+        // The quota (v1.2): a series that would go beyond it is refused
+        // whole, or with "skip" keeps its earliest occurrences up to it.
+        if !free.isEmpty, let limit = plan.room.maxActiveBookings, let requester, !policy.isAdmin(caller) {
+            let active = try tx.activeBookings(room: plan.room.name, requestedBy: requester, at: now)
+            if let refusal = BookingRules.quotaRefusal(room: plan.room, active: active, adding: free.count) {
+                let allowed = max(0, limit - active)
+                if plan.policy == .reject || allowed == 0 {
+                    var whole = refusal
+                    whole.text = "the series' \(free.count) occurrences would go beyond your quota: " + refusal.text
+                    return ReplyBody(.error(whole))
+                }
+                for index in free[allowed...] {
+                    skipped.append(SkippedOccurrence(date: plan.occurrences[index].date, code: .quotaExceeded,
+                                                     text: "beyond the quota of \(limit) active bookings per requester"))
+                }
+                free = Array(free[..<allowed])
+            }
         }
         skipped.sort { $0.date < $1.date }
         guard !free.isEmpty else {

@@ -177,7 +177,7 @@ public struct BookingReader: Sendable {
         [UInt8](try ContractJSON.encode(reply))
     }
 
-    private func admit(_ caller: Caller) -> ReplyError? {
+    func admit(_ caller: Caller) -> ReplyError? {
         if policy.requireUserID, caller == .anonymous {
             return ReplyError(code: .notPermitted, text: "queries must carry the AMQP user_id property (REQUIRE_USER_ID is set)")
         }

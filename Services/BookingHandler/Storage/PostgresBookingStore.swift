@@ -164,6 +164,19 @@ public final class PostgresBookingStore: BookingStore {
             .map { try ContractJSON.decode(Room.self, from: Data(try $0.decode(String.self).utf8)) }
     }
 
+    public func closures(room: String, from: Date, to: Date) async throws -> [RoomClosure] {
+        try await reader.rows("""
+            SELECT json FROM closure
+            WHERE room = \(room) AND fromAt < \(Int64(to.timeIntervalSince1970)) AND toAt > \(Int64(from.timeIntervalSince1970))
+            ORDER BY fromAt, id
+            """).map { try ContractJSON.decode(RoomClosure.self, from: Data(try $0.decode(String.self).utf8)) }
+    }
+
+    public func replayClosures() async throws -> [RoomClosure] {
+        try await reader.rows("SELECT json FROM closure ORDER BY room, fromAt, id")
+            .map { try ContractJSON.decode(RoomClosure.self, from: Data(try $0.decode(String.self).utf8)) }
+    }
+
     public func counts() async throws -> (rooms: Int, bookings: Int, inbox: Int, outboxPending: Int) {
         let row = try await reader.rows("""
             SELECT (SELECT COUNT(*) FROM room), (SELECT COUNT(*) FROM booking), (SELECT COUNT(*) FROM inbox),

@@ -95,6 +95,18 @@ enum PostgresSchema {
             ALTER TABLE outbox ADD COLUMN orderKey TEXT COLLATE "C", ADD COLUMN claimedBy TEXT;
             CREATE INDEX outbox_pending_key ON outbox (orderKey, id) WHERE publishedAt IS NULL;
             """),
+        // Closures (contract v1.2), as SQLite's v8-closures.
+        ("v3-closures", """
+            CREATE TABLE closure (
+                id TEXT COLLATE "C" PRIMARY KEY,
+                room TEXT COLLATE "C" NOT NULL,
+                fromAt BIGINT NOT NULL,
+                toAt BIGINT NOT NULL,
+                json TEXT NOT NULL,
+                createdAt DOUBLE PRECISION NOT NULL
+            );
+            CREATE INDEX closure_room_time ON closure (room, fromAt);
+            """),
     ]
 
     /// Creates the schema when missing and applies the migrations it lacks.

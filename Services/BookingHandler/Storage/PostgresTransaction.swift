@@ -152,6 +152,42 @@ struct PostgresTransaction: QueuingTransaction {
             """).map { try $0.decode(String.self) }
     }
 
+    /// As on SQLite: the current versions of the room's bookings by the requester.
+    func activeBookings(room: String, requestedBy: String, at now: Date) throws -> Int {
+        let at = Int64(now.timeIntervalSince1970)
+        return Int(try run("""
+            SELECT count(*) FROM booking_version
+            WHERE room = \(room) AND startsAt > \(at - StoreRules.longestBooking) AND until IS NULL
+              AND requestedBy = \(requestedBy) AND endsAt > \(at) AND status IN ('pending', 'confirmed', 'inProgress')
+            """).first?.decode(Int64.self) ?? 0)
+    }
+
+    func insertClosure(_ closure: RoomClosure, from: Date, to: Date) throws {
+        let json = Self.text(try ContractJSON.encode(closure))
+        try run("""
+            INSERT INTO closure (id, room, fromAt, toAt, json, createdAt)
+            VALUES (\(closure.id), \(closure.room), \(Int64(from.timeIntervalSince1970)), \(Int64(to.timeIntervalSince1970)), \(json),
+                    \(Date().timeIntervalSince1970))
+            """)
+    }
+
+    func closure(id: String, room: String) throws -> RoomClosure? {
+        try run("SELECT json FROM closure WHERE id = \(id) AND room = \(room)").first
+            .map { try ContractJSON.decode(RoomClosure.self, from: Data(try $0.decode(String.self).utf8)) }
+    }
+
+    func deleteClosure(id: String) throws {
+        try run("DELETE FROM closure WHERE id = \(id)")
+    }
+
+    func closures(room: String, from: Date, to: Date) throws -> [RoomClosure] {
+        try run("""
+            SELECT json FROM closure
+            WHERE room = \(room) AND fromAt < \(Int64(to.timeIntervalSince1970)) AND toAt > \(Int64(from.timeIntervalSince1970))
+            ORDER BY fromAt, id
+            """).map { try ContractJSON.decode(RoomClosure.self, from: Data(try $0.decode(String.self).utf8)) }
+    }
+
     func save(_ encoded: EncodedBooking, startsAt: Date, endsAt: Date) throws {
         let booking = encoded.booking
         let due = BookingRules.earliestDue(status: booking.status, startsAt: startsAt, endsAt: endsAt).map { StoreRules.dueSeconds($0) }

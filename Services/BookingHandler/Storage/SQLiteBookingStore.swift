@@ -200,6 +200,21 @@ public final class SQLiteBookingStore: BookingStore {
         }
     }
 
+    public func closures(room: String, from: Date, to: Date) async throws -> [RoomClosure] {
+        try await pool.read { db in
+            try Data.fetchAll(db, sql: "SELECT json FROM closure WHERE room = ? AND fromAt < ? AND toAt > ? ORDER BY fromAt, id",
+                              arguments: [room, Int64(to.timeIntervalSince1970), Int64(from.timeIntervalSince1970)])
+                .map { try ContractJSON.decode(RoomClosure.self, from: $0) }
+        }
+    }
+
+    public func replayClosures() async throws -> [RoomClosure] {
+        try await pool.read { db in
+            try Data.fetchAll(db, sql: "SELECT json FROM closure ORDER BY room, fromAt, id")
+                .map { try ContractJSON.decode(RoomClosure.self, from: $0) }
+        }
+    }
+
     /// Counts, for tests and metrics.
     public func counts() async throws -> (rooms: Int, bookings: Int, inbox: Int, outboxPending: Int) {
         try await pool.read { db in

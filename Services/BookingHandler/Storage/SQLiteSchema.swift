@@ -181,6 +181,23 @@ extension SQLiteBookingStore {
                 CREATE INDEX outbox_pending_key ON outbox (orderKey, id) WHERE publishedAt IS NULL;
                 """)
         }
+        // Closures (contract v1.2): a room closed from one instant to
+        // another, kept until reopened. `fromAt`/`toAt` are UNIX seconds
+        // for the overlap checks of new bookings; `json` is the closure as
+        // replies and events carry it.
+        migrator.registerMigration("v8-closures") { db in
+            try db.execute(sql: """
+                CREATE TABLE closure (
+                    id TEXT PRIMARY KEY,
+                    room TEXT NOT NULL,
+                    fromAt INTEGER NOT NULL,
+                    toAt INTEGER NOT NULL,
+                    json BLOB NOT NULL,
+                    createdAt DOUBLE NOT NULL
+                );
+                CREATE INDEX closure_room_time ON closure (room, fromAt);
+                """)
+        }
         return migrator
     }
 }

@@ -195,6 +195,19 @@ struct SQLiteTransaction: QueuingTransaction {
             """), arguments: [room, start - StoreRules.longestBooking, end, start, excluding ?? ""])
     }
 
+    /// The requester's bookings of the room that have not ended, from the
+    /// current versions (`booking` keeps no requester column): the index
+    /// range is the room's bookings starting after ``StoreRules/longestBooking``
+    /// before `now`, as for conflicts.
+    public func activeBookings(room: String, requestedBy: String, at now: Date) throws -> Int {
+        let at = Int64(now.timeIntervalSince1970)
+        return try Int.fetchOne(db.cachedStatement(sql: """
+            SELECT count(*) FROM booking_version
+            WHERE room = ? AND startsAt > ? AND until IS NULL AND requestedBy = ? AND endsAt > ?
+              AND status IN ('pending', 'confirmed', 'inProgress')
+            """), arguments: [room, at - StoreRules.longestBooking, requestedBy, at]) ?? 0
+    }
+
     /// Inserts or replaces a booking, stored as its already encoded JSON,
     /// with the due time of its timer
     /// (``BookingRules/earliestDue(status:startsAt:endsAt:)``).
@@ -223,6 +236,31 @@ struct SQLiteTransaction: QueuingTransaction {
                 UPDATE booking_version SET until = ?, supersededAt = ? WHERE id = ? AND until IS NULL AND seq < ?
                 """).execute(arguments: [seq, Date().timeIntervalSince1970, booking.id, seq])
         }
+    }
+
+    // MARK: Closures
+
+    public func insertClosure(_ closure: RoomClosure, from: Date, to: Date) throws {
+        try db.cachedStatement(sql: """
+            INSERT INTO closure (id, room, fromAt, toAt, json, createdAt) VALUES (?, ?, ?, ?, ?, ?)
+            """).execute(arguments: [closure.id, closure.room, Int64(from.timeIntervalSince1970), Int64(to.timeIntervalSince1970),
+                                     try ContractJSON.encode(closure), Date().timeIntervalSince1970])
+    }
+
+    public func closure(id: String, room: String) throws -> RoomClosure? {
+        try Data.fetchOne(db.cachedStatement(sql: "SELECT json FROM closure WHERE id = ? AND room = ?"), arguments: [id, room])
+            .map { try ContractJSON.decode(RoomClosure.self, from: $0) }
+    }
+
+    public func deleteClosure(id: String) throws {
+        try db.cachedStatement(sql: "DELETE FROM closure WHERE id = ?").execute(arguments: [id])
+    }
+
+    public func closures(room: String, from: Date, to: Date) throws -> [RoomClosure] {
+        try Data.fetchAll(db.cachedStatement(sql: """
+            SELECT json FROM closure WHERE room = ? AND fromAt < ? AND toAt > ? ORDER BY fromAt, id
+            """), arguments: [room, Int64(to.timeIntervalSince1970), Int64(from.timeIntervalSince1970)])
+            .map { try ContractJSON.decode(RoomClosure.self, from: $0) }
     }
 
     // MARK: Series

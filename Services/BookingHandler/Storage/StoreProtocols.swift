@@ -80,6 +80,10 @@ public protocol ReadStore: Sendable {
         async throws -> [ListedVersion]
     /// The room as stored (never the cache), or nil.
     func room(named name: String) async throws -> Room?
+    /// The closures of `room` overlapping [from, to), in start order (`room.closures`).
+    func closures(room: String, from: Date, to: Date) async throws -> [RoomClosure]
+    /// Every stored closure, by room and start (for `booking.replay`).
+    func replayClosures() async throws -> [RoomClosure]
 }
 
 /// What the outbox relay needs of the store: the events to publish, from
@@ -155,6 +159,12 @@ public protocol StoreTransaction {
     /// Ids of the room's pending, confirmed and inProgress bookings
     /// overlapping [startsAt, endsAt), except `excluding`.
     func conflicts(room: String, startsAt: Date, endsAt: Date, excluding: String?) throws -> [String]
+    /// How many bookings of `room` requested by `requestedBy` have not
+    /// ended at `now`: status pending, confirmed or inProgress and `endsAt`
+    /// after `now` (the quota of contract v1.2, ``Room/maxActiveBookings``).
+    /// Read under the write lock, so the count and the insert it allows
+    /// cannot interleave with another command's.
+    func activeBookings(room: String, requestedBy: String, at now: Date) throws -> Int
     /// Inserts or replaces a booking, stored as its already encoded JSON,
     /// with the due time of its timer, and appends the version for readers.
     func save(_ encoded: EncodedBooking, startsAt: Date, endsAt: Date) throws
@@ -170,6 +180,14 @@ public protocol StoreTransaction {
     func earliestDue(at now: Date) throws -> (id: String, due: Int64)?
     /// Moves a booking's timer to `due` (nil: none) without changing the booking.
     func setDue(bookingID: String, _ due: Date?) throws
+    /// Stores a closure of its room over [from, to) (contract v1.2).
+    func insertClosure(_ closure: RoomClosure, from: Date, to: Date) throws
+    /// The closure `id` of `room`, or nil.
+    func closure(id: String, room: String) throws -> RoomClosure?
+    /// Removes the closure `id` (nothing when there is none).
+    func deleteClosure(id: String) throws
+    /// The closures of `room` overlapping [from, to), in start order.
+    func closures(room: String, from: Date, to: Date) throws -> [RoomClosure]
     /// Queues an event for the relay, in this transaction. Events of one
     /// `orderKey` (`booking:<id>`, `room:<name>`; see ``OutboxKey``) are
     /// published in the order they were queued, across processes too.
