@@ -90,21 +90,29 @@ let package = Package(
             dependencies: ["CPhoneNumber"],
             path: "Shared/PhoneNumbers"
         ),
-        /// What every service needs at start-up: environment config,
-        /// logging, graceful shutdown.
+        /// `SettingsError` and the parsing of setting values: below
+        /// everything that reads settings (no dependencies).
+        .target(
+            name: "ServiceSettings",
+            dependencies: [],
+            path: "Shared/ServiceSettings"
+        ),
         /// Every broker object of the set in one place: the contract's
         /// exchanges and queues, the projector's and the pass sender's own
-        /// queues, the retry message. Light (no server libraries), so
-        /// `bookingctl` declares and inspects them without linking a service.
+        /// queues, the headers of retry and failed-pass messages. Light (no
+        /// server libraries), so `bookingctl` declares and inspects them
+        /// without linking a service.
         .target(
-            name: "SetTopology",
-            dependencies: ["AMQPClient", "BookingContracts"],
-            path: "Shared/SetTopology"
+            name: "BrokerObjects",
+            dependencies: ["AMQPClient", "BookingContracts", "ServiceSettings"],
+            path: "Shared/BrokerObjects"
         ),
+        /// What every service needs at start-up: environment config,
+        /// logging, metrics, health, graceful shutdown.
         .target(
             name: "ServiceSupport",
             dependencies: [
-                "AMQPClient", "BookingContracts", "SetTopology",
+                "AMQPClient", "BookingContracts", "BrokerObjects", "ServiceSettings",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -121,7 +129,7 @@ let package = Package(
         .target(
             name: "PostgresSupport",
             dependencies: [
-                "ServiceSupport",
+                "ServiceSettings",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -138,7 +146,8 @@ let package = Package(
         .target(
             name: "BookingHandler",
             dependencies: [
-                "AMQPClient", "BookingContracts", "PhoneNumbers", "PostgresSupport", "ServiceSupport",
+                "AMQPClient", "BookingContracts", "BrokerObjects", "PhoneNumbers", "PostgresSupport", "ServiceSettings",
+                "ServiceSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -161,7 +170,7 @@ let package = Package(
         .target(
             name: "PassSender",
             dependencies: [
-                "AMQPClient", "BookingContracts", "PostgresSupport", "ServiceSupport", "SetTopology",
+                "AMQPClient", "BookingContracts", "BrokerObjects", "PostgresSupport", "ServiceSettings", "ServiceSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -174,7 +183,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "pass-sender",
-            dependencies: ["AMQPClient", "BookingContracts", "PassSender", "ServiceSupport"],
+            dependencies: ["AMQPClient", "BookingContracts", "BrokerObjects", "PassSender", "ServiceSupport"],
             path: "Services/pass-sender"
         ),
         /// The availability projector's logic: the read model of free slots,
@@ -182,7 +191,7 @@ let package = Package(
         .target(
             name: "AvailabilityProjector",
             dependencies: [
-                "AMQPClient", "BookingContracts", "ServiceSupport",
+                "AMQPClient", "BookingContracts", "BrokerObjects", "ServiceSettings", "ServiceSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -200,7 +209,7 @@ let package = Package(
         /// (dead-letter queues, passes.failed): list, retry, discard, archive.
         .target(
             name: "FailedMessages",
-            dependencies: ["AMQPClient", "BookingContracts", "SetTopology"],
+            dependencies: ["AMQPClient", "BookingContracts", "BrokerObjects"],
             path: "Services/FailedMessages"
         ),
         /// The operators' CLI: commands, availability queries, failed passes,
@@ -208,7 +217,7 @@ let package = Package(
         .executableTarget(
             name: "bookingctl",
             dependencies: [
-                "AMQPClient", "BookingContracts", "FailedMessages", "SetTopology",
+                "AMQPClient", "BookingContracts", "BrokerObjects", "FailedMessages",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -241,24 +250,24 @@ let package = Package(
         ),
         .testTarget(
             name: "ServiceSupportTests",
-            dependencies: ["ServiceSupport", "AMQPClient", .product(name: "MetricsTestKit", package: "swift-metrics")],
+            dependencies: ["ServiceSettings", "ServiceSupport", "AMQPClient", .product(name: "MetricsTestKit", package: "swift-metrics")],
             path: "Tests/ServiceSupportTests"
         ),
         .testTarget(
             name: "BookingHandlerTests",
-            dependencies: ["BookingHandler", "BookingContracts", "PostgresSupport", "ServiceSupport", "TestSupport", .product(name: "GRDB", package: "GRDB.swift"),
+            dependencies: ["ServiceSettings", "BookingHandler", "BookingContracts", "PostgresSupport", "ServiceSupport", "TestSupport", .product(name: "GRDB", package: "GRDB.swift"),
                            .product(name: "Logging", package: "swift-log")],
             path: "Tests/BookingHandlerTests"
         ),
         .testTarget(
             name: "BookingIntegrationTests",
-            dependencies: ["BookingHandler", "BookingContracts", "AMQPClient", "TestSupport", "ServiceSupport",
+            dependencies: ["BrokerObjects", "BookingHandler", "BookingContracts", "AMQPClient", "TestSupport", "ServiceSupport",
                            .product(name: "GRDB", package: "GRDB.swift")],
             path: "Tests/BookingIntegrationTests"
         ),
         .testTarget(
             name: "PassSenderTests",
-            dependencies: [
+            dependencies: ["BrokerObjects", 
                 "PassSender", "BookingContracts", "PostgresSupport", "TestSupport",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],
@@ -266,7 +275,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PassSenderIntegrationTests",
-            dependencies: [
+            dependencies: ["BrokerObjects", 
                 "PassSender", "BookingContracts", "AMQPClient", "PostgresSupport", "TestSupport", "ServiceSupport",
                 "FailedMessages", .product(name: "Hummingbird", package: "hummingbird"),
             ],
@@ -274,12 +283,12 @@ let package = Package(
         ),
         .testTarget(
             name: "AvailabilityProjectorTests",
-            dependencies: ["AvailabilityProjector", "BookingContracts", "ServiceSupport"],
+            dependencies: ["ServiceSettings", "AvailabilityProjector", "BookingContracts", "ServiceSupport"],
             path: "Tests/AvailabilityProjectorTests"
         ),
         .testTarget(
             name: "ProjectorIntegrationTests",
-            dependencies: [
+            dependencies: ["BrokerObjects", "ServiceSettings", 
                 "AvailabilityProjector", "BookingHandler", "BookingContracts", "AMQPClient", "TestSupport",
                 "ServiceSupport", "PostgresSupport",
             ],
@@ -288,17 +297,22 @@ let package = Package(
         .testTarget(
             name: "BookingctlTests",
             dependencies: ["BookingHandler", "BookingContracts", "AMQPClient", "TestSupport", "ServiceSupport",
-                           "FailedMessages", "PassSender"],
+                           "BrokerObjects", "FailedMessages", "PassSender"],
             path: "Tests/BookingctlTests"
         ),
         .testTarget(
+            name: "FailedMessagesTests",
+            dependencies: ["FailedMessages", "AMQPClient", "BookingContracts", "BrokerObjects"],
+            path: "Tests/FailedMessagesTests"
+        ),
+        .testTarget(
             name: "AMQPIntegrationTests",
-            dependencies: ["AMQPClient", "TestSupport", "BookingContracts", "ServiceSupport"],
+            dependencies: ["BrokerObjects", "AMQPClient", "TestSupport", "BookingContracts", "ServiceSupport"],
             path: "Tests/AMQPIntegrationTests"
         ),
         .executableTarget(
             name: "Benchmarks",
-            dependencies: [
+            dependencies: ["BrokerObjects", 
                 "AMQPClient", "AvailabilityProjector", "BookingContracts", "BookingHandler", "CRabbitMQ",
                 "PassSender", "TestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -1,5 +1,6 @@
 import AMQPClient
 import BookingContracts
+import BrokerObjects
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -20,6 +21,20 @@ public struct ProjectorApp: Sendable {
     /// the change publisher drains, then the connection closes, the HTTP
     /// server last).
     public let services: [any Service]
+
+    /// Builds the projector from its settings as ``ServiceRunner`` read
+    /// them: the shape every service's App shares,
+    /// `build(settings:connection:)` (`main.swift` calls it; tests call the
+    /// one below with what they vary).
+    public static func build(settings start: ServiceRunner.Startup<ProjectorSettings>,
+                             connection: AMQPConnection) async throws -> ProjectorApp {
+        let (common, settings) = (start.common, start.settings)
+        return try await build(
+            connection: connection, dataDirectory: try common.ensureDataDirectory(), httpPort: common.httpPort,
+            httpHost: common.httpBind, logger: start.logger, rebuildStallTimeout: settings.rebuildStallTimeout,
+            eventSender: settings.eventSender(ownUser: connection.user), requireUserID: settings.requireUserID,
+            queues: settings.queues, callerRate: settings.callerRate, rateExempt: settings.rateExempt(ownUser: connection.user))
+    }
 
     public static func build(
         connection: AMQPConnection, dataDirectory: String, httpPort: Int? = nil,

@@ -1,4 +1,6 @@
+import BrokerObjects
 import Foundation
+import ServiceSettings
 import ServiceSupport
 
 /// The projector's own settings (the common ones are ``CommonSettings``);

@@ -1,9 +1,11 @@
 import AMQPClient
 import BookingContracts
+import BrokerObjects
 import Foundation
 import Logging
 import PostgresSupport
 import ServiceLifecycle
+import ServiceSettings
 import ServiceSupport
 
 /// Assembles the booking handler from its parts; `main` and the
@@ -26,6 +28,21 @@ public struct BookingHandlerApp: Sendable {
     /// SQLite file in `dataDirectory` — upserts `roomsFile` (if any),
     /// declares the handler's topology on `connection`. A `policy` without
     /// replayers gets the connection's own user as the one replayer.
+    /// Builds the handler from its settings as ``ServiceRunner`` read them:
+    /// the shape every service's App shares, `build(settings:connection:)`
+    /// (`main.swift` calls it; tests call the one below with what they vary).
+    public static func build(settings start: ServiceRunner.Startup<HandlerSettings>,
+                             connection: AMQPConnection) async throws -> BookingHandlerApp {
+        let (common, settings) = (start.common, start.settings)
+        let dataDirectory = try common.ensureDataDirectory()
+        return try await build(
+            connection: connection, dataDirectory: dataDirectory, roomsFile: settings.roomsFile,
+            policy: settings.policy, replayRate: settings.replayRate, httpPort: common.httpPort, httpHost: common.httpBind,
+            retentionDays: settings.retentionDays, database: settings.database, callerRate: settings.callerRate,
+            cursorKey: try CursorKey.resolve(setting: settings.listCursorKey, dataDirectory: dataDirectory),
+            logger: start.logger)
+    }
+
     public static func build(
         connection: AMQPConnection, dataDirectory: String, roomsFile: String? = nil,
         policy: CallerPolicy = CallerPolicy(), replayRate: Int = ReplayPacer.defaultRate,

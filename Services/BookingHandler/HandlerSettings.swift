@@ -1,5 +1,6 @@
 import Foundation
 import PostgresSupport
+import ServiceSettings
 import ServiceSupport
 
 /// The booking handler's own settings (docs/configuration.md); the common ones

@@ -1,7 +1,7 @@
 import AMQPClient
 import BookingContracts
 import Foundation
-import SetTopology
+import BrokerObjects
 
 /// The operators' console over every failed message of the set
 /// (`bookingctl failed …`): list, retry to where a message came from, or

@@ -1,7 +1,7 @@
 import AMQPClient
 import BookingContracts
 import Foundation
-import SetTopology
+import BrokerObjects
 
 /// The queues where the set's failed messages end up, as the operators'
 /// console (`bookingctl failed`) sees them. See docs/operations.md,
@@ -166,15 +166,15 @@ public struct FailedMessage: Sendable {
         }
 
         var hash = FNV1a64()
-        hash.add(queue)
-        hash.add(delivery.properties.messageID ?? "")
-        hash.add(headers["x-first-death-queue"]?.stringValue ?? "")
-        hash.add(headers["x-first-death-reason"]?.stringValue ?? "")
-        hash.add(deaths.last.flatMap { $0.time.map(String.init) } ?? "")
-        hash.add(headers["x-death-reason"]?.stringValue ?? "")
-        hash.add(originalUser ?? "")
-        hash.add(delivery.properties.timestamp.map(String.init) ?? "")
-        hash.add(delivery.body)
+        hash.add(field: queue)
+        hash.add(field: delivery.properties.messageID ?? "")
+        hash.add(field: headers["x-first-death-queue"]?.stringValue ?? "")
+        hash.add(field: headers["x-first-death-reason"]?.stringValue ?? "")
+        hash.add(field: deaths.last.flatMap { $0.time.map(String.init) } ?? "")
+        hash.add(field: headers["x-death-reason"]?.stringValue ?? "")
+        hash.add(field: originalUser ?? "")
+        hash.add(field: delivery.properties.timestamp.map(String.init) ?? "")
+        hash.add(field: delivery.body)
         id = hash.hex
     }
 
@@ -196,28 +196,5 @@ public struct FailedMessage: Sendable {
     /// Whether `--group` names this message's group (any grouping).
     public func isIn(group: String) -> Bool {
         FailedGrouping.allCases.contains { self.group($0) == group }
-    }
-}
-
-/// 64-bit FNV-1a, for ids that stay the same across runs and machines
-/// (Swift's `Hasher` is seeded per process). Fields are separated by a NUL
-/// so that ("ab", "c") and ("a", "bc") differ.
-struct FNV1a64 {
-    private(set) var value: UInt64 = 0xcbf2_9ce4_8422_2325
-
-    mutating func add(_ bytes: some Sequence<UInt8>) {
-        for byte in bytes {
-            value ^= UInt64(byte)
-            value &*= 0x100_0000_01b3
-        }
-        value ^= 0
-        value &*= 0x100_0000_01b3
-    }
-
-    mutating func add(_ text: String) { add(text.utf8) }
-
-    var hex: String {
-        let digits = String(value, radix: 16)
-        return String(repeating: "0", count: 16 - digits.count) + digits
     }
 }

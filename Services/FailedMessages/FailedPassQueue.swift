@@ -1,6 +1,6 @@
 import AMQPClient
 import BookingContracts
-import SetTopology
+import BrokerObjects
 import Foundation
 
 /// One message of `passes.failed` as an operator sees it.

@@ -1,5 +1,6 @@
 import AMQPClient
 import BookingContracts
+import BrokerObjects
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -21,6 +22,16 @@ public struct PassSenderApp: Sendable {
     /// SQLite in `dataDirectory`), declares the topology, publishes
     /// what the outbox still holds from a previous run, and wires the two
     /// consumers. `gateway` overrides the one chosen from `settings`.
+    /// Builds the pass sender from its settings as ``ServiceRunner`` read
+    /// them: the shape every service's App shares,
+    /// `build(settings:connection:)` (`main.swift` calls it; tests call the
+    /// one below with what they vary).
+    public static func build(settings start: ServiceRunner.Startup<PassSenderSettings>,
+                             connection: AMQPConnection) async throws -> PassSenderApp {
+        try await build(connection: connection, settings: start.settings, dataDirectory: try start.common.ensureDataDirectory(),
+                        httpPort: start.common.httpPort, httpHost: start.common.httpBind, logger: start.logger)
+    }
+
     public static func build(connection: AMQPConnection, settings: PassSenderSettings, dataDirectory: String,
                              httpPort: Int? = nil, httpHost: String = CommonSettings.defaultBindAddress,
                              gateway: (any PassGateway)? = nil, logger: Logger,

@@ -1,5 +1,7 @@
+import BrokerObjects
 import Foundation
 import PostgresSupport
+import ServiceSettings
 import ServiceSupport
 
 /// The pass sender's own settings (docs/pass-sender.md), read from the

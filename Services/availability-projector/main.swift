@@ -13,12 +13,7 @@ exit(await ServiceRunner.main(service: "availability-projector", defaultHTTPPort
     let dataDirectory = try settings.ensureDataDirectory()
     let connection = try await AMQPConnection.connect(
         configuration: settings.amqpConfiguration(connectionName: "availability-projector"), logger: logger)
-    let app = try await ProjectorApp.build(
-        connection: connection, dataDirectory: dataDirectory, httpPort: settings.httpPort, httpHost: settings.httpBind, logger: logger,
-        rebuildStallTimeout: start.settings.rebuildStallTimeout,
-        eventSender: start.settings.eventSender(ownUser: connection.user),
-        requireUserID: start.settings.requireUserID, queues: start.settings.queues,
-        callerRate: start.settings.callerRate, rateExempt: start.settings.rateExempt(ownUser: connection.user))
+    let app = try await ProjectorApp.build(settings: start, connection: connection)
     let counts = try await app.store.counts()
     logger.info("ready", metadata: ["data_dir": .string(dataDirectory), "http": "\(settings.httpBind):\(settings.httpPort)",
                                     "events_queue": .string(start.settings.queues.events),

@@ -21,12 +21,7 @@ exit(await ServiceRunner.main(service: "booking-handler", defaultHTTPPort: 8081,
     }
     let connection = try await AMQPConnection.connect(
         configuration: settings.amqpConfiguration(connectionName: "booking-handler"), logger: logger)
-    let app = try await BookingHandlerApp.build(
-        connection: connection, dataDirectory: dataDirectory, roomsFile: start.settings.roomsFile,
-        policy: policy, replayRate: start.settings.replayRate, httpPort: settings.httpPort, httpHost: settings.httpBind,
-        retentionDays: start.settings.retentionDays, database: start.settings.database,
-        callerRate: start.settings.callerRate,
-        cursorKey: try CursorKey.resolve(setting: start.settings.listCursorKey, dataDirectory: dataDirectory), logger: logger)
+    let app = try await BookingHandlerApp.build(settings: start, connection: connection)
     logger.info("ready", metadata: [
         "data_dir": .string(dataDirectory), "admin_users": "\(policy.administrators.sorted())",
         "room_managers": "\(policy.roomManagers.sorted())", "replay_users": "\(app.processor.policy.replayUsers.sorted())",

@@ -2,7 +2,7 @@ import AMQPClient
 import ArgumentParser
 import BookingContracts
 import Foundation
-import SetTopology
+import BrokerObjects
 
 /// `bookingctl bookings list|show`: reading bookings (contract v1.1,
 /// `booking.list`/`booking.get` on the `booking.queries` exchange, answered

@@ -3,7 +3,7 @@ import ArgumentParser
 import BookingContracts
 import Foundation
 import FailedMessages
-import SetTopology
+import BrokerObjects
 
 /// `bookingctl passes …`: what operators do with passes that could not be
 /// delivered (the `passes.failed` queue).

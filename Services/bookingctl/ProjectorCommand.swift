@@ -2,7 +2,7 @@ import AMQPClient
 import ArgumentParser
 import BookingContracts
 import Foundation
-import SetTopology
+import BrokerObjects
 import Synchronization
 
 /// `bookingctl projector …`: maintenance of the availability projector.

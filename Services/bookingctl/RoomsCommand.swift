@@ -2,7 +2,7 @@ import AMQPClient
 import ArgumentParser
 import BookingContracts
 import Foundation
-import SetTopology
+import BrokerObjects
 
 /// `bookingctl rooms`: the availability query (RPC on `availability.queries`).
 struct RoomsCommand: AsyncParsableCommand {

@@ -2,7 +2,7 @@ import AMQPClient
 import ArgumentParser
 import BookingContracts
 import Foundation
-import SetTopology
+import BrokerObjects
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif

@@ -12,8 +12,7 @@ exit(await ServiceRunner.main(service: "pass-sender", defaultHTTPPort: 8082,
     let dataDirectory = try settings.ensureDataDirectory()
     let connection = try await AMQPConnection.connect(
         configuration: settings.amqpConfiguration(connectionName: "pass-sender"), logger: logger)
-    let app = try await PassSenderApp.build(connection: connection, settings: start.settings, dataDirectory: dataDirectory,
-                                            httpPort: settings.httpPort, httpHost: settings.httpBind, logger: logger)
+    let app = try await PassSenderApp.build(settings: start, connection: connection)
     logger.info("ready", metadata: ["data_dir": .string(dataDirectory)])
     return app.services
 })

@@ -47,8 +47,8 @@ public final class AMQPConnection: Sendable, Service {
         let loop = IOLoop(configuration: configuration, logger: logger)
         do {
             try await withTaskCancellationHandler {
-                try await withCheckedThrowingContinuation { (startup: Promise<Void>) in
-                    loop.start(startup: startup)
+                try await withCheckedThrowingContinuation { (startup: CheckedContinuation<Void, any Error>) in
+                    loop.start(startup: Promise(startup))
                 }
             } onCancel: {
                 // A command to the I/O thread: it ends the start-up with `closed`.
@@ -63,7 +63,7 @@ public final class AMQPConnection: Sendable, Service {
     }
 
     /// Opens another connection with this one's configuration and logger
-    /// (its own TCP connection and channels), e.g. for a ``QueueSnapshot``,
+    /// (its own TCP connection and channels), e.g. for `FailedMessages`' queue snapshots,
     /// whose held messages go back to their queue when it closes.
     public func sibling(named name: String) async throws(AMQPError) -> AMQPConnection {
         var configuration = loop.configuration

@@ -1,7 +1,7 @@
 import Foundation
 import NIOSSL
 import PostgresNIO
-import ServiceSupport
+import ServiceSettings
 
 /// Where the PostgreSQL store connects: `DATABASE_URL` as
 /// `postgres://user:password@host:port/database?sslmode=…&schema=…`.
@@ -185,11 +185,11 @@ public struct PostgresTimeouts: Sendable, Equatable {
             return v
         }
         let standard = Self.standard
-        connect = try CommonSettings.integer(value("DATABASE_CONNECT_TIMEOUT"), name: "DATABASE_CONNECT_TIMEOUT",
+        connect = try SettingValue.integer(value("DATABASE_CONNECT_TIMEOUT"), name: "DATABASE_CONNECT_TIMEOUT",
                                              default: standard.connect, range: 1...300)
-        statement = try CommonSettings.integer(value("DATABASE_STATEMENT_TIMEOUT"), name: "DATABASE_STATEMENT_TIMEOUT",
+        statement = try SettingValue.integer(value("DATABASE_STATEMENT_TIMEOUT"), name: "DATABASE_STATEMENT_TIMEOUT",
                                                default: standard.statement, range: 1...3600)
-        keepalive = try CommonSettings.integer(value("DATABASE_KEEPALIVE"), name: "DATABASE_KEEPALIVE",
+        keepalive = try SettingValue.integer(value("DATABASE_KEEPALIVE"), name: "DATABASE_KEEPALIVE",
                                                default: standard.keepalive, range: 1...3600)
     }
 

@@ -1,5 +1,6 @@
 import BookingContracts
 import Foundation
+import ServiceSettings
 import Synchronization
 
 /// `CALLER_RATE`: how many deliveries a second one caller may send to one

@@ -1,6 +1,7 @@
 import AMQPClient
 import Foundation
 import Logging
+import ServiceSettings
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -114,11 +115,7 @@ public struct CommonSettings: Sendable {
     }
 
     public static func integer(_ text: String?, name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
-        guard let text else { return value }
-        guard let n = Int(text), range.contains(n) else {
-            throw SettingsError("\(name): '\(text)' is not a whole number in \(range.lowerBound)...\(range.upperBound)")
-        }
-        return n
+        try SettingValue.integer(text, name: name, default: value, range: range)
     }
 
     /// The AMQP configuration these settings describe.

@@ -1,5 +1,6 @@
 import AMQPClient
 import BookingContracts
+import BrokerObjects
 import ServiceSupport
 import Foundation
 import Testing

@@ -1,4 +1,5 @@
 import AvailabilityProjector
+import ServiceSettings
 import ServiceSupport
 import Testing
 

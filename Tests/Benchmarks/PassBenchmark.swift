@@ -1,6 +1,7 @@
 import AMQPClient
 import ArgumentParser
 import BookingContracts
+import BrokerObjects
 import Foundation
 import Logging
 import PassSender

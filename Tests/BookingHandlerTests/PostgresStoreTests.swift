@@ -2,6 +2,7 @@ import BookingContracts
 import Foundation
 import Logging
 import PostgresSupport
+import ServiceSettings
 import ServiceSupport
 import TestSupport
 import Testing

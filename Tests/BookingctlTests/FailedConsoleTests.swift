@@ -1,5 +1,6 @@
 import AMQPClient
 import BookingContracts
+import BrokerObjects
 import FailedMessages
 import Foundation
 import PassSender

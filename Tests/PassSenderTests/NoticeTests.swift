@@ -1,4 +1,5 @@
 import BookingContracts
+import BrokerObjects
 import Foundation
 import Logging
 import TestSupport

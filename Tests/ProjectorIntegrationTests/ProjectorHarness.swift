@@ -2,6 +2,7 @@ import AMQPClient
 import AvailabilityProjector
 import BookingContracts
 import BookingHandler
+import BrokerObjects
 import Foundation
 import Logging
 import PostgresSupport

@@ -1,9 +1,11 @@
 import AMQPClient
 import AvailabilityProjector
 import BookingContracts
+import BrokerObjects
 import Foundation
 import Logging
 import ServiceLifecycle
+import ServiceSettings
 import ServiceSupport
 import Testing
 import TestSupport

@@ -1,5 +1,6 @@
 import BookingContracts
 import Foundation
+import ServiceSettings
 import Synchronization
 import Testing
 @testable import ServiceSupport

@@ -1,5 +1,6 @@
 import AMQPClient
 import Logging
+import ServiceSettings
 import Testing
 @testable import ServiceSupport
 

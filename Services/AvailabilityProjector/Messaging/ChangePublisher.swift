@@ -83,15 +83,7 @@ public final class ChangePublisher: Service, Sendable {
     /// the date and the free ranges. Not a secret: only equality matters.
     static func eventID(cause: String, _ change: DayChange) -> String {
         let text = Array("\(cause)\u{0}\(change.day.room)\u{0}\(change.day.date)\u{0}\(change.avail.joined(separator: ","))".utf8)
-        func fnv(_ seed: UInt64) -> UInt64 {
-            var hash = seed
-            for byte in text {
-                hash ^= UInt64(byte)
-                hash &*= 0x100_0000_01b3
-            }
-            return hash
-        }
-        let high = fnv(0xcbf2_9ce4_8422_2325), low = fnv(0x84222325_cbf29ce4)
+        let high = FNV1a64.hash(text), low = FNV1a64.hash(text, seed: 0x84222325_cbf29ce4)
         let hex = String(format: "%016llx%016llx", high, low)
         let chars = Array(hex)
         return [chars[0..<8], chars[8..<12], chars[12..<16], chars[16..<20], chars[20..<32]].map { String($0) }.joined(separator: "-")

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import ServiceSettings
 import ServiceSupport
 #if canImport(Glibc)
 import Glibc

@@ -63,14 +63,9 @@ public struct InboxKey: Sendable, Hashable {
 
     /// FNV-1a 64 of `commandType`, a NUL byte and `body`.
     public static func fingerprint(commandType: String, body: [UInt8]) -> Int64 {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        func mix(_ byte: UInt8) {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x0000_0100_0000_01b3
-        }
-        for byte in commandType.utf8 { mix(byte) }
-        mix(0)
-        for byte in body { mix(byte) }
-        return Int64(bitPattern: hash)
+        var hash = FNV1a64()
+        hash.add(field: commandType.utf8)
+        hash.combine(body)
+        return Int64(bitPattern: hash.value)
     }
 }

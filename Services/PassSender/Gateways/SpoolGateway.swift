@@ -70,10 +70,7 @@ public final class SpoolPassGateway: PassGateway {
     /// The series e-mail of one attendee: `<seriesId>-series-<hash of the
     /// normalised e-mail>` (one file per person, whatever their position).
     public static func seriesStem(seriesId: String, email: String) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a
-        for byte in PassLedger.normalised(email).utf8 {
-            hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
-        }
+        let hash = FNV1a64.hash(PassLedger.normalised(email).utf8)
         return String(stem(bookingId: seriesId, version: 0, attendeeIndex: 0).dropLast("-v0-0".count)) + "-series-"
             + String(hash, radix: 16)
     }

@@ -1,5 +1,6 @@
 import AMQPClient
 import BookingContracts
+import BrokerObjects
 import Foundation
 
 /// Where a pass stands in the ledger.

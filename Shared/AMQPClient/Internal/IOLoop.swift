@@ -7,8 +7,6 @@ import Synchronization
 import Glibc
 #endif
 
-typealias Promise<T> = CheckedContinuation<T, any Error>
-
 /// What a consumer asked for; kept (in ``ConsumerRegistry``) so it can be
 /// re-established after a reconnect.
 struct ConsumerSpec: Sendable {
@@ -60,36 +58,38 @@ func monotonicNanos() -> UInt64 {
     return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
 }
 
-/// The I/O thread of one ``AMQPConnection``: it alone owns the rabbitmq-c
-/// connection (a `CConnection`) and every channel on it.
+/// The I/O thread of one ``AMQPConnection``: a thin driver of a
+/// ``ChannelSession``. It owns the thread, the rabbitmq-c connection (a
+/// ``CConnection``), the poll on its socket and on the wake-up eventfd, the
+/// connect/back-off cycle and the write buffer; every decision about
+/// channels, confirms, RPCs, consumers and callers is the session's, made
+/// in transitions that return the actions this loop performs.
 ///
-/// ## Threading rules
+/// ## Ownership and threading
 /// - Exactly one OS thread (`amqp-io-<name>`) runs `threadMain`. All
-///   loop-owned state (`io`, a ``LoopState``) is read and written by it
-///   alone, and it is the only caller of `amqp_*` functions for this
-///   connection. rabbitmq-c is not thread-safe, so this is what makes the
-///   C library safe to use from async Swift. This is checked, not only
-///   documented: every access to `io` asserts (debug builds, so tests) that
-///   it runs on the thread that claimed `confinement`.
+///   loop-owned state (`io`: the C connection and the session) is read and
+///   written by it alone, and it is the only caller of `amqp_*` functions
+///   for this connection. rabbitmq-c is not thread-safe, so this is what
+///   makes the C library safe to use from async Swift. This is checked, not
+///   only documented: every access to `io` asserts (debug builds, so tests)
+///   that it runs on the thread that claimed `confinement`.
 /// - Other threads talk to it only through `mailbox` (a `Mutex`) plus the
 ///   `wakeup` eventfd, via `submit`/`send`. Results come back by resuming
-///   continuations from the I/O thread.
+///   continuations from the I/O thread (the session's `.resume` actions).
 /// - The loop never waits longer than a quarter of the negotiated heartbeat
 ///   before calling into rabbitmq-c, which is when the library sends the
 ///   heartbeats we owe and notices the ones the broker missed.
 /// - Blocking C calls (connect, synchronous AMQP methods) run on this
 ///   dedicated thread, never on Swift's cooperative pool.
+/// - The session never sees the C connection: it asks for calls
+///   (``CCall``) and gets their outcomes back, so it is unit-tested
+///   without a socket.
 ///
 /// `@unchecked Sendable`: the shared part is the `Mutex` and the eventfd;
 /// everything else is confined to the I/O thread as described above.
-///
-/// The bookkeeping lives in small pure value types, each unit-tested on its
-/// own: ``ConnectionStateMachine`` (connect, reconnect, start-up, close),
-/// ``ChannelTable`` (open channels and their generations),
-/// ``ConfirmTracker`` (publisher confirms), ``RPCRegistry`` (RPC calls
-/// waiting for replies) and ``ConsumerRegistry`` (consumers, their tags and
-/// channels). The loop does the I/O and performs the actions they return.
 final class IOLoop: @unchecked Sendable {
+    typealias Session = ChannelSession
+
     struct Mailbox {
         var commands: [IOCommand] = []
         /// The I/O thread is (about to be) blocked in `poll`: signal the eventfd.
@@ -110,58 +110,13 @@ final class IOLoop: @unchecked Sendable {
     /// Claimed by the I/O thread when it starts; checks every access to `io`.
     let confinement: ThreadConfinement
 
-    /// Channel numbers: publishing and RPC replies share channel 1 (direct
-    /// reply-to requires the request to be published on the channel that
-    /// consumes the replies); declarations use channel 2 so a failed
-    /// declaration cannot take publishes down with it; each consumer gets
-    /// its own channel from 3 up, so its prefetch and errors stay its own.
-    private static let publishChannel: UInt16 = 1
-    private static let controlChannel: UInt16 = 2
-    private static let firstConsumerChannel: UInt16 = 3
-
-    private enum Waiter {
-        case publish(Promise<Void>)
-        case rpc(correlationID: String)
-        case batch(BatchCollector, index: Int)
-    }
-
-    /// Collects the outcomes of one `publishBatch`, answering when the last
-    /// message is settled. Lives on the I/O thread only.
-    private final class BatchCollector {
-        var results: [AMQPError?]
-        var remaining: Int
-        let done: @Sendable ([AMQPError?]) -> Void
-
-        init(count: Int, done: @escaping @Sendable ([AMQPError?]) -> Void) {
-            results = Array(repeating: nil, count: count)
-            remaining = count
-            self.done = done
-            if count == 0 { done([]) }
-        }
-
-        func settle(_ index: Int, _ error: AMQPError?) {
-            results[index] = error
-            remaining -= 1
-            if remaining == 0 { done(results) }
-        }
-    }
-
     /// Everything only the I/O thread may touch, in one place so that one
     /// accessor (`io`) can check the confinement of all of it.
     private struct LoopState {
         var conn: CConnection?
-        var machine: ConnectionStateMachine
+        var session: Session
         /// The caller of `connect`, until the machine says how to answer it.
         var startup: Promise<Void>?
-        var closePromises: [Promise<Void>] = []
-        var channels = ChannelTable()
-        var confirms = ConfirmTracker<Waiter>()
-        var rpcs = RPCRegistry<Promise<AMQPMessage>>()
-        var consumers = ConsumerRegistry<DeliveryStream.Continuation>(firstChannel: IOLoop.firstConsumerChannel)
-        /// Declarations replayed after every reconnect, in order.
-        var topology: [TopologyItem] = []
-        /// Commands that arrived while disconnected and wait for the connection.
-        var deferred: [IOCommand] = []
         /// `amqp_messages_consumed_total` per queue and type, looked up once:
         /// the metrics registry takes a lock, and this runs for every delivery.
         var consumedCounters: [String: Counter] = [:]
@@ -198,10 +153,10 @@ final class IOLoop: @unchecked Sendable {
         logger[metadataKey: "amqp.connection"] = .string(configuration.connectionName)
         self.logger = logger
         self.confinement = ThreadConfinement("IOLoop state of \(configuration.connectionName)")
-        self._io = LoopState(machine: ConnectionStateMachine(
+        self._io = LoopState(session: Session(connection: ConnectionStateMachine(
             backoff: configuration.reconnect, now: monotonicNanos(),
             initialConnectTimeoutSeconds: configuration.initialConnectTimeoutSeconds,
-            endpointCount: configuration.endpoints.count))
+            endpointCount: configuration.endpoints.count)))
         let dims = [("connection", configuration.connectionName)]
         reconnectCounter = Counter(label: "amqp_reconnects_total", dimensions: dims)
         publishedCounter = Counter(label: "amqp_published_total", dimensions: dims)
@@ -222,10 +177,10 @@ final class IOLoop: @unchecked Sendable {
     // MARK: Submitting work (any thread)
 
     /// Hands a command to the I/O thread and waits for its answer.
-    func submit<T>(_ make: (Promise<T>) -> IOCommand) async throws(AMQPError) -> T {
+    func submit<T: Sendable>(_ make: (Promise<T>) -> IOCommand) async throws(AMQPError) -> T {
         do {
-            return try await withCheckedThrowingContinuation { (promise: Promise<T>) in
-                send(make(promise))
+            return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+                send(make(Promise(continuation)))
             }
         } catch let error as AMQPError {
             throw error
@@ -246,7 +201,7 @@ final class IOLoop: @unchecked Sendable {
             return (true, wake)
         }
         if !accepted {
-            Self.fail(command, AMQPError(.closed, "connection is closed"))
+            command.fail(AMQPError(.closed, "connection is closed"))
             return
         }
         if wake { wakeup.signal() }
@@ -261,7 +216,7 @@ final class IOLoop: @unchecked Sendable {
     private func threadMain() {
         confinement.claim()
         while true {
-            switch io.machine.state {
+            switch io.session.connection.state {
             case .connecting:
                 attemptConnect()
             case .connected, .draining:
@@ -278,12 +233,12 @@ final class IOLoop: @unchecked Sendable {
     }
 
     private func attemptConnect() {
-        let url = configuration.endpoints[io.machine.endpoint]
-        do {
+        let url = configuration.endpoints[io.session.connection.endpoint]
+        do throws(AMQPError) {
             let c = try CConnection.open(configuration, url: url)
             io.conn = c
-            try setUpChannels(c)
-            let action = io.machine.connectSucceeded()
+            if let error = perform(io.session.setUp(), c) { throw error }
+            let action = io.session.connection.connectSucceeded()
             mailbox.withLock {
                 $0.connected = true
                 $0.endpoint = url
@@ -298,20 +253,18 @@ final class IOLoop: @unchecked Sendable {
             case .announceReconnect:
                 reconnectCounter.increment()
                 logger.notice("AMQP reconnected; topology and consumers restored",
-                              metadata: ["amqp.url": "\(url)", "amqp.consumers": "\(io.consumers.count)"])
+                              metadata: ["amqp.url": "\(url)", "amqp.consumers": "\(io.session.consumers.count)"])
             }
             if url.tls, configuration.tlsVerifyPeer, let reason = configuration.tlsSkipHostnameCheckReason {
                 logger.warning("AMQP TLS: the broker certificate's host name is not checked (its chain is)",
                                metadata: ["amqp.url": "\(url)", "reason": "\(reason)"])
             }
-            let waiting = io.deferred
-            io.deferred.removeAll()
-            for command in waiting { handle(command) }
+            for command in io.session.takeDeferred() { handle(command) }
         } catch {
             io.conn = nil
-            resetChannelState(error: AMQPError(.connectionLost, "connection lost: \(error.message)",
-                                               libraryStatus: error.libraryStatus))
-            switch io.machine.connectFailed(error, now: monotonicNanos()) {
+            _ = perform(io.session.reset(AMQPError(.connectionLost, "connection lost: \(error.message)",
+                                                   libraryStatus: error.libraryStatus)), nil)
+            switch io.session.connection.connectFailed(error, now: monotonicNanos()) {
             case .failStartup:
                 logger.error("AMQP connection failed", metadata: ["amqp.url": "\(url)", "error": "\(error)"])
                 mailbox.withLock { $0.closed = true }
@@ -327,47 +280,84 @@ final class IOLoop: @unchecked Sendable {
         }
     }
 
-    /// Opens the channels and replays topology and consumers on a fresh connection.
-    private func setUpChannels(_ c: CConnection) throws(AMQPError) {
-        try c.openChannel(Self.publishChannel)
-        try c.confirmSelect(Self.publishChannel)
-        io.channels.opened(Self.publishChannel)
-        try c.openChannel(Self.controlChannel)
-        io.channels.opened(Self.controlChannel)  // a generation, so basic.get deliveries can be settled
-        for item in io.topology {
-            do {
-                try declare(item, c)
-            } catch where error.code == .channelClosed {
-                // Someone changed the object on the broker; keep going with
-                // the rest and say so loudly. The service's own declare at
-                // start-up reports the same error to its caller.
-                logger.error("re-declaring topology failed", metadata: ["error": "\(error)"])
-                try c.openChannel(Self.controlChannel)
-                io.channels.opened(Self.controlChannel)
+    // MARK: Performing the session's actions
+
+    /// Performs `actions` in order, making each call the session asks for on
+    /// `c` and handing its outcome back, until the session has nothing more
+    /// to do. Returns the error of an `.abort` (the caller decides what a
+    /// dead connection means where it is: a failed set-up or a lost
+    /// connection). Without a connection (`c` nil) there is no call to make.
+    private func perform(_ first: [Session.Action], _ c: CConnection?) -> AMQPError? {
+        var actions = first
+        while true {
+            var next: CCall?
+            for action in actions {
+                switch action {
+                case .call(let call):
+                    next = call
+                case .resume(let resumption):
+                    resumption.perform()
+                case .deliver(let handler, let delivery):
+                    handler.yield(makeDelivery(delivery))
+                case .answerGet(let promise, let delivery):
+                    promise.resume(returning: delivery.map(makeDelivery))
+                case .finish(let handler, let error):
+                    if let error { handler.finish(throwing: error) } else { handler.finish() }
+                case .count(let metric):
+                    count(metric)
+                case .log(let level, let message, let metadata):
+                    logger.log(level: level, message, metadata: metadata)
+                case .abort(let error):
+                    return error
+                }
             }
-        }
-        for id in io.consumers.ids {
-            try startConsumer(id, on: c)
+            guard let call = next else { return nil }
+            guard let c else { preconditionFailure("the session asked for a call without a connection") }
+            do throws(AMQPError) {
+                actions = io.session.callReturned(.success(try c.perform(call)))
+            } catch {
+                actions = io.session.callReturned(.failure(error))
+            }
         }
     }
 
-    private func startConsumer(_ id: Int, on c: CConnection) throws(AMQPError) {
-        guard let consumer = io.consumers[id] else { return }
-        try c.openChannel(consumer.channel)
-        io.channels.opened(consumer.channel)
-        try c.qos(consumer.channel, prefetch: consumer.spec.prefetch)
-        let tag = try c.consume(consumer.channel, queue: consumer.spec.queue, noAck: false,
-                                exclusive: consumer.spec.exclusive, arguments: consumer.spec.arguments)
-        io.consumers.started(id: id, tag: tag)
+    private func makeDelivery(_ d: InboundDelivery) -> AMQPDelivery {
+        let settler = DeliverySettler(loop: self, channel: d.channel, generation: d.generation,
+                                      queue: d.queue, routingKey: d.routingKey)
+        return AMQPDelivery(body: d.body, properties: d.properties, exchange: d.exchange, routingKey: d.routingKey,
+                            redelivered: d.redelivered, deliveryTag: d.deliveryTag, consumerTag: d.consumerTag,
+                            receivedAt: .now, settler: settler)
+    }
+
+    private func count(_ metric: SessionMetric) {
+        switch metric {
+        case .published:
+            publishedCounter.increment()
+        case .publishFailed:
+            publishFailedCounter.increment()
+        case .delivered(let queue, let routingKey):
+            deliveredCounter.increment()
+            let type = MessageMetrics.typeLabel(routingKey)
+            let key = queue + "\u{0}" + type
+            if let counter = io.consumedCounters[key] {
+                counter.increment()
+            } else {
+                let counter = Counter(label: "amqp_messages_consumed_total", dimensions: [("queue", queue), ("type", type)])
+                io.consumedCounters[key] = counter
+                counter.increment()
+            }
+        case .truncatedHeaders(let n):
+            truncatedHeadersCounter.increment(by: n)
+        }
     }
 
     // MARK: Connected
 
     private func serviceConnection() {
         guard let c = io.conn else { return }
-        do {
+        do throws(AMQPError) {
             runHoldingWrites(takeCommands(), c)
-            guard io.machine.isServicing else { return }
+            guard io.session.connection.isServicing else { return }
 
             // Frames rabbitmq-c already holds (queued during a synchronous
             // call, or read ahead into its buffer) are invisible to poll().
@@ -377,10 +367,10 @@ final class IOLoop: @unchecked Sendable {
                 budget -= 1
             }
 
-            expireRPCs()
-            if io.machine.isDraining {
-                let confirmsOutstanding = !io.confirms.isEmpty
-                switch io.machine.drainCheck(now: monotonicNanos(), confirmsOutstanding: confirmsOutstanding) {
+            if let error = perform(io.session.expire(now: monotonicNanos()), c) { throw error }
+            if io.session.connection.isDraining {
+                let confirmsOutstanding = !io.session.confirms.isEmpty
+                switch io.session.connection.drainCheck(now: monotonicNanos(), confirmsOutstanding: confirmsOutstanding) {
                 case .closeNow: return  // threadMain finishes the close
                 case .keepServicing: break
                 }
@@ -427,7 +417,7 @@ final class IOLoop: @unchecked Sendable {
         var holding = false
         for command in commands {
             let hold = command.onlyWrites
-            if hold != holding, io.machine.isServicing, io.conn === c {
+            if hold != holding, io.session.connection.isServicing, io.conn === c {
                 if hold { c.holdWrites() } else { flush(c) }
                 holding = hold
             }
@@ -454,11 +444,11 @@ final class IOLoop: @unchecked Sendable {
     private func pollTimeoutMilliseconds(_ c: CConnection) -> Int32 {
         let heartbeat = Int(c.heartbeat)
         var ms = heartbeat > 0 ? max(50, heartbeat * 1000 / 4) : 1000
-        if let deadline = io.rpcs.nextDeadline {
+        if let deadline = io.session.rpcs.nextDeadline {
             let now = monotonicNanos()
             ms = min(ms, Int(max(0, Int64(bitPattern: deadline &- now)) / 1_000_000) + 1)
         }
-        if io.machine.isDraining { ms = min(ms, 50) }
+        if io.session.connection.isDraining { ms = min(ms, 50) }
         return Int32(max(0, ms))
     }
 
@@ -478,381 +468,30 @@ final class IOLoop: @unchecked Sendable {
         case .failed(let error):
             throw error
         case .event(let event):
-            try route(event, c)
+            if let error = perform(io.session.frame(event), c) { throw error }
             return true
         }
     }
 
-    private func route(_ event: InboundEvent, _ c: CConnection) throws(AMQPError) {
-        switch event {
-        case .ack(let deliveryTag, let multiple):
-            confirmed(tag: deliveryTag, multiple: multiple, error: nil)
-        case .nack(let deliveryTag, let multiple):
-            confirmed(tag: deliveryTag, multiple: multiple,
-                      error: AMQPError(.nacked, "broker refused the message (basic.nack)"))
-        case .returned(let code, let text, let exchange, let routingKey, let content):
-            let error = AMQPError(.unroutable, "no queue for exchange '\(exchange)' routing key '\(routingKey)': \(text)", replyCode: code)
-            if let seq = content.properties.headers[Self.publishSequenceHeader]?.intValue {
-                io.confirms.markReturned(UInt64(seq), error)
-            } else if let id = content.properties.correlationID, let promise = io.rpcs.resolve(id) {
-                // An RPC request (the broker rewrites its reply_to, so the
-                // correlation id is what identifies it).
-                promise.resume(throwing: error)
-            }
-        case .delivery(let channel, let tag, let deliveryTag, let redelivered, let exchange, let routingKey, let content):
-            if content.truncatedHeaders > 0 {
-                // See CDecode: over-deep header values were cut to .void.
-                truncatedHeadersCounter.increment(by: content.truncatedHeaders)
-                logger.warning("delivery headers nested too deep; deeper values decoded as void", metadata: [
-                    "amqp.message_id": "\(content.properties.messageID ?? "-")", "amqp.routing_key": "\(routingKey)",
-                    "amqp.truncated_values": "\(content.truncatedHeaders)", "amqp.max_depth": "\(CDecode.maxDepth)",
-                ])
-            }
-            if !io.rpcs.isReplyConsumer(tag) && io.consumers.consumer(forTag: tag) == nil {
-                // A delivery that overtook our basic.cancel: hand it back at
-                // once rather than leave it unacked on a lingering channel.
-                try c.reject(channel: channel, deliveryTag: deliveryTag, requeue: true)
-                return
-            }
-            deliver(channel: channel, consumerTag: tag, deliveryTag: deliveryTag, redelivered: redelivered,
-                    exchange: exchange, routingKey: routingKey, properties: content.properties, body: content.body)
-        case .consumerCancelled(let tag):
-            brokerCancelledConsumer(tag: tag)
-        case .channelClosed(let channel, let code, let text):
-            try channelClosedByBroker(channel, AMQPError(.channelClosed, text, replyCode: code), c)
-        case .connectionClosed(let code, let text):
-            throw AMQPError(.connectionLost, "broker closed the connection: \(text)", replyCode: code)
-        case .blocked:
-            logger.warning("broker blocked publishing (resource alarm)")
-        case .unblocked:
-            logger.notice("broker unblocked publishing")
-        case .ignored(let channel, let method):
-            if let method {
-                logger.debug("ignoring AMQP method", metadata: ["amqp.method": "\(method)", "amqp.channel": "\(channel)"])
-            }
-        }
-    }
 
-    static let publishSequenceHeader = "x-publish-seq"
-
-    private func confirmed(tag: UInt64, multiple: Bool, error: AMQPError?) {
-        for entry in io.confirms.settle(deliveryTag: tag, multiple: multiple) {
-            let failure = entry.returned ?? error
-            switch entry.waiter {
-            case .publish(let promise):
-                if let failure {
-                    publishFailedCounter.increment()
-                    promise.resume(throwing: failure)
-                } else {
-                    promise.resume()
-                }
-            case .rpc(let correlationID):
-                if let failure, let promise = io.rpcs.resolve(correlationID) {
-                    promise.resume(throwing: failure)
-                }
-            case .batch(let collector, let index):
-                if failure != nil { publishFailedCounter.increment() }
-                collector.settle(index, failure)
-            }
-        }
-    }
-
-    private func consumedCounter(queue: String, routingKey: String) -> Counter {
-        let type = MessageMetrics.typeLabel(routingKey)
-        let key = queue + "\u{0}" + type
-        if let counter = io.consumedCounters[key] { return counter }
-        let counter = Counter(label: "amqp_messages_consumed_total", dimensions: [("queue", queue), ("type", type)])
-        io.consumedCounters[key] = counter
-        return counter
-    }
-
-    private func deliver(channel: UInt16, consumerTag: String, deliveryTag: UInt64, redelivered: Bool,
-                         exchange: String, routingKey: String, properties: AMQPProperties, body: [UInt8]) {
-        if io.rpcs.isReplyConsumer(consumerTag) {
-            guard let id = properties.correlationID, let promise = io.rpcs.resolve(id) else {
-                logger.debug("dropping late or unknown RPC reply", metadata: ["amqp.correlation_id": "\(properties.correlationID ?? "-")"])
-                return
-            }
-            promise.resume(returning: AMQPMessage(body: body, properties: properties, exchange: exchange, routingKey: routingKey))
-            return
-        }
-        guard let consumer = io.consumers.consumer(forTag: consumerTag) else { return }
-        deliveredCounter.increment()
-        let queue = consumer.spec.queue
-        consumedCounter(queue: queue, routingKey: routingKey).increment()
-        let settler = DeliverySettler(loop: self, channel: channel, generation: io.channels.generation(of: channel) ?? 0,
-                                      queue: queue, routingKey: routingKey)
-        consumer.handler.yield(AMQPDelivery(
-            body: body, properties: properties, exchange: exchange, routingKey: routingKey,
-            redelivered: redelivered, deliveryTag: deliveryTag, consumerTag: consumerTag,
-            receivedAt: .now, settler: settler))
-    }
-
-    private func brokerCancelledConsumer(tag: String) {
-        guard let consumer = io.consumers.brokerCancelled(tag: tag) else { return }
-        logger.error("broker cancelled consumer (queue deleted?)", metadata: ["amqp.queue": "\(consumer.spec.queue)"])
-        consumer.handler.finish(throwing: AMQPError(.channelClosed, "broker cancelled the consumer of queue '\(consumer.spec.queue)'"))
-    }
-
-    /// The broker closed one channel (an error on it): fail what depended
-    /// on it and reopen it so the rest of the connection carries on.
-    private func channelClosedByBroker(_ channel: UInt16, _ error: AMQPError, _ c: CConnection) throws(AMQPError) {
-        logger.warning("broker closed channel", metadata: ["amqp.channel": "\(channel)", "error": "\(error)"])
-        io.channels.closed(channel)
-        if channel == Self.publishChannel {
-            failConfirms(error)
-            failRPCs(error)  // and forgets the reply consumer, which was on this channel
-            try c.openChannel(Self.publishChannel)
-            try c.confirmSelect(Self.publishChannel)
-            io.channels.opened(Self.publishChannel)
-        } else if channel == Self.controlChannel {
-            // Reopened before its next use.
-        } else if let id = io.consumers.channelClosed(channel) {
-            try startConsumer(id, on: c)
-        }
-    }
-
-    /// Declares one topology item on the control channel. An exchange is
-    /// first declared passively and only declared for real when that answers
-    /// 404 (it does not exist): a broker whose definitions already hold the
-    /// shared exchanges may deny the service `configure` on them, and
-    /// RabbitMQ checks no permission for a passive declare. The 404 closes
-    /// the control channel; it is reopened (new generation, so settlements of
-    /// `basic.get` deliveries from before fail as stale) before the real
-    /// declare. Queues and bindings are declared as they are.
-    private func declare(_ item: TopologyItem, _ c: CConnection) throws(AMQPError) {
-        guard case .exchange(let exchange) = item else {
-            try c.declare(item, channel: Self.controlChannel)
-            return
-        }
-        do {
-            try c.exchangeExists(exchange.name, channel: Self.controlChannel)
-            return
-        } catch where error.code == .channelClosed && error.replyCode == 404 {
-            io.channels.closed(Self.controlChannel)
-            try ensureControlChannel(c)
-        }
-        try c.declare(item, channel: Self.controlChannel)
-    }
-
-    private func ensureControlChannel(_ c: CConnection) throws(AMQPError) {
-        if !io.channels.isOpen(Self.controlChannel) {
-            try c.openChannel(Self.controlChannel)
-            io.channels.opened(Self.controlChannel)
-        }
-    }
-
-    private func expireRPCs() {
-        guard !io.rpcs.isEmpty else { return }
-        for promise in io.rpcs.expire(now: monotonicNanos()) {
-            promise.resume(throwing: AMQPError(.timeout, "no reply within the timeout"))
-        }
-    }
-
-    // MARK: Commands
-
+    /// Runs a command: the session decides, the loop performs.
     private func handle(_ command: IOCommand) {
-        guard io.machine.isServicing, let c = io.conn else {
-            handleWhileDisconnected(command)
-            return
-        }
-        do {
-            try execute(command, c)
-        } catch where error.code == .connectionLost {
-            // The command's own promise was answered (or deferred) in
-            // execute; the loop notices the dead connection right after.
+        let c = io.conn
+        let actions = io.session.command(command, now: monotonicNanos())
+        if let error = perform(actions, c) {
+            // The command's caller was answered (or its publish stays in the
+            // tracker); the connection is gone.
             connectionLost(error)
-        } catch {
-            // Answered in execute.
         }
-    }
-
-    private func execute(_ command: IOCommand, _ c: CConnection) throws(AMQPError) {
-        switch command {
-        case .publish(let message, let promise):
-            let seq = io.confirms.register(.publish(promise))
-            do {
-                try publish(message, sequence: seq, c)
-                publishedCounter.increment()
-            } catch {
-                // Left in the tracker: connectionLost fails it with the others.
-                throw error
-            }
-        case .publishBatch(let messages, let done):
-            // One command, so the messages reach the channel in this order.
-            let collector = BatchCollector(count: messages.count, done: done)
-            for (index, message) in messages.enumerated() {
-                let seq = io.confirms.register(.batch(collector, index: index))
-                do {
-                    try publish(message, sequence: seq, c)
-                } catch {
-                    // This one is in the tracker (connectionLost settles it);
-                    // the ones never sent are settled here.
-                    for rest in (index + 1)..<messages.count { collector.settle(rest, error) }
-                    throw error
-                }
-                publishedCounter.increment()
-            }
-        case .rpc(var message, let deadline, let promise):
-            do {
-                if io.rpcs.replyConsumerTag == nil {
-                    let tag = try c.consume(Self.publishChannel, queue: "amq.rabbitmq.reply-to",
-                                            noAck: true, exclusive: false, arguments: [:])
-                    io.rpcs.replyConsumerStarted(tag: tag)
-                }
-                let correlationID = io.rpcs.register(promise, correlationID: message.properties.correlationID,
-                                                     deadline: deadline)
-                message.properties.correlationID = correlationID
-                message.properties.replyTo = "amq.rabbitmq.reply-to"
-                let seq = io.confirms.register(.rpc(correlationID: correlationID))
-                try publish(message, sequence: seq, isRPC: true, c)
-            } catch {
-                if error.code != .connectionLost { promise.resume(throwing: error) }
-                throw error
-            }
-        case .declare(let items, let promise):
-            do {
-                try ensureControlChannel(c)
-                for item in items {
-                    try declare(item, c)
-                    if !io.topology.contains(item) { io.topology.append(item) }
-                }
-                promise.resume()
-            } catch {
-                if error.code == .channelClosed { io.channels.needsReopen(Self.controlChannel) }
-                promise.resume(throwing: error)
-                throw error
-            }
-        case .consume(let id, let spec, let continuation, let promise):
-            io.consumers.add(id: id, spec: spec, handler: continuation)
-            do {
-                try startConsumer(id, on: c)
-                promise.resume()
-            } catch {
-                _ = io.consumers.remove(id: id)
-                promise.resume(throwing: error)
-                throw error
-            }
-        case .stopConsumer(let id):
-            guard let consumer = io.consumers.stop(id: id) else { return }
-            if let tag = consumer.tag {
-                // basic.cancel stops new deliveries; the channel stays open
-                // so deliveries already handed out can still be acked.
-                do { try c.cancel(consumer.channel, consumerTag: tag) } catch {
-                    consumer.handler.finish()
-                    throw error
-                }
-            }
-            consumer.handler.finish()
-        case .settle(let channel, let generation, let settlement, let promise):
-            guard io.channels.isCurrent(channel: channel, generation: generation) else {
-                promise.resume(throwing: AMQPError(.staleDelivery, "the channel that delivered this message is gone; the broker will redeliver it"))
-                return
-            }
-            do {
-                switch settlement {
-                case .ack(let tag): try c.ack(channel: channel, deliveryTag: tag, multiple: false)
-                case .nack(let tag, let requeue): try c.nack(channel: channel, deliveryTag: tag, multiple: false, requeue: requeue)
-                case .reject(let tag, let requeue): try c.reject(channel: channel, deliveryTag: tag, requeue: requeue)
-                }
-                promise.resume()
-            } catch {
-                promise.resume(throwing: error)
-                throw error
-            }
-        case .inspectQueue(let name, let promise):
-            try control(promise, c) { () throws(AMQPError) in
-                let r = try c.inspectQueue(name, channel: Self.controlChannel)
-                return AMQPQueueInfo(name: name, messageCount: Int(r.messages), consumerCount: Int(r.consumers))
-            }
-        case .deleteQueue(let name, let promise):
-            try control(promise, c) { () throws(AMQPError) in try c.deleteQueue(name, channel: Self.controlChannel) }
-        case .deleteExchange(let name, let promise):
-            try control(promise, c) { () throws(AMQPError) in try c.deleteExchange(name, channel: Self.controlChannel) }
-        case .purgeQueue(let name, let promise):
-            try control(promise, c) { () throws(AMQPError) in try c.purgeQueue(name, channel: Self.controlChannel) }
-        case .get(let queue, let promise):
-            try control(promise, c) { () throws(AMQPError) -> AMQPDelivery? in
-                guard let r = try c.get(Self.controlChannel, queue: queue) else { return nil }
-                let settler = DeliverySettler(loop: self, channel: Self.controlChannel,
-                                              generation: io.channels.generation(of: Self.controlChannel) ?? 0,
-                                              queue: queue, routingKey: r.routingKey)
-                return AMQPDelivery(body: r.message.body, properties: r.message.properties, exchange: r.exchange,
-                                    routingKey: r.routingKey, redelivered: r.redelivered, deliveryTag: r.tag,
-                                    consumerTag: "", receivedAt: .now, settler: settler)
-            }
-        case .close(let promise):
-            if let promise { io.closePromises.append(promise) }
-            switch io.machine.closeRequested(now: monotonicNanos()) {
-            case .drain, .alreadyClosing: break  // serviceConnection closes once drained
-            case .closeNow: break  // threadMain finishes the close
-            }
-        }
-    }
-
-    /// Runs a synchronous method on the control channel and answers `promise`.
-    private func control<T>(_ promise: Promise<T>, _ c: CConnection, _ body: () throws(AMQPError) -> T) throws(AMQPError) {
-        do {
-            try ensureControlChannel(c)
-            promise.resume(returning: try body())
-        } catch {
-            if error.code == .channelClosed { io.channels.closed(Self.controlChannel) }
-            promise.resume(throwing: error)
-            throw error
-        }
-    }
-
-    private func publish(_ message: OutgoingMessage, sequence: UInt64, isRPC: Bool = false, _ c: CConnection) throws(AMQPError) {
-        var properties = message.properties
-        if message.mandatory && !isRPC {
-            // A basic.return carries no sequence number; this header lets us
-            // match it to the publish it belongs to (the .NET client does
-            // the same with x-dotnet-pub-seq-no). RPC requests are matched
-            // by their correlation id instead.
-            properties.headers[Self.publishSequenceHeader] = .int64(Int64(sequence))
-        }
-        try c.publish(channel: Self.publishChannel, exchange: message.exchange, routingKey: message.routingKey,
-                      mandatory: message.mandatory, properties: properties, body: message.body)
     }
 
     // MARK: Disconnected
 
-    private func handleWhileDisconnected(_ command: IOCommand) {
-        switch command {
-        case .settle(_, _, _, let promise):
-            promise.resume(throwing: AMQPError(.staleDelivery, "connection lost; the broker will redeliver this message"))
-        case .stopConsumer(let id):
-            io.consumers.remove(id: id)?.handler.finish()
-        case .consume(let id, let spec, let continuation, let promise):
-            // Registered now, started with the others on reconnect.
-            io.consumers.add(id: id, spec: spec, handler: continuation)
-            promise.resume()
-        case .close(let promise):
-            if let promise { io.closePromises.append(promise) }
-            switch io.machine.closeRequested(now: monotonicNanos()) {
-            case .closeNow, .alreadyClosing: break  // threadMain finishes the close
-            case .drain: break  // not while disconnected; serviceConnection would drain
-            }
-        default:
-            if io.machine.state == .closed || io.machine.state == .closing {
-                Self.fail(command, AMQPError(.closed, "connection is closed"))
-            } else {
-                io.deferred.append(command)
-            }
-        }
-    }
-
     private func waitWhileDisconnected(until: UInt64) {
-        for command in takeCommands() { handleWhileDisconnected(command) }
-        expireRPCs()
-        let now = monotonicNanos()
-        io.deferred.removeAll { command in
-            guard case .rpc(_, let deadline, let promise) = command, deadline <= now else { return false }
-            promise.resume(throwing: AMQPError(.timeout, "no reply within the timeout (broker unreachable)"))
-            return true
-        }
-        if case .closing = io.machine.state { return }
-        if io.machine.reconnectDue(now: monotonicNanos()) { return }
+        for command in takeCommands() { handle(command) }
+        _ = perform(io.session.expire(now: monotonicNanos()), nil)
+        if case .closing = io.session.connection.state { return }
+        if io.session.connection.reconnectDue(now: monotonicNanos()) { return }
         let ms = Int32(min(1000, max(0, (Int64(bitPattern: until &- monotonicNanos())) / 1_000_000 + 1)))
         if mailbox.withLock({ box in
             if box.commands.isEmpty { box.sleeping = true; return true }
@@ -867,7 +506,7 @@ final class IOLoop: @unchecked Sendable {
     }
 
     private func connectionLost(_ error: AMQPError) {
-        switch io.machine.connectionLost(now: monotonicNanos()) {
+        switch io.session.connection.connectionLost(now: monotonicNanos()) {
         case .ignore:
             return
         case .reconnect:
@@ -877,36 +516,7 @@ final class IOLoop: @unchecked Sendable {
         }
         io.conn = nil  // destroys the rabbitmq-c connection and its socket
         mailbox.withLock { $0.connected = false }
-        resetChannelState(error: error)
-    }
-
-    /// Forgets per-connection state: unconfirmed publishes and pending RPCs
-    /// fail (retryable), delivery tags go stale, consumers wait for restart.
-    private func resetChannelState(error: AMQPError) {
-        let lost = AMQPError(.connectionLost, error.message, replyCode: error.replyCode, libraryStatus: error.libraryStatus)
-        failConfirms(lost)
-        failRPCs(lost)
-        io.channels.removeAll()
-        io.consumers.connectionLost()
-    }
-
-    private func failConfirms(_ error: AMQPError) {
-        for entry in io.confirms.reset() {
-            switch entry.waiter {
-            case .publish(let promise):
-                publishFailedCounter.increment()
-                promise.resume(throwing: error)
-            case .batch(let collector, let index):
-                publishFailedCounter.increment()
-                collector.settle(index, error)
-            case .rpc:
-                break  // failRPCs answers those
-            }
-        }
-    }
-
-    private func failRPCs(_ error: AMQPError) {
-        for promise in io.rpcs.reset() { promise.resume(throwing: error) }
+        _ = perform(io.session.reset(error), nil)
     }
 
     // MARK: Closing
@@ -914,21 +524,17 @@ final class IOLoop: @unchecked Sendable {
     private func finishClose() {
         let closedError = AMQPError(.closed, "connection is closed")
         mailbox.withLock { $0.closed = true; $0.connected = false }
-        for command in takeCommands() { Self.fail(command, closedError) }
-        let deferred = io.deferred
-        io.deferred.removeAll()
-        for command in deferred { Self.fail(command, closedError) }
-        for consumer in io.consumers.removeAll() { consumer.handler.finish() }
+        for command in takeCommands() { command.fail(closedError) }
+        _ = perform(io.session.closing(closedError), nil)
         if let c = io.conn {
-            if !io.confirms.isEmpty {
-                logger.warning("closing with unconfirmed publishes", metadata: ["amqp.unconfirmed": "\(io.confirms.pendingCount)"])
+            if !io.session.confirms.isEmpty {
+                logger.warning("closing with unconfirmed publishes", metadata: ["amqp.unconfirmed": "\(io.session.confirms.pendingCount)"])
             }
             c.closeConnection()
         }
         io.conn = nil
-        failConfirms(closedError)
-        failRPCs(closedError)
-        let closed = io.machine.closed()
+        let closing = io.session.closed(closedError)
+        let closed = io.session.connection.closed()
         if closed.failStartup {
             io.startup?.resume(throwing: closedError)
             io.startup = nil
@@ -936,23 +542,6 @@ final class IOLoop: @unchecked Sendable {
         if closed.announceClosed {
             logger.info("AMQP connection closed")
         }
-        let closePromises = io.closePromises
-        io.closePromises.removeAll()
-        for promise in closePromises { promise.resume() }
-    }
-
-    /// Answers a command that will never run.
-    static func fail(_ command: IOCommand, _ error: AMQPError) {
-        switch command {
-        case .publish(_, let p), .declare(_, let p), .settle(_, _, _, let p), .consume(_, _, _, let p): p.resume(throwing: error)
-        case .publishBatch(let messages, let done): done(Array(repeating: error, count: messages.count))
-        case .rpc(_, _, let p): p.resume(throwing: error)
-        case .inspectQueue(_, let p): p.resume(throwing: error)
-        case .deleteQueue(_, let p), .purgeQueue(_, let p): p.resume(throwing: error)
-        case .deleteExchange(_, let p): p.resume(throwing: error)
-        case .get(_, let p): p.resume(throwing: error)
-        case .close(let p): p?.resume()
-        case .stopConsumer: break
-        }
+        _ = perform(closing, nil)  // close callers last, as before
     }
 }

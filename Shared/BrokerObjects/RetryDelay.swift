@@ -1,4 +1,5 @@
 import Foundation
+import ServiceSettings
 
 /// One back-off delay, with the text it was configured as (which names its
 /// delay queue: `pass-sender.retry.delay.<label>`).

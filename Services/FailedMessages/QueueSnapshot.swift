@@ -1,3 +1,4 @@
+import AMQPClient
 import Synchronization
 
 /// Every message of one queue, held without consuming it, for people who

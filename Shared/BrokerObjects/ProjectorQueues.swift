@@ -1,5 +1,6 @@
 import AMQPClient
 import BookingContracts
+import ServiceSettings
 
 /// The queues one projector consumes from: the shipped ones, or — for a
 /// replica (`PROJECTOR_INSTANCE`) — queues of its own, so that every

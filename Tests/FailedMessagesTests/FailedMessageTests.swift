@@ -1,8 +1,8 @@
 import AMQPClient
 import BookingContracts
+import BrokerObjects
 import FailedMessages
 import Foundation
-import PassSender
 import Testing
 
 /// How the console reads one failed message — identity, sender, where a
