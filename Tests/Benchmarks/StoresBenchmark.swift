@@ -11,9 +11,9 @@ import TestSupport
 /// set run beyond one machine, here on one). For each: commands/s with 64
 /// in flight and one at a time, p50/p99, and CPU per booking of the
 /// handlers and of the PostgreSQL server processes (from `/proc`).
-struct ScaleBenchmark: AsyncParsableCommand {
+struct StoresBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "scale",
+        commandName: "stores",
         abstract: "booking.create: one handler on SQLite vs one and two on PostgreSQL, same run.")
 
     @Option(help: "Commands for the pipelined measurement of each configuration.")
@@ -36,8 +36,8 @@ struct ScaleBenchmark: AsyncParsableCommand {
         defer { broker.stop() }
         let databaseURL = try TestPostgres.databaseURL()
         print("broker: \(broker.url); PostgreSQL: \(databaseURL.replacingOccurrences(of: #":[^:@/]+@"#, with: ":***@", options: .regularExpression))")
-        let client = try await broker.client("bench-scale")
-        let work = FileManager.default.temporaryDirectory.appendingPathComponent("bench-scale-\(getpid())")
+        let client = try await broker.client("bench-stores")
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("bench-stores-\(getpid())")
         try? FileManager.default.removeItem(at: work)
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: work) }
