@@ -12,8 +12,11 @@
 #      and the directory removed when this script exits (also on failure,
 #      Ctrl-C or TERM). If the tests fail, the broker's logs are first copied
 #      to test-artifacts/rabbitmq-logs/.
-#   3. swift build --build-tests, then swift test "$@"; exits with the status
-#      of swift test.
+#   3. swift build --build-tests, then swift test "$@";
+#   4. on a full run (no arguments, SCALE_BENCHMARK not 0): the scale
+#      benchmark at 20,000 bookings with the debug build (test-artifacts/
+#      scale-small.json); then the fuzz targets. Exits non-zero when any
+#      step failed.
 #
 # The tests see:
 #   AMQP_URL              amqp://guest:guest@127.0.0.1:PORT/%2f
@@ -133,6 +136,21 @@ total=$(sed -nE 's/^. Test run with ([0-9]+) tests?.*/\1/p' <<<"$summary")
 failed=$(grep -E '^✘ Test .* failed after' "$TEST_LOG" | grep -vc '^✘ Test run with' || true)
 passed=$(( ${total:-0} - failed ))
 rm -f "$TEST_LOG"
+# The scale benchmark at a small size, so that it cannot rot: the debug
+# `benchmarks` executable and services `swift build --build-tests` already
+# built (a release build would cost many minutes more), on the run's broker
+# and PostgreSQL, both stores. Its figures are debug builds' and only
+# show that every phase runs; the reference figures are release runs
+# (docs/performance.md). Only on a full run (no arguments), and never
+# with SCALE_BENCHMARK=0.
+if (($# == 0)) && [[ ${SCALE_BENCHMARK:-1} != 0 ]]; then
+  section "scale benchmark, small (benchmarks scale --bookings 20000)"
+  mkdir -p "$ROOT/test-artifacts"
+  scale_rc=0
+  "$("$SWIFT_BIN" build --show-bin-path)/benchmarks" scale --bookings 20000 --single 50 --pipelined 200 --queries 30 --check-bulk 1000 \
+    --json "$ROOT/test-artifacts/scale-small.json" || scale_rc=$?
+  ((scale_rc == 0)) || { echo "scale benchmark failed (exit $scale_rc)"; ((rc != 0)) || rc=1; }
+fi
 # The fuzz targets (scripts/fuzz.sh): 2 x at most 10 s plus their builds;
 # a crash fails this script. Its own summary line comes before ours.
 section "fuzzing (scripts/fuzz.sh --seconds 10)"

@@ -14,7 +14,7 @@ struct Benchmarks: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "benchmarks",
         abstract: "Throughput and latency figures, each beside a raw rabbitmq-c baseline measured in the same run.",
-        subcommands: [AMQPBenchmark.self, BookingBenchmark.self, PipelineBenchmark.self, ScaleBenchmark.self, StoreBenchmark.self, ReadsBenchmark.self, SeriesBenchmark.self, PassBenchmark.self,
+        subcommands: [AMQPBenchmark.self, BookingBenchmark.self, PipelineBenchmark.self, ScaleBenchmark.self, StoresBenchmark.self, StoreBenchmark.self, ReadsBenchmark.self, SeriesBenchmark.self, PassBenchmark.self,
                       ProjectorBenchmark.self],
         defaultSubcommand: AMQPBenchmark.self)
 }

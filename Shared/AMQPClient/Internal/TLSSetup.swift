@@ -1,4 +1,10 @@
 import CAMQPTLS
+// Not used here, but without it release (whole-module) builds find none of
+// amqp.h's AMQP_STATUS_* constants in this file ("cannot find
+// 'AMQP_STATUS_OK' in scope"): the modules that include amqp.h textually
+// each own a copy, and the constants resolve through this one, as in
+// CConnection.swift.
+import CAMQPWriteBuffer
 import CRabbitMQ
 import Foundation
 
