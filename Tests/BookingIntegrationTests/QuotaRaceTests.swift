@@ -1,5 +1,6 @@
 import AMQPClient
 import BookingContracts
+import BrokerObjects
 import Foundation
 import ServiceSupport
 import Testing
