@@ -254,12 +254,17 @@ public final class OutboxRelay: Service, Sendable {
         var messages: [OutgoingMessage] = []
         var owners: [Int] = []
         var publicCopy: [Bool] = []
+        // One place appends, so the three arrays stay index for index.
+        func send(_ body: [UInt8], to exchange: String, _ event: OutboxEvent, owner: Int,
+                  _ properties: AMQPProperties) {
+            messages.append(OutgoingMessage(body: body, exchange: exchange, routingKey: event.routingKey,
+                                            properties: properties))
+            owners.append(owner)
+            publicCopy.append(exchange == Topology.publicExchange)
+        }
         for (index, event) in events.enumerated() {
             let properties = AMQPProperties.persistentJSON(type: event.routingKey, messageID: event.messageID, userID: publisher)
-            messages.append(OutgoingMessage(body: event.body, exchange: Topology.eventsExchange, routingKey: event.routingKey,
-                                            properties: properties))
-            owners.append(index)
-            publicCopy.append(false)
+            send(event.body, to: Topology.eventsExchange, event, owner: index, properties)
             if let type = EventType(rawValue: event.routingKey), type.isBookingEvent {
                 // The value when this process made the event, else the body.
                 guard let value = event.value ?? (try? ContractJSON.decode(BookingEvent.self, from: event.body)) else {
@@ -267,17 +272,12 @@ public final class OutboxRelay: Service, Sendable {
                                  metadata: ["event.id": .string(event.messageID)])
                     continue
                 }
-                messages.append(OutgoingMessage(body: value.publicJSON, exchange: Topology.publicExchange,
-                                                routingKey: event.routingKey, properties: properties))
-                owners.append(index)
-                publicCopy.append(true)
+                send(value.publicJSON, to: Topology.publicExchange, event, owner: index, properties)
             }
             if event.routingKey == EventType.roomClosed.rawValue || event.routingKey == EventType.roomReopened.rawValue {
                 // Closures hold nothing private: the same body on
                 // booking.public (contract v1.2).
-                messages.append(OutgoingMessage(body: event.body, exchange: Topology.publicExchange,
-                                                routingKey: event.routingKey, properties: properties))
-                owners.append(index)
+                send(event.body, to: Topology.publicExchange, event, owner: index, properties)
             }
         }
         busy.add(1, ordering: .relaxed)
