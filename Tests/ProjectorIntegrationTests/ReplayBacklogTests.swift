@@ -65,9 +65,9 @@ struct ReplayBacklogTests {
             return (seen, roomMessages, duplicates, nil)
         }
         consumer.stop()
-        #expect(summary == ReplaySummary(replayId: "backlog", queue: queue, rooms: rooms, bookings: Self.bookings))
+        #expect(summary == ReplaySummary(replayId: "backlog", queue: queue, rooms: rooms, bookings: Self.bookings, closures: 0))
         #expect(seen.count == Self.bookings && duplicates == 0 && roomMessages == rooms)
-        #expect(try await replay.value == .replay(ReplaySummary(replayId: "backlog", queue: queue, rooms: rooms, bookings: Self.bookings)))
+        #expect(try await replay.value == .replay(ReplaySummary(replayId: "backlog", queue: queue, rooms: rooms, bookings: Self.bookings, closures: 0)))
         await h.stop()
     }
 
