@@ -72,7 +72,9 @@ public struct PassSenderApp: Sendable {
                                          concurrency: settings.concurrency, logger: logger) { await consumer.handleEvent($0) }
         let retries = AMQPConsumerService(connection: connection, queue: PassQueues.retry, prefetch: prefetch,
                                           concurrency: settings.concurrency, logger: logger) { await consumer.handleRetry($0) }
-        var services: [any Service] = [connection, OnShutdown { await ledger.close() }, GatewayService(gateway: chosen), events, retries]
+        let sweep = OutboxSweep(consumer: consumer, interval: settings.outboxSweep, logger: logger)
+        var services: [any Service] = [connection, OnShutdown { await ledger.close() }, GatewayService(gateway: chosen), events, retries,
+                                       sweep]
         if let httpPort {
             services.insert(OpsServer(host: httpHost, port: httpPort, checks: [
                 ReadinessCheck("amqp") { connection.isConnected },
@@ -87,7 +89,7 @@ public struct PassSenderApp: Sendable {
             "notify": .string(settings.notifyURL.map(Redaction.url) ?? "spool"),
             "retry.delays": .string(settings.retryDelays.map(\.label).joined(separator: ",")),
             "max.attempts": "\(settings.maxAttempts)",
-            "claim.lease": "\(settings.claimLease)s",
+            "claim.lease": "\(settings.claimLease)s", "outbox.sweep": "\(settings.outboxSweep)",
             "concurrency": "\(settings.concurrency)", "gateway.concurrency": "\(settings.gatewayConcurrency)",
         ])
         return PassSenderApp(ledger: ledger, dispatcher: dispatcher, consumer: consumer, gateway: chosen, services: services)

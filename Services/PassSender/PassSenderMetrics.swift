@@ -51,6 +51,10 @@ struct PassSenderMetrics: Sendable {
     /// Batches run a second time, each write in a savepoint, because one of
     /// their writes threw (group commit).
     let ledgerReruns: Counter
+    /// Bookings whose left-behind outbox rows a sweep published
+    /// (``OutboxSweep``): above zero, something failed between a commit and
+    /// its publish (a broker or database outage, a partition).
+    let outboxSwept: Counter
 
     /// The table on `factory` (tests; default: the bootstrapped backend).
     init(factory: (any MetricsFactory)? = nil) {
@@ -71,5 +75,6 @@ struct PassSenderMetrics: Sendable {
         ledgerBatchWrites = Recorder(label: "pass_ledger_batch_writes", aggregate: true, factory: plain)
         ledgerTransactions = Counter(label: "pass_ledger_transactions_total", factory: plain)
         ledgerReruns = Counter(label: "pass_ledger_batch_reruns_total", factory: plain)
+        outboxSwept = Counter(label: "pass_outbox_swept_total", factory: plain)
     }
 }

@@ -44,6 +44,12 @@ public struct PassSenderSettings: Sendable, Equatable {
     /// ``claimLease``.
     public var claimLeaseSetting: Duration?
 
+    /// `PASS_OUTBOX_SWEEP`: how often outbox rows nobody published are
+    /// looked for, and how old they must be (default 30 s). Such rows are
+    /// otherwise published only with their booking's next message or at the
+    /// next start (``OutboxSweep``).
+    public var outboxSweep: Duration = .seconds(30)
+
     /// How long a claimed pass stays another instance's without a recorded
     /// gateway answer: `PASS_CLAIM_LEASE`, else twice the gateway timeout
     /// plus 30 s (a call and its ledger commit fit many times over). A dead
@@ -166,6 +172,12 @@ public struct PassSenderSettings: Sendable, Equatable {
                                     + "(\(Int(minimum.rounded(.up)))s): a live instance's claim could run out during its own call")
             }
             claimLeaseSetting = .milliseconds(lease.milliseconds)
+        }
+        if let text = value("PASS_OUTBOX_SWEEP") {
+            guard let sweep = RetryDelay(text), (100...3_600_000).contains(sweep.milliseconds) else {
+                throw SettingsError("PASS_OUTBOX_SWEEP: '\(text)' is not a duration from 100ms to 1h (e.g. 30s)")
+            }
+            outboxSweep = .milliseconds(sweep.milliseconds)
         }
     }
 

@@ -66,6 +66,29 @@ struct LeftoverOutboxTests {
         await h.stop()
     }
 
+    /// A leftover whose booking gets no further message (the publish after
+    /// its commit failed, or the commit reached the database after its
+    /// caller gave up) is published by the sweep, once.
+    @Test func aLeftoverWithoutAnotherMessageIsPublishedByTheSweep() async throws {
+        let gateway = try await FaultGateway.start()
+        let h = try await PassHarness.start(gateway: gateway, name: "pass-leftover-sweep",
+                                            environment: ["PASS_OUTBOX_SWEEP": "300ms"])
+        let b = makeBooking(attendees: 1)
+        try await leaveRow(h, b, eventId: "swept-\(b.id)")
+        try await h.events.wait("the leftover published by the sweep") { log in
+            log.delivered.contains { $0.eventId == "swept-\(b.id)" }
+        }
+        try await withTimeout(30, "the swept row marked published") {
+            while !(try await h.app.ledger.unpublished().isEmpty) { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        // Several sweeps later it has gone out once: marked rows are not swept again.
+        let sweepsLater = ContinuousClock.now + .seconds(1)
+        try await Task.sleep(until: sweepsLater, clock: .continuous)
+        #expect(h.events.current.delivered.filter { $0.eventId == "swept-\(b.id)" }.count == 1)
+        #expect(gateway.state.current.calls == 0, "the sweep publishes; it sends no pass")
+        await h.stop()
+    }
+
     /// A leftover that cannot be published (here a routing key over
     /// AMQP's 255 bytes; in life a nack) holds back the message's own
     /// follow-ups: they stay unpublished, the message is requeued, and its

@@ -48,7 +48,8 @@ struct SeveralPassSendersTests {
 
         func launch(_ directory: String) throws -> Process {
             try CrashTests.launch(url: url, dataDirectory: directory, gateway: gateway.url, log: log,
-                                  extra: ["DATABASE_URL": databaseURL, "PASS_GATEWAY_TIMEOUT": "1s", "PASS_CLAIM_LEASE": "8s"])
+                                  extra: ["DATABASE_URL": databaseURL, "PASS_GATEWAY_TIMEOUT": "1s", "PASS_CLAIM_LEASE": "8s",
+                                          "PASS_OUTBOX_SWEEP": "2s"])
         }
         let a = try launch(directories[0])
         let b = try launch(directories[1])
@@ -64,6 +65,13 @@ struct SeveralPassSendersTests {
 
         try await gateway.state.wait("every pass sent", timeout: 180) { Set($0.sent).isSuperset(of: expected) }
         let recovered = ContinuousClock.now - killed
+        let ledger = PassLedger(database: try await PostgresLedgerDatabase.open(
+            settings: PostgresSettings(url: databaseURL), logger: Logger(label: "pass-pair"), waitSeconds: 0))
+        // What the killed instance committed but never published goes out
+        // with its booking's next message or, failing one, the sweep.
+        try await withTimeout(60, "every outbox row published") {
+            while !(try await ledger.unpublished().isEmpty) { try await Task.sleep(for: .milliseconds(100)) }
+        }
         b.terminate()
         b.waitUntilExit()
         #expect(b.terminationStatus == 0)
@@ -73,8 +81,6 @@ struct SeveralPassSendersTests {
         let lost = expected.subtracting(counts.keys)
         #expect(twice.isEmpty, "sent twice: \(twice)")
         #expect(lost.isEmpty && Set(counts.keys) == expected, "none forgotten, nothing extra")
-        let ledger = PassLedger(database: try await PostgresLedgerDatabase.open(
-            settings: PostgresSettings(url: databaseURL), logger: Logger(label: "pass-pair"), waitSeconds: 0))
         #expect(try await ledger.statusCounts() == [.delivered: expected.count])
         #expect(try await ledger.unpublished().isEmpty)
         await ledger.close()
@@ -136,7 +142,10 @@ struct SeveralPassSendersTests {
         // PostgreSQL fails fast: a statement without an answer ends after
         // 3 s + 2 s grace, a silent peer is dead after 2 + 3 × 1 s of
         // keepalive, unacknowledged data after as long (TCP_USER_TIMEOUT).
-        let common = ["PASS_GATEWAY_TIMEOUT": "1s", "PASS_CLAIM_LEASE": "32s", "AMQP_HEARTBEAT": "2",
+        // Sweep 2 s: what a commit left unpublished (a COMMIT that reached
+        // PostgreSQL only when the link came back, after its caller had
+        // given up) is published without waiting for a booking message.
+        let common = ["PASS_GATEWAY_TIMEOUT": "1s", "PASS_CLAIM_LEASE": "32s", "AMQP_HEARTBEAT": "2", "PASS_OUTBOX_SWEEP": "2s",
                       "DATABASE_STATEMENT_TIMEOUT": "3", "DATABASE_KEEPALIVE": "2", "DATABASE_CONNECT_TIMEOUT": "3"]
         let postgresBound = Duration.seconds(5)
         let outside = try CrashTests.launch(url: url, dataDirectory: directories[0], gateway: gateway.url, log: log,
@@ -192,6 +201,9 @@ struct SeveralPassSendersTests {
             while try await ledger.statusCounts() != [.delivered: expected.count] {
                 try await Task.sleep(for: .milliseconds(100))
             }
+        }
+        try await withTimeout(60, "every outbox row published") {
+            while !(try await ledger.unpublished().isEmpty) { try await Task.sleep(for: .milliseconds(100)) }
         }
         let recovered = ContinuousClock.now - cut
         for p in processes {

@@ -295,6 +295,7 @@ final class PassHarness: Sendable {
         let fromEnvironment = try PassSenderSettings(environment: environment)
         settings.bookingHandlerUser = fromEnvironment.bookingHandlerUser
         settings.administrators = fromEnvironment.administrators
+        settings.outboxSweep = fromEnvironment.outboxSweep
         if notify { settings.notifyURL = gateway.url }
         let connection = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: name),
                                                           logger: logger)

@@ -249,6 +249,38 @@ public struct PassConsumer: Sendable {
         try? await delivery.reject(requeue: false)
     }
 
+    /// Flushes, booking by booking under its lock, outbox rows unpublished
+    /// for more than `age` seconds (``OutboxSweep``). Failures are logged;
+    /// the rows stay for the next sweep.
+    func sweep(olderThan age: TimeInterval, logger: Logger) async {
+        let bookings: [String]
+        do {
+            bookings = try await ledger.bookingsWithUnpublishedRows(createdBefore: Date().timeIntervalSince1970 - age)
+        } catch {
+            logger.warning("could not look for unpublished outbox rows; trying again at the next sweep",
+                           metadata: ["error": "\(error)"])
+            return
+        }
+        guard !bookings.isEmpty else { return }
+        var published = 0
+        for bookingId in bookings {
+            if Task.isCancelled { return }
+            await locks.lock(bookingId)
+            do {
+                try await flush(bookingId: bookingId)
+                published += 1
+            } catch {
+                logger.warning("could not publish a booking's left-behind outbox rows; trying again at the next sweep",
+                               metadata: ["booking.id": .string(bookingId), "error": "\(error)"])
+            }
+            await locks.unlock(bookingId)
+        }
+        PassSenderMetrics.shared.outboxSwept.increment(by: published)
+        logger.notice("published outbox rows left behind", metadata: [
+            "bookings": "\(published)", "bookings.failed": "\(bookings.count - published)",
+        ])
+    }
+
     /// Publishes (with confirms, in order) the outbox messages not yet
     /// published for `bookingId` (nil: all, at start-up), and marks them
     /// published.

@@ -184,6 +184,20 @@ public final class PassLedger: Sendable {
         try await database.read { db in try Self.unpublished(db, bookingId: bookingId, limit: limit) }
     }
 
+    /// Bookings with outbox rows unpublished since before `createdBefore`
+    /// (seconds since 1970), the oldest row first: what a publish failure,
+    /// a lost mark or a commit that landed after its caller gave up left
+    /// behind (``OutboxSweep``).
+    public func bookingsWithUnpublishedRows(createdBefore: Double, limit: Int = 100) async throws -> [String] {
+        try await database.read { db in
+            try db.rows("""
+                SELECT bookingId, MIN(id) AS firstId FROM outbox
+                WHERE publishedAt IS NULL AND createdAt < ?
+                GROUP BY bookingId ORDER BY firstId LIMIT ?
+                """, createdBefore, limit).compactMap { $0.string("bookingId") }
+        }
+    }
+
     /// ``unpublished(bookingId:limit:)`` for one booking, read in the write
     /// queue: after every write queued before it, such as a mark
     /// (``markPublishedSoon(_:onError:)``) not yet committed.
