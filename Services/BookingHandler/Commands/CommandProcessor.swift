@@ -330,7 +330,7 @@ public struct CommandProcessor: Sendable {
 
         case .updateBooking(let c):
             return try change(c.bookingId, .update, tx, caller: caller, now: now) { booking, room in
-                try BookingRules.applyUpdate(c, to: booking, room: room)
+                try BookingRules.applyUpdate(c, to: booking, room: room).get()
             }
 
         case .rescheduleBooking(let c):

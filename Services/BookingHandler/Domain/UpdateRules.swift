@@ -5,7 +5,7 @@ extension BookingRules {
     /// `booking` with the given fields replaced, each checked with the
     /// create rules — ``text(title:description:)`` and
     /// ``attendees(_:capacity:)`` against the room's capacity — and the
-    /// event to publish. Status and time stay. Throws the rule's
+    /// event to publish. Status and time stay. A refusal is the rule's
     /// `ReplyError` (the caller turns it into the reply, nothing written).
     ///
     /// Decisions where the contract is silent: an update that gives none of
@@ -15,20 +15,20 @@ extension BookingRules {
     /// attendee list is replaced as a whole, and an attendee is identified
     /// by their normalised e-mail address, so two entries with the same
     /// address are 1111.
-    public static func applyUpdate(_ command: UpdateBooking, to booking: Booking, room: Room) throws
-        -> (Booking, EventType)
+    public static func applyUpdate(_ command: UpdateBooking, to booking: Booking, room: Room)
+        -> Result<(Booking, EventType), ReplyError>
     {
         guard command.title != nil || command.description != nil || command.attendees != nil else {
-            throw ReplyError(code: .invalidField,
-                             text: "booking.update needs at least one of title, description, attendees",
-                             field: "bookingId")
+            return .failure(ReplyError(code: .invalidField,
+                                       text: "booking.update needs at least one of title, description, attendees",
+                                       field: "bookingId"))
         }
         var updated = booking
         let texts: (title: String, description: String?)
         switch text(title: command.title ?? booking.title,
                     description: command.description ?? booking.description) {
         case .success(let value): texts = value
-        case .failure(let error): throw error
+        case .failure(let error): return .failure(error)
         }
         updated.title = texts.title
         updated.description = texts.description
@@ -37,14 +37,15 @@ extension BookingRules {
             case .success(let people):
                 var seen: Set<String> = []
                 for (index, person) in people.enumerated() where !seen.insert(person.email).inserted {
-                    throw ReplyError(code: .attendeeEmailInvalid,
-                                     text: "attendee \(person.email) is listed twice", field: "attendees[\(index)].email")
+                    return .failure(ReplyError(code: .attendeeEmailInvalid,
+                                               text: "attendee \(person.email) is listed twice",
+                                               field: "attendees[\(index)].email"))
                 }
                 updated.attendees = people
             case .failure(let error):
-                throw error
+                return .failure(error)
             }
         }
-        return (updated, .bookingUpdated)
+        return .success((updated, .bookingUpdated))
     }
 }
