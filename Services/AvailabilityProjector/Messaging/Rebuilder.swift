@@ -38,6 +38,8 @@ public final class Rebuilder: Sendable {
     let queues: ProjectorQueues
     /// Replayed state counts only when the booking handler's user sent it.
     let sender: SenderCheck
+    /// Applies replayed changes a batch per transaction (``ReplayBatcher``).
+    private let batcher: ReplayBatcher
     private let waiting = Mutex<[String: CheckedContinuation<ReplaySummary, any Error>]>([:])
     /// Outcomes that arrived before their waiter registered (end marker,
     /// failed request, cancel).
@@ -71,6 +73,7 @@ public final class Rebuilder: Sendable {
         self.publisher = publisher
         self.logger = logger
         self.stallTimeout = stallTimeout
+        self.batcher = ReplayBatcher(store: store, logger: logger)
     }
 
     /// The control and replay consumers. The control queue takes a few
@@ -267,19 +270,16 @@ public final class Rebuilder: Sendable {
             let result: Result<ReplaySummary, ReplyError> =
                 (try? ContractJSON.decode(ReplaySummary.self, from: delivery.body)).map { .success($0) }
                 ?? .failure(ReplyError(code: ProjectorControl.rebuildFailed, text: "unreadable end marker"))
+            // Every change before the marker applied first: the rebuild
+            // compares what it applied with the marker's counts.
+            await batcher.idle()
             try? await delivery.ack()
             finish(replayId, with: result)
             return
         }
         switch EventReader.read(type: type, body: delivery.body) {
         case .change(let change):
-            do {
-                _ = try await store.applyReplayed(change, replayId: replayId)
-                try? await delivery.ack()
-            } catch {
-                logger.error("replayed change failed; the rebuild will report missing items", metadata: ["error": "\(error)"])
-                try? await delivery.ack()
-            }
+            batcher.add(change, replayId: replayId, delivery: delivery)
         case .ignored, .poison, .untrusted:
             try? await delivery.ack()
         }

@@ -248,16 +248,26 @@ public final class ProjectorStore: Sendable {
     private func updateIndex(_ db: Database, days: Set<RoomDay>, room: Room?) throws -> [DayChange] {
         var occupancies: [(RoomDay, DayOccupancy)] = []
         for day in days { occupancies.append((day, try Self.occupancy(day, db, prefix: Self.live))) }
-        let before = index.snapshot
+        // The free slots before, computed from a snapshot that is dropped
+        // before the update: a snapshot held across it would make the
+        // update copy every collection it touches (all rooms, every date's
+        // rooms) instead of changing them in place.
+        let freeBefore: [RoomDay: SlotMask] = occupancies.isEmpty ? [:] : {
+            let before = index.snapshot
+            var free: [RoomDay: SlotMask] = [:]
+            for (day, _) in occupancies { free[day] = index.free(day, in: before) }
+            return free
+        }()
         index.update { state in
             if let room { state.upsert(room) }
             for (day, occupancy) in occupancies { state.set(day, occupancy) }
         }
+        guard !occupancies.isEmpty else { return [] }
         let after = index.snapshot
         var changes: [DayChange] = []
         for (day, _) in occupancies.sorted(by: { $0.0 < $1.0 }) {
             guard let info = after.rooms[day.room], let new = index.free(day, in: after) else { continue }
-            if index.free(day, in: before) != new {
+            if freeBefore[day] != new {
                 changes.append(DayChange(day: day, timeZone: info.room.timeZone, avail: new.availStrings))
             }
         }
@@ -372,29 +382,62 @@ public final class ProjectorStore: Sendable {
     /// Applies a replayed change to the rebuild (only for `replayId`);
     /// false when no such rebuild is running.
     public func applyReplayed(_ change: ModelChange, replayId: String) async throws -> Bool {
+        try await applyReplayed([change], replayId: replayId)
+    }
+
+    /// Applies replayed changes of `replayId`, in order, in one transaction
+    /// (a rebuild's messages arrive by the thousand: a transaction each
+    /// capped it at the writer's round trip per message). Returns false
+    /// when no such rebuild is running. When one change throws, nothing of
+    /// the batch is kept and each change is applied again on its own, so
+    /// only the one that fails is missing (the rebuild then reports it).
+    public func applyReplayed(_ changes: [ModelChange], replayId: String) async throws -> Bool {
+        guard !changes.isEmpty else { return rebuild.withLock { $0?.replayId == replayId } }
+        do {
+            return try await applyReplayedTogether(changes, replayId: replayId)
+        } catch {
+            guard changes.count > 1 else { throw error }
+            var failure: (any Error)?
+            for change in changes {
+                do {
+                    _ = try await applyReplayedTogether([change], replayId: replayId)
+                } catch {
+                    failure = failure ?? error
+                }
+            }
+            if let failure { throw failure }
+            return true
+        }
+    }
+
+    private func applyReplayedTogether(_ changes: [ModelChange], replayId: String) async throws -> Bool {
         try await pool.writeWithoutTransaction { db in
             guard self.rebuild.withLock({ $0?.replayId == replayId }) else { return false }
-            var first = false
+            var counted = (rooms: 0, bookings: 0, closures: 0)
             try db.inTransaction(.immediate) {
-                _ = try Self.apply(change, db, prefix: Self.staging)
-                let key: String
-                switch change {
-                case .room(let room, _): key = "room:" + room.name
-                case .booking(let booking): key = "booking:" + booking.id
-                case .closure(let closure, _): key = "closure:" + closure.id
-                }
-                try db.execute(sql: "INSERT OR IGNORE INTO rebuild_seen (key) VALUES (?)", arguments: [key])
-                first = db.changesCount > 0
-                return .commit
-            }
-            if first {
-                self.rebuild.withLock { progress in
+                counted = (0, 0, 0)
+                for change in changes {
+                    _ = try Self.apply(change, db, prefix: Self.staging)
+                    let key: String
                     switch change {
-                    case .room: progress?.rooms += 1
-                    case .booking: progress?.bookings += 1
-                    case .closure: progress?.closures += 1
+                    case .room(let room, _): key = "room:" + room.name
+                    case .booking(let booking): key = "booking:" + booking.id
+                    case .closure(let closure, _): key = "closure:" + closure.id
+                    }
+                    try db.cachedStatement(sql: "INSERT OR IGNORE INTO rebuild_seen (key) VALUES (?)").execute(arguments: [key])
+                    guard db.changesCount > 0 else { continue }
+                    switch change {
+                    case .room: counted.rooms += 1
+                    case .booking: counted.bookings += 1
+                    case .closure: counted.closures += 1
                     }
                 }
+                return .commit
+            }
+            self.rebuild.withLock { progress in
+                progress?.rooms += counted.rooms
+                progress?.bookings += counted.bookings
+                progress?.closures += counted.closures
             }
             return true
         }

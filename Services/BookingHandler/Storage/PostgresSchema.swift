@@ -107,6 +107,10 @@ enum PostgresSchema {
             );
             CREATE INDEX closure_room_time ON closure (room, fromAt);
             """),
+        // `booking.list` by requester: an index range in start order, as SQLite's v9-requester-index.
+        ("v4-requester-index", """
+            CREATE INDEX booking_version_requester_time ON booking_version (requestedBy, startsAt, id);
+            """),
     ]
 
     /// Creates the schema when missing and applies the migrations it lacks.

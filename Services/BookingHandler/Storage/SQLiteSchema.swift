@@ -198,6 +198,13 @@ extension SQLiteBookingStore {
                 CREATE INDEX closure_room_time ON closure (room, fromAt);
                 """)
         }
+        // `booking.list` by requester (a non-admin's own calendar, the
+        // contract's owner filter): an index range in start order rather
+        // than every booking of the period filtered by requester — at a
+        // million bookings the difference between ~1 ms and over a second.
+        migrator.registerMigration("v9-requester-index") { db in
+            try db.execute(sql: "CREATE INDEX booking_version_requester_time ON booking_version (requestedBy, startsAt, id)")
+        }
         return migrator
     }
 }
