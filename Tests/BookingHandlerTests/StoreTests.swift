@@ -97,6 +97,28 @@ struct StoreTests {
         }
     }
 
+    /// A restart with the same `ROOMS_FILE` writes no room again (their
+    /// `updatedAt` stays) but publishes every `room.registered` again (a
+    /// projector on an empty model learns the rooms); a changed room is
+    /// written.
+    @Test(arguments: StoreKind.allCases)
+    func roomsUnchangedInTheFileAreNotWrittenAgainButAnnounced(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        defer { fixture.remove() }
+        let store = try await fixture.open()
+        let now = ISO8601DateFormatter().date(from: "2026-11-22T10:00:00Z")!
+        let processor = CommandProcessor(store: store, now: { now })
+        let file = #"[{"name": "Berlin", "capacity": 8}, {"name": "Paris", "capacity": 4}]"#
+        _ = try await processor.upsertRooms(fileContents: Data(file.utf8))
+        let first = Dictionary(uniqueKeysWithValues: try await store.replayRooms().map { ($0.room.name, $0.updatedAt) })
+        _ = try await processor.upsertRooms(fileContents: Data(file.replacingOccurrences(of: "4}", with: "6}").utf8))
+        let second = Dictionary(uniqueKeysWithValues: try await store.replayRooms().map { ($0.room.name, $0.updatedAt) })
+        #expect(second["Berlin"] == first["Berlin"], "an unchanged room is not written again")
+        #expect(second["Paris"] != first["Paris"], "a changed room is written")
+        #expect(try await store.room(named: "Paris")?.capacity == 6)
+        #expect(try await store.counts().outboxPending == 4, "room.registered for every room, both times")
+    }
+
     @Test(arguments: StoreKind.allCases)
     func concurrentRepeatsOfOneKeyHaveOneEffectAndOneReply(_ kind: StoreKind) async throws {
         let fixture = try StoreFixture(kind)
