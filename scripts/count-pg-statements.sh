@@ -12,7 +12,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 N=${1:-20}
-BIN=$ROOT/.build/release
+BIN=${BIN:-$ROOT/.build/release}   # BIN=.build/debug counts the same statements
 for tool in booking-handler bookingctl; do
   [[ -x $BIN/$tool ]] || { echo "build first: swift build -c release --product $tool" >&2; exit 2; }
 done

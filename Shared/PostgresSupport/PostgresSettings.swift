@@ -130,8 +130,13 @@ public struct PostgresSettings: Sendable, Equatable, CustomStringConvertible {
         // - `statement_timeout` ends a statement on the server at the bound
         //   the client waits for it (plus a grace for the answer to arrive),
         //   so the server lets go of its locks when the client gives up;
+        // - `lock_timeout`: a lock not granted within 20 s fails its
+        //   statement (55P03) instead of holding the connection for as long
+        //   as the holder keeps it; a startup parameter rather than a
+        //   `SET LOCAL` per write transaction, a round trip each;
         // - the schema's tables first, `public` for the extension it holds.
         var parameters = [("idle_in_transaction_session_timeout", "15000"),
+                          ("lock_timeout", "20000"),
                           ("statement_timeout", "\(timeouts.statement * 1000)"),
                           ("tcp_keepalives_idle", "\(timeouts.keepalive)"),
                           ("tcp_keepalives_interval", "\(timeouts.keepaliveInterval)"),

@@ -80,7 +80,8 @@ public final class PostgresWriter: @unchecked Sendable {  // `connection` is con
         try connection.run("BEGIN ISOLATION LEVEL READ COMMITTED", logger)
         do {
             if let lockKey {
-                try connection.run("SET LOCAL lock_timeout = '20s'", logger)
+                // `lock_timeout` (20 s) is a startup parameter of every
+                // connection (``PostgresSettings``).
                 try connection.run("SELECT pg_advisory_xact_lock(hashtext(\(lockKey)))", logger)
             }
             let result = try body()

@@ -63,6 +63,11 @@ protocol QueuingTransaction: StoreTransaction {
 /// writer queue, inside its transaction.
 final class QueuedEvents {
     var list: [OutboxEvent] = []
+    /// Order keys this transaction knows no other process holds an
+    /// unpublished event of: a booking it created (nobody else can have
+    /// events of an id made here), or a key it has already checked. Their
+    /// next events skip the check, a statement each on PostgreSQL.
+    var clearKeys: Set<String> = []
 }
 
 /// An inbox row as the commit engine reads it.

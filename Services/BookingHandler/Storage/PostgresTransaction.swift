@@ -193,6 +193,7 @@ struct PostgresTransaction: QueuingTransaction {
         let due = BookingRules.earliestDue(status: booking.status, startsAt: startsAt, endsAt: endsAt).map { StoreRules.dueSeconds($0) }
         let start = Int64(startsAt.timeIntervalSince1970), end = Int64(endsAt.timeIntervalSince1970)
         let json = Self.text(encoded.json)
+        if booking.version == 1 { events.clearKeys.insert(OutboxKey.booking(booking.id)) }
         try run("""
             INSERT INTO booking (id, room, status, startsAt, endsAt, version, json, nextDueAt, seriesId)
             VALUES (\(booking.id), \(booking.room), \(booking.status.rawValue), \(start), \(end), \(Int64(booking.version)), \(json),
@@ -262,12 +263,16 @@ struct PostgresTransaction: QueuingTransaction {
         // under the write lock, so an older event committed by another
         // process is visible to this statement.
         var claim = self.claim
-        if let held = claim, let orderKey, try !run("""
-            SELECT 1 FROM outbox WHERE orderKey = \(orderKey) AND publishedAt IS NULL
-                                   AND claimedBy IS DISTINCT FROM \(held.owner) LIMIT 1
-            """).isEmpty {
-            held.handOver.queuedBehindOthers()
-            claim = nil
+        if let held = claim, let orderKey, !events.clearKeys.contains(orderKey) {
+            if try !run("""
+                SELECT 1 FROM outbox WHERE orderKey = \(orderKey) AND publishedAt IS NULL
+                                       AND claimedBy IS DISTINCT FROM \(held.owner) LIMIT 1
+                """).isEmpty {
+                held.handOver.queuedBehindOthers()
+                claim = nil
+            } else {
+                events.clearKeys.insert(orderKey)
+            }
         }
         // Claims are timed by the database's clock, not this host's: the
         // instances that compare them may run on hosts whose clocks differ.

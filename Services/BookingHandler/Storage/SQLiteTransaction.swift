@@ -214,6 +214,7 @@ struct SQLiteTransaction: QueuingTransaction {
     public func save(_ encoded: EncodedBooking, startsAt: Date, endsAt: Date) throws {
         let booking = encoded.booking
         let due = BookingRules.earliestDue(status: booking.status, startsAt: startsAt, endsAt: endsAt)
+        if booking.version == 1 { events.clearKeys.insert(OutboxKey.booking(booking.id)) }
         try db.cachedStatement(sql: """
             INSERT INTO booking (id, room, status, startsAt, endsAt, version, json, nextDueAt, seriesId) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(id) DO UPDATE SET room = excluded.room, status = excluded.status, startsAt = excluded.startsAt,
@@ -320,11 +321,15 @@ struct SQLiteTransaction: QueuingTransaction {
         // ``OutboxHandOver``). The write transaction is IMMEDIATE: what
         // another process committed before is visible here.
         var claim = self.claim
-        if let held = claim, let orderKey, try Bool.fetchOne(db.cachedStatement(sql: """
-            SELECT 1 FROM outbox WHERE orderKey = ? AND publishedAt IS NULL AND claimedBy IS NOT ? LIMIT 1
-            """), arguments: [orderKey, held.owner]) != nil {
-            held.handOver.queuedBehindOthers()
-            claim = nil
+        if let held = claim, let orderKey, !events.clearKeys.contains(orderKey) {
+            if try Bool.fetchOne(db.cachedStatement(sql: """
+                SELECT 1 FROM outbox WHERE orderKey = ? AND publishedAt IS NULL AND claimedBy IS NOT ? LIMIT 1
+                """), arguments: [orderKey, held.owner]) != nil {
+                held.handOver.queuedBehindOthers()
+                claim = nil
+            } else {
+                events.clearKeys.insert(orderKey)
+            }
         }
         try db.cachedStatement(sql: """
             INSERT INTO outbox (routingKey, messageId, body, createdAt, claimedUntil, claimedBy, orderKey) VALUES (?, ?, ?, ?, ?, ?, ?)

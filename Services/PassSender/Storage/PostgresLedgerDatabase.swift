@@ -56,11 +56,11 @@ public final class PostgresLedgerDatabase: LedgerDatabase {
                 let sql = PostgresLedgerSQL(connection: connection, logger: logger)
                 if !keys.isEmpty {
                     // As PostgresWriter takes one lock: a holder that does
-                    // not let go within 20 s fails this transaction (55P03).
+                    // not let go within 20 s fails this transaction (55P03;
+                    // `lock_timeout` is a startup parameter, PostgresSettings).
                     // In hash order: two batches never wait for each other
                     // in a circle.
                     let names = keys.map { "pass-ledger:\(schema):\($0)" }
-                    sql.pending.send("SET LOCAL lock_timeout = '20s'", on: connection, logger: logger)
                     sql.pending.send("""
                         SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest(\(names)::text[]) AS k
                                                              ORDER BY 1) AS l
