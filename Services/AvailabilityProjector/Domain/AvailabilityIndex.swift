@@ -23,6 +23,9 @@ public final class AvailabilityIndex: Sendable {
         public var rooms: [String: RoomInfo] = [:]
         /// Rooms ordered by name.
         public var sortedRooms: [RoomInfo] = []
+        /// Rooms ordered by capacity, then name: suggestions' tie order,
+        /// and where a `minCapacity` starts (a binary search).
+        public var roomsBySize: [RoomInfo] = []
         /// date → room → occupancy (only non-empty days).
         public var days: [String: [String: DayOccupancy]] = [:]
         /// Grows with every change (the page polls it).
@@ -47,12 +50,19 @@ public final class AvailabilityIndex: Sendable {
 
         mutating func upsert(_ room: Room) {
             rooms[room.name] = RoomInfo(room: room)
+            sortRooms()
+        }
+
+        /// Recomputes ``sortedRooms`` and ``roomsBySize`` from ``rooms``.
+        mutating func sortRooms() {
             sortedRooms = rooms.values.sorted { $0.room.name < $1.room.name }
+            roomsBySize = sortedRooms.sorted { ($0.room.capacity, $0.room.name) < ($1.room.capacity, $1.room.name) }
         }
     }
 
     private let state = Mutex(State())
     private let gaps = Mutex([String: SlotMask]())
+    private let zoneDays = Mutex([String: ZoneDay]())
 
     public init() {}
 
@@ -85,6 +95,18 @@ public final class AvailabilityIndex: Sendable {
             cache[key] = mask
         }
         return mask
+    }
+
+    /// How local `date` of `zone` maps to instants (cached).
+    func zoneDay(date: String, zone: TimeZone) -> ZoneDay? {
+        let key = zone.identifier + "|" + date
+        if let cached = zoneDays.withLock({ $0[key] }) { return cached }
+        guard let day = ZoneDay(date: date, zone: zone) else { return nil }
+        zoneDays.withLock { cache in
+            if cache.count > 50_000 { cache.removeAll() }
+            cache[key] = day
+        }
+        return day
     }
 
     /// The free slots of a room-day under `state` (nil for an unknown room).
