@@ -4,6 +4,7 @@ import BrokerObjects
 import Foundation
 import Logging
 import ServiceLifecycle
+import ServiceSettings
 import ServiceSupport
 import Synchronization
 
@@ -29,11 +30,29 @@ public struct ProjectorApp: Sendable {
     public static func build(settings start: ServiceRunner.Startup<ProjectorSettings>,
                              connection: AMQPConnection) async throws -> ProjectorApp {
         let (common, settings) = (start.common, start.settings)
+        var pageConnection: AMQPConnection?
+        if let page = settings.pageBooking {
+            // The projector's own user is exempt from rate limits; the page must not be.
+            guard page.user != connection.user else {
+                throw SettingsError("PAGE_USER: \(page.user) is the projector's own broker user; use a user of its own")
+            }
+            var configuration = common.amqpConfiguration(connectionName: "availability-projector-page")
+            configuration.url.user = page.user
+            configuration.url.password = page.password
+            configuration.failoverURLs = configuration.failoverURLs.map { url in
+                var url = url
+                url.user = page.user
+                url.password = page.password
+                return url
+            }
+            pageConnection = try await AMQPConnection.connect(configuration: configuration, logger: start.logger)
+        }
         return try await build(
             connection: connection, dataDirectory: try common.ensureDataDirectory(), httpPort: common.httpPort,
             httpHost: common.httpBind, logger: start.logger, rebuildStallTimeout: settings.rebuildStallTimeout,
             eventSender: settings.eventSender(ownUser: connection.user), requireUserID: settings.requireUserID,
-            queues: settings.queues, callerRate: settings.callerRate, rateExempt: settings.rateExempt(ownUser: connection.user))
+            queues: settings.queues, callerRate: settings.callerRate, rateExempt: settings.rateExempt(ownUser: connection.user),
+            pageConnection: pageConnection)
     }
 
     public static func build(
@@ -41,7 +60,8 @@ public struct ProjectorApp: Sendable {
         httpHost: String = CommonSettings.defaultBindAddress, logger: Logger,
         now: @escaping @Sendable () -> Date = { Date() }, rebuildStallTimeout: Duration = Rebuilder.defaultStallTimeout,
         eventConcurrency: Int = 32, eventSender: SenderCheck? = nil, requireUserID: Bool = false,
-        queues: ProjectorQueues = .shipped, callerRate: CallerRate? = nil, rateExempt: Set<String> = []
+        queues: ProjectorQueues = .shipped, callerRate: CallerRate? = nil, rateExempt: Set<String> = [],
+        pageConnection: AMQPConnection? = nil
     ) async throws -> ProjectorApp {
         // Events and replay streams are trusted only from the booking
         // handler's broker user (default: ours, the one-user embedded set).
@@ -60,6 +80,9 @@ public struct ProjectorApp: Sendable {
         let rebuilder = Rebuilder(connection: connection, store: store, publisher: publisher, logger: logger,
                                   stallTimeout: rebuildStallTimeout, sender: sender, queues: queues)
         var services: [any Service] = [connection, publisher, events, queries]
+        // The page's own connection (PAGE_USER), closed just before the HTTP server.
+        let booker = pageConnection.map { PageBooker(connection: $0, logger: logger) }
+        if let pageConnection { services.insert(pageConnection, at: 0) }
         services += rebuilder.services().map { $0 as any Service }
         // A replica starts empty and fills itself from a replay before it
         // reports ready (the shipped single projector keeps its file and
@@ -74,7 +97,7 @@ public struct ProjectorApp: Sendable {
                 ReadinessCheck("database") { (try? await store.counts()) != nil },
                 ReadinessCheck("model") { filler.isFilled },
             ], logger: logger) { router in
-                ProjectorRoutes.add(to: router, engine: engine)
+                ProjectorRoutes.add(to: router, engine: engine, booker: booker)
             }, at: 0)
         }
         return ProjectorApp(store: store, engine: engine, publisher: publisher, rebuilder: rebuilder, filler: filler,

@@ -22,6 +22,10 @@ public struct ProjectorSettings: Sendable {
     /// fails when its replay delivers nothing for this long; there is no
     /// limit on the rebuild as a whole.
     public var rebuildStallTimeout: Duration
+    /// `PAGE_USER` and `PAGE_PASSWORD` (or `PAGE_PASSWORD_FILE`): the page
+    /// books as this broker user over a connection of its own; nil (the
+    /// default): the page only reads. Never an admin or a service user.
+    public var pageBooking: (user: String, password: String)?
 
     /// Reads the settings; throws ``SettingsError`` naming the variable.
     public init(environment: [String: String]) throws {
@@ -33,6 +37,37 @@ public struct ProjectorSettings: Sendable {
         callerRate = try CallerRate.parse(environment["CALLER_RATE"])
         let stall = environment["REBUILD_STALL_TIMEOUT"].map { $0.trimmingCharacters(in: .whitespaces) }.flatMap { $0.isEmpty ? nil : $0 }
         rebuildStallTimeout = .seconds(try CommonSettings.integer(stall, name: "REBUILD_STALL_TIMEOUT", default: 120, range: 1...3600))
+        pageBooking = try Self.pageBooking(environment, administrators: administrators, handlerUser: bookingHandlerUser)
+    }
+
+    /// Reads `PAGE_USER` with its password. The page books as one caller
+    /// whom quotas and rate limits bind: an admin (`ADMIN_USERS`) or the
+    /// booking handler's user would be exempt from both, so they are refused.
+    static func pageBooking(_ environment: [String: String], administrators: Set<String>,
+                            handlerUser: String?) throws -> (user: String, password: String)? {
+        guard let user = environment["PAGE_USER"]?.trimmingCharacters(in: .whitespaces), !user.isEmpty else {
+            if environment["PAGE_PASSWORD"] != nil || environment["PAGE_PASSWORD_FILE"] != nil {
+                throw SettingsError("PAGE_PASSWORD is set but PAGE_USER is not: name the broker user the page books as")
+            }
+            return nil
+        }
+        if administrators.contains(user) {
+            throw SettingsError("PAGE_USER: \(user) is in ADMIN_USERS; the page must book as an ordinary user")
+        }
+        if let handlerUser, handlerUser == user {
+            throw SettingsError("PAGE_USER: \(user) is the booking handler's user (BOOKING_HANDLER_USER); use a user of its own")
+        }
+        var password = environment["PAGE_PASSWORD"]
+        if let file = environment["PAGE_PASSWORD_FILE"], !file.isEmpty {
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+                throw SettingsError("PAGE_PASSWORD_FILE: cannot read \(file)")
+            }
+            password = text.trimmingCharacters(in: .newlines)
+        }
+        guard let password, !password.isEmpty else {
+            throw SettingsError("PAGE_USER is set without PAGE_PASSWORD or PAGE_PASSWORD_FILE")
+        }
+        return (user, password)
     }
 
     /// The callers never rate-limited: admins, the projector's own user and

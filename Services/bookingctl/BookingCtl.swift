@@ -20,6 +20,6 @@ struct BookingCtl: AsyncParsableCommand {
             """,
         subcommands: [RoomCommand.self, BookCommand.self, ConfirmCommand.self, RejectCommand.self, CheckinCommand.self, CancelCommand.self,
                       UpdateCommand.self,
-                      RescheduleCommand.self, BookingsCommand.self, RoomsCommand.self, PassesCommand.self, FailedCommand.self, ProjectorCommand.self,
+                      RescheduleCommand.self, BookingsCommand.self, RoomsCommand.self, SuggestCommand.self, PassesCommand.self, FailedCommand.self, ProjectorCommand.self,
                       TopologyCommand.self])
 }

@@ -69,11 +69,15 @@ public struct AvailabilityQuery: Codable, Sendable, Equatable {
     public var freeTo: String?
     /// When true: only rooms free for the next 60 minutes from now.
     public var availableNextHour: Bool?
+    /// v1.2: how many days from `date` on (1–31, default 1); with more
+    /// than one, each room carries ``RoomAvailability/days``.
+    public var days: Int?
 
     /// Creates a query.
     public init(date: AvailabilityDate? = nil, name: String? = nil, equipment: [String]? = nil,
                 minCapacity: Int? = nil, freeFrom: String? = nil, freeTo: String? = nil,
-                availableNextHour: Bool? = nil) {
+                availableNextHour: Bool? = nil, days: Int? = nil) {
+        self.days = days
         self.date = date
         self.name = name
         self.equipment = equipment
@@ -114,10 +118,15 @@ public struct RoomAvailability: Codable, Sendable, Equatable {
     /// closure's reason), beside `"avail": []`, so a closed day reads
     /// differently from a full one; omitted on days it is open.
     public var closed: String?
+    /// v1.2: with `days` > 1 in the query, `date` and the days after it
+    /// (``avail`` stays the first day's); omitted otherwise.
+    public var days: [DayAvailability]?
 
     /// Creates an entry.
     public init(name: String, location: String = "", equipment: [String] = [], size: String = "",
-                capacity: Int, images: [String] = [], avail: [String], closed: String? = nil) {
+                capacity: Int, images: [String] = [], avail: [String], closed: String? = nil,
+                days: [DayAvailability]? = nil) {
+        self.days = days
         self.name = name
         self.location = location
         self.equipment = equipment
@@ -129,9 +138,10 @@ public struct RoomAvailability: Codable, Sendable, Equatable {
     }
 
     /// The entry for `room` with the given free ranges.
-    public init(room: Room, avail: [String], closed: String? = nil) {
+    public init(room: Room, avail: [String], closed: String? = nil, days: [DayAvailability]? = nil) {
         self.init(name: room.name, location: room.location ?? "", equipment: room.equipment,
-                  size: room.size ?? "", capacity: room.capacity, images: room.images, avail: avail, closed: closed)
+                  size: room.size ?? "", capacity: room.capacity, images: room.images, avail: avail, closed: closed,
+                  days: days)
     }
 }
 

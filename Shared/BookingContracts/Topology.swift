@@ -218,7 +218,8 @@ public enum Topology {
                  bindings: passSenderEventsBindingKeys.map { Binding(exchange: eventsExchange, key: $0) }),
         .service(projectorEventsQueue,
                  bindings: projectorEventsBindingKeys.map { Binding(exchange: eventsExchange, key: $0) }),
-        .service(availabilityQueriesQueue, bindings: [Binding(exchange: bookingQueriesExchange, key: availabilityQueryKey)]),
+        .service(availabilityQueriesQueue, bindings: [Binding(exchange: bookingQueriesExchange, key: availabilityQueryKey),
+                                                      Binding(exchange: bookingQueriesExchange, key: SuggestContract.suggestKey)]),
         .service(bookingQueriesQueue,
                  bindings: BookingQueryType.allCases.map { Binding(exchange: bookingQueriesExchange, key: $0.rawValue) }),
     ]

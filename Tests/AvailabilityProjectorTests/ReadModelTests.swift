@@ -200,20 +200,27 @@ struct ReadModelTests {
     }
 
     /// Rooms registered one event at a time in any order, some twice, are
-    /// listed in name order once each (the index keeps them sorted by
-    /// inserting, not by sorting every room each time).
+    /// listed once each in name order and in size order (the index keeps
+    /// both sorted by inserting, not by sorting every room each time).
     @Test func roomsUpsertedInAnyOrderStaySortedAndUnique() async throws {
         let (store, dir) = try makeStore()
         defer { try? FileManager.default.removeItem(at: dir) }
         var names = (0..<60).map { String(format: "Room %02d", $0) }
         var rng = SystemRandomNumberGenerator()
         names.shuffle(using: &rng)
+        var capacity: [String: Int] = [:]
         for (i, name) in (names + names.prefix(20)).enumerated() {
             var room = berlinRoom
             room.name = name
+            room.capacity = Int.random(in: 1...6, using: &rng)  // a second registration may change it
+            capacity[name] = room.capacity
             _ = try await store.apply(.room(room, occurredAt: String(format: "2026-11-01T10:%02d:%02dZ", i / 60, i % 60)))
         }
-        #expect(store.index.snapshot.sortedRooms.map(\.room.name) == names.sorted())
-        #expect(store.index.snapshot.rooms.count == 60)
+        let snapshot = store.index.snapshot
+        #expect(snapshot.sortedRooms.map(\.room.name) == names.sorted())
+        #expect(snapshot.rooms.count == 60)
+        let bySize = names.sorted { (capacity[$0]!, $0) < (capacity[$1]!, $1) }
+        #expect(snapshot.roomsBySize.map(\.room.name) == bySize)
+        #expect(snapshot.roomsBySize.map(\.room.capacity) == bySize.map { capacity[$0]! })
     }
 }

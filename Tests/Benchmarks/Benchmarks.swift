@@ -15,7 +15,7 @@ struct Benchmarks: AsyncParsableCommand {
         commandName: "benchmarks",
         abstract: "Throughput and latency figures, each beside a raw rabbitmq-c baseline measured in the same run.",
         subcommands: [AMQPBenchmark.self, BookingBenchmark.self, PipelineBenchmark.self, ScaleBenchmark.self, StoresBenchmark.self, StoreBenchmark.self, ReadsBenchmark.self, SeriesBenchmark.self, PassBenchmark.self,
-                      ProjectorBenchmark.self],
+                      ProjectorBenchmark.self, SuggestBenchmark.self],
         defaultSubcommand: AMQPBenchmark.self)
 }
 

@@ -249,6 +249,11 @@ struct ScaleBenchmark: AsyncParsableCommand {
             }
             phase.availabilityFilteredRooms = filtered
             phase.availabilityAllRooms = all
+            // availability.suggest: a week from the query date, an hour, six people.
+            let week = LocalClockBench.date(queryDate, plus: 7)
+            phase.availabilitySuggest = try await timed(queries) { _ in
+                try await suggest(client, #"{"from":"\#(queryDate)","to":"\#(week)","durationMinutes":60,"minCapacity":6}"#)
+            }
             projector.terminate()
             projector.waitUntilExit()
         }
@@ -364,6 +369,19 @@ struct ScaleBenchmark: AsyncParsableCommand {
             try await Task.sleep(for: .milliseconds(10))
         }
         return (projector, Double(monotonicNow() - t0) / 1e9)
+    }
+
+    /// `availability.suggest` over RPC as other systems ask it; the suggestions answered.
+    @discardableResult
+    func suggest(_ client: AMQPConnection, _ body: String) async throws -> Int {
+        var properties = AMQPProperties.persistentJSON(type: SuggestContract.suggestKey, messageID: UUID().uuidString)
+        properties.userID = client.user
+        let reply = try await client.call(Array(body.utf8), exchange: Topology.bookingQueriesExchange,
+                                          routingKey: SuggestContract.suggestKey, properties: properties, timeout: .seconds(60))
+        guard case .success(let suggestions)? = try? SuggestReply.decode(body: reply.body) else {
+            throw ValidationError("availability.suggest failed: \(String(decoding: reply.body, as: UTF8.self).prefix(200))")
+        }
+        return suggestions.count
     }
 
     /// `availability.query` over RPC as other systems ask it; the rooms answered.
@@ -532,7 +550,7 @@ struct ScaleBenchmark: AsyncParsableCommand {
                 ("  bookings per answer", { f($0.listRequesterMonthRows, "%.1f") }),
                 ("availability.query 50 rooms p50 / p99 ms", { f($0.availabilityFiltered.p50Ms) + " / " + f($0.availabilityFiltered.p99Ms) }),
                 ("availability.query all rooms p50 / p99 ms", { f($0.availabilityAll.p50Ms) + " / " + f($0.availabilityAll.p99Ms) }),
-                ("availability.suggest 7 days", { $0.availabilitySuggest.map { f($0.p50Ms) } ?? "n/a (not implemented)" }),
+                ("availability.suggest 7 days p50 / p99 ms", { $0.availabilitySuggest.map { f($0.p50Ms) + " / " + f($0.p99Ms) } ?? "n/a" }),
                 ("handler start-up s", { f($0.handlerStartSeconds) }),
                 ("projector start-up, empty / rebuilt model s", { f($0.projectorEmptyStartSeconds) + " / " + f($0.projectorStartSeconds) }),
                 ("handler RSS (peak) MiB", { f($0.handlerRSSMiB, "%.0f") + " (" + f($0.handlerPeakRSSMiB, "%.0f") + ")" }),

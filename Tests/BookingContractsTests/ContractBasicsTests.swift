@@ -51,7 +51,8 @@ struct ContractBasicsTests {
                     == CommandType.allCases.map { Topology.Binding(exchange: Topology.commandsExchange, key: $0.rawValue) }
                     + [Topology.Binding(exchange: Topology.commandsUnroutedExchange, key: "")])
         #expect(Topology.queue(named: Topology.availabilityQueriesQueue)?.bindings
-                    == [Topology.Binding(exchange: Topology.bookingQueriesExchange, key: "availability.query")])
+                    == [Topology.Binding(exchange: Topology.bookingQueriesExchange, key: "availability.query"),
+                        Topology.Binding(exchange: Topology.bookingQueriesExchange, key: "availability.suggest")])
         #expect(Set(Topology.queues.map(\.name)).count == Topology.queues.count)
     }
 

@@ -55,6 +55,8 @@ struct ExampleTests {
             case "availability.changed": reencoded = try Self.reencode(AvailabilityChanged.self, data)
             case "availability.query": reencoded = try Self.reencode(AvailabilityQuery.self, data)
             case "availability.reply": reencoded = try Self.reencode(AvailabilityReply.self, data)
+            case "availability.suggest": reencoded = try Self.reencode(SuggestQuery.self, data)
+            case "availability.suggestions": reencoded = try Self.reencode(SuggestReply.self, data)
             case "sendpass.request": reencoded = try Self.reencode(SendPassRequest.self, data)
             case "sendpass.response": reencoded = try Self.reencode(SendPassResponse.self, data)
             case "passes.failed": reencoded = try Self.reencode(FailedPass.self, data)

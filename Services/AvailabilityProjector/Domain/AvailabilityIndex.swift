@@ -23,6 +23,9 @@ public final class AvailabilityIndex: Sendable {
         public var rooms: [String: RoomInfo] = [:]
         /// Rooms ordered by name.
         public var sortedRooms: [RoomInfo] = []
+        /// Rooms ordered by capacity, then name: suggestions' tie order,
+        /// and where a `minCapacity` starts (a binary search).
+        public var roomsBySize: [RoomInfo] = []
         /// date → room → occupancy (only non-empty days).
         public var days: [String: [String: DayOccupancy]] = [:]
         /// Grows with every change (the page polls it).
@@ -45,27 +48,49 @@ public final class AvailabilityIndex: Sendable {
             }
         }
 
-        /// Adds or replaces `room`, keeping ``sortedRooms`` in name order by
-        /// a binary search rather than a sort of every room: registering
-        /// 2,000 rooms one event at a time sorted 2,000 rooms 2,000 times.
+        /// Adds or replaces `room`, keeping ``sortedRooms`` (by name) and
+        /// ``roomsBySize`` (by capacity, then name) in order by binary
+        /// search rather than sorting every room: registering 2,000 rooms
+        /// one event at a time sorted 2,000 rooms 2,000 times.
         mutating func upsert(_ room: Room) {
             let info = RoomInfo(room: room)
-            rooms[room.name] = info
-            var low = 0, high = sortedRooms.count
+            let old = rooms.updateValue(info, forKey: room.name)
+            let byName = Self.position(in: sortedRooms) { $0.room.name < room.name }
+            if old != nil, byName < sortedRooms.count, sortedRooms[byName].room.name == room.name {
+                sortedRooms[byName] = info
+            } else {
+                sortedRooms.insert(info, at: byName)
+            }
+            if let old {
+                let key = (old.room.capacity, old.room.name)
+                let at = Self.position(in: roomsBySize) { ($0.room.capacity, $0.room.name) < key }
+                if at < roomsBySize.count, roomsBySize[at].room.name == room.name { roomsBySize.remove(at: at) }
+            }
+            let key = (room.capacity, room.name)
+            roomsBySize.insert(info, at: Self.position(in: roomsBySize) { ($0.room.capacity, $0.room.name) < key })
+        }
+
+        /// The first index of `sorted` whose element is not `before` the
+        /// one looked for (`before` holds for a prefix of `sorted`).
+        private static func position(in sorted: [RoomInfo], before: (RoomInfo) -> Bool) -> Int {
+            var low = 0, high = sorted.count
             while low < high {
                 let mid = (low + high) / 2
-                if sortedRooms[mid].room.name < room.name { low = mid + 1 } else { high = mid }
+                if before(sorted[mid]) { low = mid + 1 } else { high = mid }
             }
-            if low < sortedRooms.count, sortedRooms[low].room.name == room.name {
-                sortedRooms[low] = info
-            } else {
-                sortedRooms.insert(info, at: low)
-            }
+            return low
+        }
+
+        /// Recomputes ``sortedRooms`` and ``roomsBySize`` from ``rooms``.
+        mutating func sortRooms() {
+            sortedRooms = rooms.values.sorted { $0.room.name < $1.room.name }
+            roomsBySize = sortedRooms.sorted { ($0.room.capacity, $0.room.name) < ($1.room.capacity, $1.room.name) }
         }
     }
 
     private let state = Mutex(State())
     private let gaps = Mutex([String: SlotMask]())
+    private let zoneDays = Mutex([String: ZoneDay]())
 
     public init() {}
 
@@ -98,6 +123,18 @@ public final class AvailabilityIndex: Sendable {
             cache[key] = mask
         }
         return mask
+    }
+
+    /// How local `date` of `zone` maps to instants (cached).
+    func zoneDay(date: String, zone: TimeZone) -> ZoneDay? {
+        let key = zone.identifier + "|" + date
+        if let cached = zoneDays.withLock({ $0[key] }) { return cached }
+        guard let day = ZoneDay(date: date, zone: zone) else { return nil }
+        zoneDays.withLock { cache in
+            if cache.count > 50_000 { cache.removeAll() }
+            cache[key] = day
+        }
+        return day
     }
 
     /// The free slots of a room-day under `state` (nil for an unknown room).

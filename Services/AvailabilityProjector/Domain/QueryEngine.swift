@@ -11,6 +11,8 @@ public struct CheckedQuery: Sendable, Equatable {
     public var freeFrom: Int?
     public var freeTo: Int?
     public var availableNextHour: Bool
+    /// v1.2: days from `date` on (1–31); more than one adds `days` to each room.
+    public var days: Int = 1
 }
 
 /// Turns availability queries (RPC bodies, HTTP query strings) into
@@ -53,10 +55,15 @@ public struct QueryEngine: Sendable {
         if let min = q.minCapacity, min < 0 {
             return .failure(ReplyError(code: .invalidField, text: "minCapacity must not be negative", field: "minCapacity"))
         }
+        let days = q.days ?? 1
+        guard SuggestContract.daysRange.contains(days) else {
+            return .failure(ReplyError(code: .invalidField, text: "days must be 1 to 31", field: "days"))
+        }
         let name = q.name.flatMap { $0.isEmpty ? nil : $0.lowercased() }
         let equipment = (q.equipment ?? []).map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
         return .success(CheckedQuery(date: date, name: name, equipment: equipment, minCapacity: q.minCapacity,
-                                     freeFrom: from, freeTo: to, availableNextHour: q.availableNextHour ?? false))
+                                     freeFrom: from, freeTo: to, availableNextHour: q.availableNextHour ?? false,
+                                     days: days))
     }
 
     /// Parses an RPC body (a JSON object, every field optional). A body over
@@ -91,6 +98,12 @@ public struct QueryEngine: Sendable {
                 return .failure(ReplyError(code: .invalidField, text: "minCapacity must be a whole number", field: "minCapacity"))
             }
             q.minCapacity = n
+        }
+        if let text = first("days"), !text.isEmpty {
+            guard let n = Int(text) else {
+                return .failure(ReplyError(code: .invalidField, text: "days must be a whole number", field: "days"))
+            }
+            q.days = n
         }
         q.freeFrom = first("freeFrom").flatMap { $0.isEmpty ? nil : $0 }
         q.freeTo = first("freeTo").flatMap { $0.isEmpty ? nil : $0 }
@@ -132,8 +145,11 @@ public struct QueryEngine: Sendable {
         var missing: SlotMask = .empty
     }
 
-    /// The rooms matching `query`, ordered by name.
-    public func answers(_ query: CheckedQuery, state: AvailabilityIndex.State? = nil) -> [Answer] {
+    /// The rooms matching `query`, ordered by name. With `dayOffset` > 0,
+    /// the day that many days after the query's date, whole (no `now`
+    /// trimming) and without the free-time filters (`freeFrom`/`freeTo`,
+    /// `availableNextHour`), which select rooms by the first day.
+    public func answers(_ query: CheckedQuery, state: AvailabilityIndex.State? = nil, dayOffset: Int = 0) -> [Answer] {
         let state = state ?? index.snapshot
         let instant = now()
         var zoneDays: [String: ZoneDay?] = [:]
@@ -150,6 +166,10 @@ public struct QueryEngine: Sendable {
                 zoneDay = cached
             } else {
                 var resolved = resolve(query, zone: info.zone, at: instant)
+                if dayOffset != 0, let first = resolved?.date {
+                    resolved?.date = LocalClock.adding(days: dayOffset, to: first) ?? first
+                    resolved?.fromSlot = nil
+                }
                 if let date = resolved?.date { resolved?.missing = index.missingSlots(date: date, zone: info.zone) }
                 zoneDay = resolved
                 zoneDays[zoneKey] = zoneDay
@@ -163,12 +183,12 @@ public struct QueryEngine: Sendable {
             let closedByClosures = closures.isEmpty ? SlotMask.empty : state.closedSlots(roomDay, zone: info.zone)
             var free = info.free(on: day.date, occupancy: occupancy, missing: missing).subtracting(closedByClosures)
             if let from = day.fromSlot { free = free.intersection(.from(slot: from)) }
-            if query.freeFrom != nil || query.freeTo != nil {
+            if dayOffset == 0, query.freeFrom != nil || query.freeTo != nil {
                 let start = query.freeFrom ?? info.open(on: day.date).runs.first?.start ?? 0
                 let end = query.freeTo ?? (start + SlotMask.minutes)
                 guard end > start, SlotMask(fromMinute: start, toMinute: end).isSubset(of: free) else { continue }
             }
-            if query.availableNextHour {
+            if dayOffset == 0, query.availableNextHour {
                 guard day.minute + 60 <= 24 * 60,
                       SlotMask(fromMinute: day.minute, toMinute: day.minute + 60).isSubset(of: free) else { continue }
             }
@@ -206,8 +226,39 @@ public struct QueryEngine: Sendable {
 
     /// The reply as JSON bytes, written directly (same bytes as encoding
     /// ``reply(_:)`` with `ContractJSON`: sorted keys, no escaped slashes).
+    /// With `days` > 1 see ``replyBody(_:)``.
     public func replyJSON(_ query: CheckedQuery) -> [UInt8] {
         Self.encode(answers(query))
+    }
+
+    /// The reply body of any query: ``replyJSON(_:)`` for one day; with
+    /// `days` > 1 each room also carries `days` (the query's date and the
+    /// days after it; `avail` stays the first day's), or 1100 (`days`)
+    /// when rooms × days exceeds ``SuggestContract/maxRoomDays``.
+    public func replyBody(_ query: CheckedQuery) -> Result<[UInt8], ReplyError> {
+        guard query.days > 1 else { return .success(replyJSON(query)) }
+        let state = index.snapshot
+        let first = answers(query, state: state)
+        guard first.count * query.days <= SuggestContract.maxRoomDays else {
+            return .failure(ReplyError(
+                code: .invalidField,
+                text: "\(first.count) rooms × \(query.days) days is more than \(SuggestContract.maxRoomDays): narrow the filter",
+                field: "days"))
+        }
+        var later: [[String: Answer]] = []
+        for offset in 1..<query.days {
+            later.append(Dictionary(answers(query, state: state, dayOffset: offset).map { ($0.info.room.name, $0) },
+                                    uniquingKeysWith: { a, _ in a }))
+        }
+        let rooms = first.map { answer in
+            let days = [DayAvailability(date: answer.date, avail: answer.free.availStrings, closed: answer.closedReason)]
+                + later.compactMap { $0[answer.info.room.name] }.map {
+                    DayAvailability(date: $0.date, avail: $0.free.availStrings, closed: $0.closedReason)
+                }
+            return RoomAvailability(room: answer.info.room, avail: answer.free.availStrings, closed: answer.closedReason,
+                                    days: days)
+        }
+        return .success([UInt8]((try? ContractJSON.encode(rooms)) ?? Data()))
     }
 
     static func encode(_ answers: [Answer]) -> [UInt8] {

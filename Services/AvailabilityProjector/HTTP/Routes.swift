@@ -4,26 +4,44 @@ import Hummingbird
 import Metrics
 
 /// The projector's HTTP API and page, added to its ``OpsServer`` router:
-/// - `GET /rooms?date=…&name=…&equipment=…&minCapacity=…&freeFrom=…&freeTo=…&availableNextHour=true`
+/// - `GET /rooms?date=…&name=…&equipment=…&minCapacity=…&freeFrom=…&freeTo=…&availableNextHour=true&days=…`
 ///   — the contract's query; 200 with the legacy `getrooms` array, 400 with
 ///   `{"ok":false,"error":…}` for bad parameters;
+/// - `GET /suggest?from=…&to=…&durationMinutes=…&minCapacity=…&equipment=…&name=…&limit=…&stepMinutes=…`
+///   — `availability.suggest` (v1.2); 200 `{"ok":true,"suggestions":[…]}`, 400 error;
 /// - `GET /rooms/{name}?date=…` — one room's entry; 404 (1101) when unknown;
 /// - `GET /api/day?date=YYYY-MM-DD&name=…&equipment=…` — what the page
 ///   draws: per room the segments of 07:00–19:00 (free, booked, pending,
 ///   closed);
+/// - `GET /api/week?room=…&date=…` — one room's seven days from `date`
+///   in the shape of `/api/day` (the page's week view);
 /// - `GET /api/revision` — `{"revision":N}`, grows with every change (the
 ///   page polls it);
+/// - `GET /api/page` — `{"booking": true|false}`: whether the page books;
+/// - `POST /api/book` — books one suggestion as `PAGE_USER` (only when
+///   configured; 404 otherwise), answers ``PageBookingAnswer``;
 /// - `GET /` — the page.
 public enum ProjectorRoutes {
     static let json: HTTPFields = [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"]
 
-    public static func add(to router: Router<BasicRequestContext>, engine: QueryEngine) {
+    public static func add(to router: Router<BasicRequestContext>, engine: QueryEngine, booker: PageBooker? = nil) {
+        addPage(to: router, engine: engine, booker: booker)
         router.get("rooms") { request, _ -> Response in
             let started = DispatchTime.now()
             defer { ProjectorMetrics.httpQueryDuration.recordInterval(since: started) }
-            switch QueryEngine.parse(parameters: parameters(request)) {
+            switch QueryEngine.parse(parameters: parameters(request)).flatMap(engine.replyBody) {
+            case .success(let body):
+                return respond(.ok, body)
+            case .failure(let error):
+                return failure(.badRequest, error)
+            }
+        }
+        router.get("suggest") { request, _ -> Response in
+            let started = DispatchTime.now()
+            defer { ProjectorMetrics.httpQueryDuration.recordInterval(since: started) }
+            switch QueryEngine.parseSuggest(parameters: parameters(request)) {
             case .success(let query):
-                return respond(.ok, engine.replyJSON(query))
+                return respond(.ok, engine.suggestJSON(query))
             case .failure(let error):
                 return failure(.badRequest, error)
             }

@@ -5,10 +5,15 @@ import Logging
 import Metrics
 import ServiceSupport
 
-/// Answers availability queries on `availability.queries` (RPC) through
+/// Answers availability queries and (v1.2) suggestion queries on
+/// `availability.queries` (RPC) through
 /// the set's one request → reply loop (``QueryLoop``: foreign routing,
 /// rate, `reply_to`, size, then the answer; replies `type` =
-/// `availability.reply`). A query that cannot be parsed gets
+/// `availability.reply`). Which query a delivery is: its `type` property
+/// when set, else its routing key — `availability.suggest` is a
+/// suggestion query, anything else (`availability.query`, the queue's
+/// name through the default exchange) an availability query, as before
+/// suggestions existed. A query that cannot be parsed gets
 /// `{"ok":false,"error":…}` and is acked, not dead-lettered.
 public struct QueryResponder: Sendable {
     let engine: QueryEngine
@@ -22,7 +27,8 @@ public struct QueryResponder: Sendable {
         self.engine = engine
         self.requireUserID = requireUserID
         let answer: @Sendable (AMQPDelivery, Caller) async throws -> QueryLoop.Answer = { [engine] delivery, caller in
-            Self.answer(engine: engine, requireUserID: requireUserID, body: delivery.body, caller: caller)
+            Self.answer(engine: engine, requireUserID: requireUserID, body: delivery.body,
+                        kind: Kind(typeProperty: delivery.properties.type, routingKey: delivery.routingKey), caller: caller)
         }
         loop = QueryLoop(connection: connection, queue: Topology.availabilityQueriesQueue,
                          replyType: MessageProperties.availabilityReplyType, appID: "availability-projector",
@@ -34,31 +40,54 @@ public struct QueryResponder: Sendable {
         loop.service(prefetch: prefetch, concurrency: concurrency)
     }
 
-    /// The reply body for a query body.
-    public func answer(body: [UInt8]) -> (body: [UInt8], ok: Bool) {
-        Self.answer(engine: engine, body: body)
+    /// The two queries the projector answers.
+    public enum Kind: Sendable, Equatable {
+        /// `availability.query`: rooms and their free ranges.
+        case availability
+        /// `availability.suggest` (v1.2): room and time suggestions.
+        case suggest
+
+        /// The `type` property when set, else the routing key.
+        public init(typeProperty: String?, routingKey: String) {
+            let name = (typeProperty?.isEmpty ?? true) ? routingKey : typeProperty!
+            self = name == SuggestContract.suggestKey ? .suggest : .availability
+        }
     }
 
-    static func answer(engine: QueryEngine, body: [UInt8]) -> (body: [UInt8], ok: Bool) {
-        switch QueryEngine.parse(body: body) {
-        case .success(let query): return (engine.replyJSON(query), true)
-        case .failure(let error): return (QueryLoop.errorBody(error), false)
+    /// The reply body for a query body.
+    public func answer(body: [UInt8], kind: Kind = .availability) -> (body: [UInt8], ok: Bool) {
+        Self.answer(engine: engine, body: body, kind: kind)
+    }
+
+    static func answer(engine: QueryEngine, body: [UInt8], kind: Kind) -> (body: [UInt8], ok: Bool) {
+        switch kind {
+        case .availability:
+            switch QueryEngine.parse(body: body).flatMap(engine.replyBody) {
+            case .success(let reply): return (reply, true)
+            case .failure(let error): return (QueryLoop.errorBody(error), false)
+            }
+        case .suggest:
+            switch QueryEngine.parseSuggest(body: body) {
+            case .success(let query): return (engine.suggestJSON(query), true)
+            case .failure(let error): return (QueryLoop.errorBody(error), false)
+            }
         }
     }
 
     /// The reply for a query from `caller`: 2003 when identities are
     /// required and it has none, else ``answer(body:)``.
-    public func answer(body: [UInt8], caller: Caller) -> (body: [UInt8], ok: Bool) {
-        Self.answer(engine: engine, requireUserID: requireUserID, body: body, caller: caller)
+    public func answer(body: [UInt8], kind: Kind = .availability, caller: Caller) -> (body: [UInt8], ok: Bool) {
+        Self.answer(engine: engine, requireUserID: requireUserID, body: body, kind: kind, caller: caller)
     }
 
-    static func answer(engine: QueryEngine, requireUserID: Bool, body: [UInt8], caller: Caller) -> (body: [UInt8], ok: Bool) {
+    static func answer(engine: QueryEngine, requireUserID: Bool, body: [UInt8], kind: Kind,
+                       caller: Caller) -> (body: [UInt8], ok: Bool) {
         if requireUserID, caller == .anonymous {
             let error = ReplyError(code: .notPermitted,
                                    text: "queries must carry the AMQP user_id property (REQUIRE_USER_ID is set)")
             return (QueryLoop.errorBody(error), false)
         }
-        return answer(engine: engine, body: body)
+        return answer(engine: engine, body: body, kind: kind)
     }
 
     func handle(_ delivery: AMQPDelivery) async {

@@ -173,7 +173,7 @@ public final class ProjectorStore: Sendable {
             let room = try ContractJSON.decode(Room.self, from: data)
             state.rooms[room.name] = RoomInfo(room: room)
         }
-        state.sortedRooms = state.rooms.values.sorted { $0.room.name < $1.room.name }
+        state.sortRooms()
         for data in try Data.fetchAll(db, sql: "SELECT json FROM closure WHERE removed = 0") {
             state.setClosure(try ContractJSON.decode(RoomClosure.self, from: data), removed: false)
         }

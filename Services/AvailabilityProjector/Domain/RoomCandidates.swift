@@ -1,0 +1,201 @@
+import BookingContracts
+import Foundation
+
+/// One candidate of one room: a local start on a local date and its instants.
+struct Candidate: Sendable, Equatable {
+    /// Days since 1970-01-01 of the local date.
+    var day: Int64
+    var startMinute: Int
+    var startsAt: Int64
+    var endsAt: Int64
+}
+
+/// What every room of one suggestion query shares: the query, the
+/// snapshot, `now`, and caches of dates and zone days.
+final class SuggestContext {
+    let query: CheckedSuggest
+    let state: AvailabilityIndex.State
+    let index: AvailabilityIndex
+    let now: Int64
+    let durationSlots: Int
+    let stepMask: SlotMask
+    private var dates: [Int64: String] = [:]
+    private var zoneDays: [String: ZoneDay] = [:]
+    private var dayMaps: [Int64: [String: DayOccupancy]] = [:]
+
+    init(query: CheckedSuggest, state: AvailabilityIndex.State, index: AvailabilityIndex, now: Int64) {
+        self.query = query
+        self.state = state
+        self.index = index
+        self.now = now
+        durationSlots = query.durationMinutes / SlotMask.minutes
+        stepMask = SlotMask.steps(of: query.stepMinutes)
+    }
+
+    func date(_ day: Int64) -> String {
+        if let text = dates[day] { return text }
+        let text = LocalClock.civilString(days: day)
+        dates[day] = text
+        return text
+    }
+
+    func zoneDay(_ day: Int64, zone: TimeZone) -> ZoneDay? {
+        let key = zone.identifier + "|" + String(day)
+        if let cached = zoneDays[key] { return cached }
+        let value = index.zoneDay(date: date(day), zone: zone)
+        zoneDays[key] = value
+        return value
+    }
+
+    /// The occupancy of a room on a local day (free when nothing is booked).
+    func occupancy(_ room: String, _ day: Int64) -> DayOccupancy {
+        if let map = dayMaps[day] { return map[room] ?? .free }
+        let map = state.days[date(day)] ?? [:]
+        dayMaps[day] = map
+        return map[room] ?? .free
+    }
+
+    /// The local day number of an instant in `zone`.
+    static func localDay(_ seconds: Int64, zone: TimeZone) -> Int64 {
+        CivilDays.day(ofSeconds: seconds + Int64(zone.secondsFromGMT(for: Date(timeIntervalSince1970: TimeInterval(seconds)))))
+    }
+}
+
+/// The candidates of one room, a day at a time, in start order: the
+/// window `[from, to)` in the room's zone, from now on, up to its
+/// horizon; per day the weekday's hours, closures, bookings with buffers,
+/// and the duration limits.
+struct RoomCandidates {
+    let info: RoomInfo
+    /// The room's place in capacity-then-name order (the tie-break).
+    let rank: Int
+    /// The earliest instant a candidate may start (the later of `from` and now).
+    let earliest: Int64
+    let latestEnd: Int64
+    private var nextDay: Int64
+    private let lastDay: Int64
+    private(set) var current: [Candidate] = []
+    var position = 0
+
+    /// Nil when the room's window is empty.
+    init?(info: RoomInfo, rank: Int, context: SuggestContext) {
+        let zone = info.zone
+        guard let from = context.query.from.instant(zone: zone), let to = context.query.to.instant(zone: zone) else { return nil }
+        let earliest = max(from, context.now)
+        guard earliest < to else { return nil }
+        var last = SuggestContext.localDay(to - 1, zone: zone)
+        if let horizon = info.room.horizonDays {
+            last = min(last, SuggestContext.localDay(context.now, zone: zone) + Int64(horizon))
+        }
+        let first = SuggestContext.localDay(earliest, zone: zone)
+        guard first <= last else { return nil }
+        self.info = info
+        self.rank = rank
+        self.earliest = earliest
+        latestEnd = to
+        nextDay = first
+        lastDay = last
+    }
+
+    /// Moves to the next day with candidates; false when there is none.
+    mutating func advance(_ context: SuggestContext) -> Bool {
+        current = []
+        position = 0
+        while current.isEmpty, nextDay <= lastDay {
+            current = candidates(on: nextDay, context)
+            nextDay += 1
+        }
+        return !current.isEmpty
+    }
+
+    /// The candidates of one local day, in start order.
+    func candidates(on day: Int64, _ context: SuggestContext) -> [Candidate] {
+        let weekday = Int(((day % 7) + 7 + 3) % 7)
+        let open = info.weekly[weekday]
+        guard !open.isEmpty, let zoneDay = context.zoneDay(day, zone: info.zone) else { return [] }
+        return zoneDay.regular ? regular(day, zoneDay, open, context) : exact(day, zoneDay, open, context)
+    }
+
+    /// A day whose offset is constant around it: everything on the masks.
+    private func regular(_ day: Int64, _ zoneDay: ZoneDay, _ open: SlotMask, _ context: SuggestContext) -> [Candidate] {
+        let room = info.room, duration = context.query.durationMinutes
+        // Elapsed time is the clock's on such a day.
+        if let least = room.minMinutes, duration < least { return [] }
+        if let most = room.maxMinutes, duration > most { return [] }
+        let buffer = info.bufferSlots
+        var blocked = context.occupancy(room.name, day).busy.dilated(by: buffer)
+        if buffer > 0 {
+            // A booking late the day before or early the day after keeps
+            // its buffer across midnight.
+            if let last = context.occupancy(room.name, day - 1).busy.lastSlot, last + 1 + buffer > SlotMask.count {
+                blocked = blocked.union(.slots(0, last + 1 + buffer - SlotMask.count))
+            }
+            if let first = context.occupancy(room.name, day + 1).busy.firstSlot, first < buffer {
+                blocked = blocked.union(.slots(SlotMask.count + first - buffer, SlotMask.count))
+            }
+        }
+        var free = open.subtracting(blocked)
+        if context.state.closures[room.name] != nil {
+            free = free.subtracting(context.state.closedSlots(RoomDay(room: room.name, date: context.date(day)), zone: info.zone))
+        }
+        let base = zoneDay.instant(minute: 0)
+        // Starts at or after `earliest`, ends by `latestEnd`, in whole slots.
+        let slotSeconds = Int64(SlotMask.minutes * 60)
+        let firstStart = earliest <= base ? 0 : Int((earliest - base + slotSeconds - 1) / slotSeconds)
+        let lastEnd = latestEnd - base >= Int64(SlotMask.count) * slotSeconds ? SlotMask.count
+            : Int(floorDiv(latestEnd - base, slotSeconds))
+        let lastStart = lastEnd - context.durationSlots
+        guard firstStart <= lastStart, firstStart < SlotMask.count else { return [] }
+        let starts = free.fits(context.durationSlots).intersection(context.stepMask)
+            .intersection(.slots(firstStart, lastStart + 1))
+        return starts.slotList.map { slot in
+            let startsAt = base + Int64(slot) * slotSeconds
+            return Candidate(day: day, startMinute: slot * SlotMask.minutes, startsAt: startsAt,
+                             endsAt: startsAt + Int64(duration * 60))
+        }
+    }
+
+    /// A day near an offset change: each candidate on instants.
+    private func exact(_ day: Int64, _ zoneDay: ZoneDay, _ open: SlotMask, _ context: SuggestContext) -> [Candidate] {
+        let room = info.room, duration = context.query.durationMinutes, zone = info.zone
+        let within = open.fits(context.durationSlots).intersection(context.stepMask)
+        guard !within.isEmpty else { return [] }
+        let buffer = Int64(info.bufferSlots * SlotMask.minutes * 60)
+        // Busy time of the day and its neighbours, as instants (each run
+        // of wall-clock slots from its first instant to its end's).
+        var busy: [(from: Int64, to: Int64)] = []
+        for d in (day - 1)...(day + 1) {
+            let wall = d * 86_400
+            for run in context.occupancy(room.name, d).busy.runs {
+                busy.append((LocalClock.firstInstant(wall: wall + Int64(run.start * 60), zone: zone),
+                             LocalClock.firstInstant(wall: wall + Int64(run.end * 60), zone: zone)))
+            }
+        }
+        let closures = context.state.closures[room.name] ?? []
+        var result: [Candidate] = []
+        for slot in within.slotList {
+            let start = slot * SlotMask.minutes, end = start + duration
+            let starts = LocalClock.instants(wall: zoneDay.wallMidnight + Int64(start * 60), zone: zone)
+            let ends = LocalClock.instants(wall: zoneDay.wallMidnight + Int64(end * 60), zone: zone)
+            // A start or end that does not exist, or exists twice, is skipped.
+            guard starts.count == 1, ends.count == 1 else { continue }
+            let s = starts[0], e = ends[0]
+            guard s >= earliest, e <= latestEnd else { continue }
+            let elapsed = Int((e - s) / 60)
+            if let least = room.minMinutes, elapsed < least { continue }
+            if let most = room.maxMinutes, elapsed > most { continue }
+            let fromSeconds = { (span: ClosureSpan) in Int64(span.from.timeIntervalSince1970.rounded(.down)) }
+            let toSeconds = { (span: ClosureSpan) in Int64(span.to.timeIntervalSince1970.rounded(.up)) }
+            if closures.contains(where: { s < toSeconds($0) && fromSeconds($0) < e }) { continue }
+            if busy.contains(where: { s < $0.to + buffer && $0.from < e + buffer }) { continue }
+            result.append(Candidate(day: day, startMinute: start, startsAt: s, endsAt: e))
+        }
+        return result
+    }
+}
+
+@inline(__always)
+func floorDiv(_ a: Int64, _ b: Int64) -> Int64 {
+    let q = a / b
+    return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q
+}
