@@ -198,6 +198,20 @@ extension SQLiteBookingStore {
                 CREATE INDEX closure_room_time ON closure (room, fromAt);
                 """)
         }
+        // Holds and waitlists (contract v1.2): `queuedAt` is the
+        // `booking_version.seq` of the version that first made a booking
+        // waitlisted — its place in the room's waitlist, assigned under
+        // the write lock, so in commit order; `waitingSince` the wall-clock
+        // time of that (for the metric of how long promoted bookings waited). The partial index holds only
+        // the waiters, so a promotion pass over a room without any is one
+        // index probe.
+        migrator.registerMigration("v9-waitlist") { db in
+            try db.execute(sql: """
+                ALTER TABLE booking ADD COLUMN queuedAt INTEGER;
+                ALTER TABLE booking ADD COLUMN waitingSince DOUBLE;
+                CREATE INDEX booking_waiting ON booking (room, queuedAt, id) WHERE status = 'waitlisted';
+                """)
+        }
         return migrator
     }
 }
