@@ -196,6 +196,10 @@ struct BookCommand: AsyncParsableCommand {
               bookingctl book --room Berlin --date 2026-11-23 --start 09:00 --end 09:30 \\
                 --title "Stand-up" --attendee "Ada Lovelace,ada@example.com,0170 1234567" \\
                 --repeat weekly --until 2027-06-30 --skip-conflicts
+              bookingctl book --room Berlin --date 2026-11-23 --start 09:00 --end 10:00 \\
+                --title "Interview" --attendee "Ada Lovelace,ada@example.com,0170 1234567" --hold 15
+              bookingctl book --room Berlin --date 2026-11-23 --start 09:00 --end 10:00 \\
+                --title "Retro" --attendee "Ada Lovelace,ada@example.com,0170 1234567" --waitlist
             """)
 
     @OptionGroup var global: GlobalOptions
@@ -215,10 +219,19 @@ struct BookCommand: AsyncParsableCommand {
     @Flag(name: .customLong("skip-conflicts"),
           help: "Book the occurrences that fit and list the others (onConflict skip); default: all or nothing.")
     var skipConflicts = false
+    @Option(name: .customLong("hold"),
+            help: "Hold the slot for this many minutes (1–60) as 'held'; confirm it with 'bookingctl confirm' before it lapses (v1.2).")
+    var holdMinutes: Int?
+    @Flag(name: .customLong("waitlist"),
+          help: "When the slot is taken, wait for it (ifTaken waitlist): promoted when it comes free (v1.2).")
+    var waitlist = false
     @Option(help: "Read the whole booking.create body from a JSON file ('-' for stdin) instead of the options.")
     var body: String?
 
     func validate() throws {
+        if holdMinutes != nil && (waitlist || frequency != nil) {
+            throw ValidationError("--hold goes neither with --waitlist nor with --repeat")
+        }
         if let frequency {
             guard Recurrence.Frequency(rawValue: frequency) != nil else {
                 throw ValidationError("--repeat must be one of \(Recurrence.Frequency.allCases.map(\.rawValue).joined(separator: ", "))")
@@ -249,7 +262,9 @@ struct BookCommand: AsyncParsableCommand {
                 create = CreateBooking(room: room!, date: try parseDate(date!), start: start!, end: end!,
                                        title: title!, description: description, attendees: try parsedAttendees(),
                                        recurrence: frequency.map { Recurrence(frequency: $0, until: until, count: count) },
-                                       onConflict: skipConflicts ? ConflictPolicy.skip.rawValue : nil)
+                                       onConflict: skipConflicts ? ConflictPolicy.skip.rawValue : nil,
+                                       hold: holdMinutes.map { HoldRequest(minutes: $0) },
+                                       ifTaken: waitlist ? IfTaken.waitlist.rawValue : nil)
             }
             try await sendAndPrint(.createBooking, create, global: global, send: send)
         }
@@ -259,7 +274,7 @@ struct BookCommand: AsyncParsableCommand {
 /// `bookingctl confirm`.
 struct ConfirmCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "confirm", abstract: "Confirm a pending booking (booking.confirm).",
+        commandName: "confirm", abstract: "Confirm a pending booking, or your own held one (booking.confirm).",
         discussion: "Example:\n  bookingctl confirm 6f1c2a9e-…")
 
     @OptionGroup var global: GlobalOptions

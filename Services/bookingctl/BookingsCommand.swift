@@ -119,6 +119,8 @@ extension Output {
         ]
         if let requestedBy = b.requestedBy { lines.append("  requested by \(requestedBy)") }
         if let reason = b.cancelReason { lines.append("  ended: \(reason)") }
+        if b.status == .held, let expiry = b.holdExpiresAt { lines.append("  held until \(expiry)") }
+        if let place = b.waitlist { lines.append("  waitlist position \(place.position)") }
         for (index, a) in (b.attendees ?? []).enumerated() {
             lines.append("  attendee \(index): \(a.name)" + (a.email.map { " <\($0)>" } ?? "") + (a.phone.map { " \($0)" } ?? ""))
         }
@@ -129,7 +131,8 @@ extension Output {
     static func table(_ bookings: [BookingView]) -> String {
         if bookings.isEmpty { return "no bookings match" }
         return columns(header: ["DATE", "TIME", "ROOM", "STATUS", "TITLE", "ID"],
-                       rows: bookings.map { [$0.date, "\($0.start)–\($0.end)", $0.room, $0.status.rawValue,
+                       rows: bookings.map { [$0.date, "\($0.start)–\($0.end)", $0.room,
+                                             $0.status.rawValue + ($0.waitlist.map { " #\($0.position)" } ?? ""),
                                              String(($0.title ?? "(busy)").prefix(40)), $0.id] })
     }
 }

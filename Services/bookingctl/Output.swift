@@ -15,6 +15,10 @@ enum Output {
         ]
         if let requestedBy = booking.requestedBy { lines.append("  requested by \(requestedBy)") }
         if let reason = booking.cancelReason { lines.append("  cancelled: \(reason)") }
+        if booking.status == .held, let expiry = booking.holdExpiresAt {
+            lines.append("  held until \(expiry): confirm it (bookingctl confirm \(booking.id)) or it lapses")
+        }
+        if let place = booking.waitlist { lines.append("  waitlist position \(place.position)") }
         if let series = booking.series {
             lines.append("  series \(series.id): occurrence \(series.index + 1) of \(series.count) (series version \(series.version))")
         }

@@ -104,6 +104,12 @@ public enum BookingStatus: String, Codable, Sendable, Hashable, CaseIterable {
     case cancelled
     /// Rejected by an approver or admin while pending (v1.1); final.
     case rejected
+    /// Reserved for a few minutes until its requester confirms it
+    /// (``Booking/holdExpiresAt``, v1.2); blocks the slot, gets no pass.
+    case held
+    /// Waiting for a taken slot (v1.2): blocks nothing, gets no pass, and
+    /// is promoted when the slot comes free.
+    case waitlisted
 }
 
 /// An attendee as stored and published: the phone is E.164 (`+491701234567`).
@@ -161,12 +167,20 @@ public struct Booking: Codable, Sendable, Equatable {
     /// The series this booking is an occurrence of (v1.1); omitted for a
     /// single booking.
     public var series: SeriesRef?
+    /// When a `held` booking lapses unless confirmed (v1.2): the earlier
+    /// of its creation plus the hold's minutes and its start; omitted
+    /// otherwise (kept after the hold ends, as a record).
+    public var holdExpiresAt: String?
+    /// Where a `waitlisted` booking stands (v1.2). Only in replies and
+    /// reads, computed when they are answered; never stored or published.
+    public var waitlist: WaitlistPlace?
 
     /// Creates a booking.
     public init(id: String, room: String, date: String, start: String, end: String, timeZone: String,
                 startsAt: String, endsAt: String, title: String, description: String? = nil,
                 status: BookingStatus, attendees: [Attendee], requestedBy: String? = nil, version: Int,
-                cancelReason: String? = nil, series: SeriesRef? = nil) {
+                cancelReason: String? = nil, series: SeriesRef? = nil, holdExpiresAt: String? = nil,
+                waitlist: WaitlistPlace? = nil) {
         self.id = id
         self.room = room
         self.date = date
@@ -183,5 +197,7 @@ public struct Booking: Codable, Sendable, Equatable {
         self.version = version
         self.cancelReason = cancelReason
         self.series = series
+        self.holdExpiresAt = holdExpiresAt
+        self.waitlist = waitlist
     }
 }

@@ -39,10 +39,12 @@ public struct EncodedBooking: Sendable {
     /// encoded ``BookingSnapshot`` of the booking before the change (v1.1),
     /// nil for a booking's first events; `released` adds `"released":true`
     /// (a release for want of check-in).
-    public func event(eventId: String, occurredAt: String, previous: Data? = nil, released: Bool = false) -> Data {
+    public func event(eventId: String, occurredAt: String, previous: Data? = nil, released: Bool = false,
+                      promoted: Bool = false) -> Data {
         var out: [UInt8] = []
         out.reserveCapacity(json.count + eventId.utf8.count + occurredAt.utf8.count + (previous?.count ?? 0) + 64)
-        JSONBytes.event(eventId: eventId, occurredAt: occurredAt, released: released ? true : nil, to: &out,
+        JSONBytes.event(eventId: eventId, occurredAt: occurredAt, released: released ? true : nil,
+                        promoted: promoted ? true : nil, to: &out,
                         booking: { $0.append(contentsOf: json) },
                         previous: previous.map { previous in { $0.append(contentsOf: previous) } })
         return Data(out)
@@ -82,6 +84,7 @@ extension Booking {
         JSONBytes.member(#","description":"#, description, to: &out)
         JSONBytes.member(#","end":"#, end, to: &out)
         JSONBytes.member(#","endsAt":"#, endsAt, to: &out)
+        JSONBytes.member(#","holdExpiresAt":"#, holdExpiresAt, to: &out)
         JSONBytes.member(#","id":"#, id, to: &out)
         JSONBytes.member(#","requestedBy":"#, requestedBy, to: &out)
         JSONBytes.member(#","room":"#, room, to: &out)
@@ -92,6 +95,7 @@ extension Booking {
         JSONBytes.member(#","timeZone":"#, timeZone, to: &out)
         JSONBytes.member(#","title":"#, title, to: &out)
         JSONBytes.member(#","version":"#, version, to: &out)
+        if let waitlist { JSONBytes.member(#","waitlist":{"position":"#, waitlist.position, to: &out); out.append(UInt8(ascii: "}")) }
         out.append(UInt8(ascii: "}"))
     }
 }
@@ -199,7 +203,7 @@ extension BookingEvent {
     public var publicJSON: [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(320 + (booking.attendees.count + (previous?.attendees.count ?? 0)) * 32)
-        JSONBytes.event(eventId: eventId, occurredAt: occurredAt, released: released, to: &out,
+        JSONBytes.event(eventId: eventId, occurredAt: occurredAt, released: released, promoted: promoted, to: &out,
                         booking: { booking.appendBusyJSON(to: &$0) },
                         previous: previous.map { previous in { previous.appendBusyJSON(to: &$0) } })
         return out
@@ -211,7 +215,7 @@ enum JSONBytes {
     /// An event body: `{"booking":…,"eventId":…,"occurredAt":…` then
     /// `"previous"` and `"released"` when present (sorted-key order), the
     /// booking and the previous state written by the given closures.
-    static func event(eventId: String, occurredAt: String, released: Bool?, to out: inout [UInt8],
+    static func event(eventId: String, occurredAt: String, released: Bool?, promoted: Bool? = nil, to out: inout [UInt8],
                       booking: (inout [UInt8]) -> Void, previous: ((inout [UInt8]) -> Void)?) {
         out.append(contentsOf: #"{"booking":"#.utf8)
         booking(&out)
@@ -221,6 +225,7 @@ enum JSONBytes {
             out.append(contentsOf: #","previous":"#.utf8)
             previous(&out)
         }
+        if let promoted { out.append(contentsOf: (promoted ? #","promoted":true"# : #","promoted":false"#).utf8) }
         if let released { out.append(contentsOf: (released ? #","released":true"# : #","released":false"#).utf8) }
         out.append(UInt8(ascii: "}"))
     }

@@ -205,6 +205,10 @@ public struct BookingView: Codable, Sendable, Equatable {
     public var cancelReason: String?
     /// The series the booking is an occurrence of (v1.1).
     public var series: SeriesRef?
+    /// When a hold lapses (v1.2); full view only.
+    public var holdExpiresAt: String?
+    /// A waitlisted booking's current place (v1.2); full view only.
+    public var waitlist: WaitlistPlace?
 
     /// The view of `booking`; `contacts` false drops e-mail and phone.
     public init(_ booking: Booking, contacts: Bool) {
@@ -224,6 +228,8 @@ public struct BookingView: Codable, Sendable, Equatable {
         version = booking.version
         cancelReason = booking.cancelReason
         series = booking.series
+        holdExpiresAt = booking.holdExpiresAt
+        waitlist = booking.waitlist
     }
 
     /// The view of `booking` a reader with `visibility` gets.
@@ -321,6 +327,8 @@ public struct PublicBookingEvent: Codable, Sendable, Equatable {
     public var previous: PublicSnapshot?
     /// As on the event: `true` on a release for want of check-in.
     public var released: Bool?
+    /// As on the event: `true` on a promotion from the waitlist (v1.2).
+    public var promoted: Bool?
 
     /// The public form of `event`.
     public init(_ event: BookingEvent) {
@@ -329,6 +337,7 @@ public struct PublicBookingEvent: Codable, Sendable, Equatable {
         booking = BookingView(busy: event.booking)
         previous = event.previous.map(PublicSnapshot.init)
         released = event.released
+        promoted = event.promoted
     }
 }
 

@@ -121,11 +121,16 @@ public struct CreateBooking: Codable, Sendable, Equatable {
     /// `"reject"` (default) or `"skip"` (``ConflictPolicy``); only with
     /// ``recurrence``.
     public var onConflict: String?
+    /// Book the slot as `held` for a few minutes (v1.2); not with
+    /// ``recurrence`` or ``ifTaken``.
+    public var hold: HoldRequest?
+    /// `"waitlist"` (``IfTaken``): wait when the slot is taken (v1.2).
+    public var ifTaken: String?
 
     /// Creates the command.
     public init(room: String, date: DateSpec, start: String, end: String, title: String,
                 description: String? = nil, attendees: [AttendeeInput], recurrence: Recurrence? = nil,
-                onConflict: String? = nil) {
+                onConflict: String? = nil, hold: HoldRequest? = nil, ifTaken: String? = nil) {
         self.room = room
         self.date = date
         self.start = start
@@ -135,6 +140,8 @@ public struct CreateBooking: Codable, Sendable, Equatable {
         self.attendees = attendees
         self.recurrence = recurrence
         self.onConflict = onConflict
+        self.hold = hold
+        self.ifTaken = ifTaken
     }
 }
 

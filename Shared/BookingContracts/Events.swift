@@ -18,15 +18,20 @@ public struct BookingEvent: Codable, Sendable, Equatable {
     /// nobody checked in (v1.1, ``Room/autoReleaseMinutes``); absent
     /// otherwise.
     public var released: Bool?
+    /// `true` on the `booking.confirmed` (or `booking.submitted`) of a
+    /// waitlisted booking promoted because its slot came free (v1.2);
+    /// absent otherwise.
+    public var promoted: Bool?
 
     /// Creates the event.
     public init(eventId: String, occurredAt: String, booking: Booking, previous: BookingSnapshot? = nil,
-                released: Bool? = nil) {
+                released: Bool? = nil, promoted: Bool? = nil) {
         self.eventId = eventId
         self.occurredAt = occurredAt
         self.booking = booking
         self.previous = previous
         self.released = released
+        self.promoted = promoted
     }
 }
 
@@ -254,7 +259,7 @@ public enum Event: Sendable, Equatable {
         switch type {
         case .roomRegistered: return .roomRegistered(try ContractJSON.decode(RoomRegistered.self, from: body))
         case .bookingCreated, .bookingConfirmed, .bookingCancelled, .bookingRescheduled, .bookingRejected, .bookingUpdated,
-             .bookingStarted, .bookingCompleted:
+             .bookingStarted, .bookingCompleted, .bookingSubmitted:
             return .booking(type, try ContractJSON.decode(BookingEvent.self, from: body))
         case .passDelivered: return .passDelivered(try ContractJSON.decode(PassDelivered.self, from: body))
         case .passFailed: return .passFailed(try ContractJSON.decode(PassFailedEvent.self, from: body))

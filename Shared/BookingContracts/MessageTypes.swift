@@ -67,6 +67,8 @@ public enum EventType: String, CaseIterable, Codable, Sendable, Hashable {
     case bookingStarted = "booking.started"
     /// An in-progress booking reached its end (v1.1). Body: ``BookingEvent``.
     case bookingCompleted = "booking.completed"
+    /// A held or waitlisted booking now awaits approval (v1.2). Body: ``BookingEvent``.
+    case bookingSubmitted = "booking.submitted"
     /// One attendee's pass was delivered. Body: ``PassDelivered``.
     case passDelivered = "pass.delivered"
     /// One attendee's pass was given up on. Body: ``PassFailedEvent``.
@@ -78,7 +80,7 @@ public enum EventType: String, CaseIterable, Codable, Sendable, Hashable {
     public var isBookingEvent: Bool {
         switch self {
         case .bookingCreated, .bookingConfirmed, .bookingCancelled, .bookingRescheduled, .bookingRejected,
-             .bookingUpdated, .bookingStarted, .bookingCompleted: true
+             .bookingUpdated, .bookingStarted, .bookingCompleted, .bookingSubmitted: true
         default: false
         }
     }

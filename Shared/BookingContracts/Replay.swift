@@ -72,7 +72,7 @@ public enum ReplayStream {
     /// The event type under which a booking in `status` is replayed.
     public static func eventType(for status: BookingStatus) -> EventType {
         switch status {
-        case .pending: .bookingCreated
+        case .pending, .held, .waitlisted: .bookingCreated
         case .confirmed: .bookingConfirmed
         case .inProgress: .bookingStarted
         case .completed: .bookingCompleted

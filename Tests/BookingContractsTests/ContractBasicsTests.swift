@@ -84,8 +84,8 @@ struct ContractBasicsTests {
         #expect(EventType.allCases.map(\.rawValue)
                     == ["room.registered", "room.closed", "room.reopened", "booking.created", "booking.confirmed", "booking.cancelled",
                         "booking.rescheduled", "booking.rejected", "booking.updated", "booking.started", "booking.completed",
-                        "pass.delivered", "pass.failed", "availability.changed"])
-        #expect(EventType.allCases.filter(\.isBookingEvent).count == 8)
+                        "booking.submitted", "pass.delivered", "pass.failed", "availability.changed"])
+        #expect(EventType.allCases.filter(\.isBookingEvent).count == 9)
         #expect(CommandType.resolve(typeProperty: nil, routingKey: "booking.create") == .createBooking)
         #expect(CommandType.resolve(typeProperty: "", routingKey: "booking.cancel") == .cancelBooking)
         #expect(CommandType.resolve(typeProperty: "booking.confirm", routingKey: "booking.create") == .confirmBooking)
@@ -107,8 +107,9 @@ struct ContractBasicsTests {
     /// Replay covers every status (v1.1), each under its own booking event.
     @Test func replayTypeByStatus() {
         let types = BookingStatus.allCases.map(ReplayStream.eventType(for:))
+        // v1.2: held and waitlisted replay as created (the projector reads the status).
         #expect(types == [.bookingCreated, .bookingConfirmed, .bookingStarted, .bookingCompleted, .bookingCancelled,
-                          .bookingRejected])
+                          .bookingRejected, .bookingCreated, .bookingCreated])
         #expect(types.allSatisfy { $0.isBookingEvent })
         #expect(Topology.projectorEventsBindingKeys.contains("booking.#"), "the projector receives all of them")
     }

@@ -48,7 +48,7 @@ struct ExampleTests {
             case "room.closed", "room.reopened": reencoded = try Self.reencode(RoomClosureEvent.self, data)
             case "room.closures": reencoded = try Self.reencode(ListClosures.self, data)
             case "booking.created", "booking.confirmed", "booking.cancelled", "booking.rescheduled", "booking.rejected",
-                 "booking.updated", "booking.started", "booking.completed":
+                 "booking.updated", "booking.started", "booking.completed", "booking.submitted":
                 reencoded = try Self.reencode(BookingEvent.self, data)
             case "pass.delivered": reencoded = try Self.reencode(PassDelivered.self, data)
             case "pass.failed": reencoded = try Self.reencode(PassFailedEvent.self, data)

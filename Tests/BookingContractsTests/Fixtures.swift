@@ -202,6 +202,32 @@ enum Fixtures {
             try e("reply--series-rule", CommandReply.error(ReplyError(code: .beyondHorizon, text: "2026-12-28: too far ahead",
                                                                       field: "date", date: "2026-12-28"))),
             try e("booking.confirmed--occurrence", bookingEvent(occurrence)),
+            // v1.2: holds and waitlists.
+            try e("booking.create--hold", CreateBooking(room: "Berlin", date: .calendarDate("2026-11-23"), start: "09:00", end: "10:00",
+                                                        title: "Interview", attendees: createBooking.attendees,
+                                                        hold: HoldRequest(minutes: 15))),
+            try e("booking.create--waitlist", CreateBooking(room: "Berlin", date: .calendarDate("2026-11-23"), start: "09:00",
+                                                            end: "10:00", title: "Retro", attendees: createBooking.attendees,
+                                                            ifTaken: IfTaken.waitlist.rawValue)),
+            try e("reply--held", CommandReply.booking({ var b = pendingBooking; b.status = .held
+                                                        b.holdExpiresAt = "2026-11-22T10:15:00Z"; return b }())),
+            try e("reply--waitlisted", CommandReply.booking({ var b = pendingBooking; b.status = .waitlisted
+                                                              b.waitlist = WaitlistPlace(position: 3); return b }())),
+            try e("booking.confirmed--promoted", { () -> BookingEvent in
+                var waiting = booking
+                waiting.status = .waitlisted
+                return BookingEvent(eventId: "1e2f3a4b", occurredAt: occurredAt, booking: booking,
+                                    previous: BookingSnapshot(waiting), promoted: true) }()),
+            try e("booking.submitted", { () -> BookingEvent in
+                var held = pendingBooking
+                held.status = .held
+                held.holdExpiresAt = "2026-11-22T10:15:00Z"
+                var pending = held
+                pending.status = .pending
+                pending.version += 1
+                return BookingEvent(eventId: "2f3a4b5c", occurredAt: occurredAt, booking: pending, previous: BookingSnapshot(held)) }()),
+            try e("public.booking-event--promoted", PublicBookingEvent(BookingEvent(eventId: "1e2f3a4b", occurredAt: occurredAt,
+                                                                                    booking: booking, promoted: true))),
             try e("booking.cancelled--occurrence", BookingEvent(eventId: "9d8c7b6a", occurredAt: occurredAt,
                                                                 booking: cancelledOccurrence, previous: BookingSnapshot(occurrence))),
             try e("booking.confirm", ConfirmBooking(bookingId: bookingId)),

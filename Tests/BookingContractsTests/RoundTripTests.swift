@@ -117,6 +117,8 @@ struct RoundTripTests {
             .booking(.bookingCompleted, Fixtures.bookingEvent(Fixtures.completedBooking)),
             .booking(.bookingCancelled, BookingEvent(eventId: "r", occurredAt: Fixtures.occurredAt,
                                                      booking: Fixtures.releasedBooking, released: true)),
+            .booking(.bookingSubmitted, BookingEvent(eventId: "s", occurredAt: Fixtures.occurredAt, booking: Fixtures.pendingBooking,
+                                                     previous: BookingSnapshot(Fixtures.pendingBooking), promoted: true)),
             .passDelivered(Fixtures.passDelivered), .passFailed(Fixtures.passFailed),
             .availabilityChanged(Fixtures.availabilityChanged),
             .roomClosure(.roomClosed, RoomClosureEvent(eventId: "c", occurredAt: Fixtures.occurredAt, closure: RoomClosure(

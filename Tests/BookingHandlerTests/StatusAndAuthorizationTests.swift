@@ -68,6 +68,21 @@ struct TransitionTests {
                .init(action: .reject, from: .inProgress, requiresApproval: approval, to: nil)]
             // v1.1: completed is final.
             + BookingAction.allCases.map { .init(action: $0, from: .completed, requiresApproval: approval, to: nil) }
+            // v1.2: a hold is confirmed by its requester (pending again
+            // where approval is required), cancelled or updated; a waiter
+            // only cancelled or updated; neither rescheduled.
+            + [.init(action: .confirm, from: .held, requiresApproval: approval, to: approval ? .pending : .confirmed),
+               .init(action: .cancel, from: .held, requiresApproval: approval, to: .cancelled),
+               .init(action: .update, from: .held, requiresApproval: approval, to: .held),
+               .init(action: .reschedule, from: .held, requiresApproval: approval, to: nil),
+               .init(action: .reject, from: .held, requiresApproval: approval, to: nil),
+               .init(action: .checkin, from: .held, requiresApproval: approval, to: nil),
+               .init(action: .confirm, from: .waitlisted, requiresApproval: approval, to: nil),
+               .init(action: .cancel, from: .waitlisted, requiresApproval: approval, to: .cancelled),
+               .init(action: .update, from: .waitlisted, requiresApproval: approval, to: .waitlisted),
+               .init(action: .reschedule, from: .waitlisted, requiresApproval: approval, to: nil),
+               .init(action: .reject, from: .waitlisted, requiresApproval: approval, to: nil),
+               .init(action: .checkin, from: .waitlisted, requiresApproval: approval, to: nil)]
     }
 
     @Test func tableCoversEveryCombination() {

@@ -154,6 +154,7 @@ private final class RecordingStore: BookingStore {
         try await inner.closures(room: room, from: from, to: to)
     }
     func replayClosures() async throws -> [RoomClosure] { try await inner.replayClosures() }
+    func waiters(room: String) async throws -> [Booking] { try await inner.waiters(room: room) }
     func counts() async throws -> (rooms: Int, bookings: Int, inbox: Int, outboxPending: Int) { try await inner.counts() }
     func suspendHandOver(releasing failed: [Int64]) async throws { try await inner.suspendHandOver(releasing: failed) }
     func resumeHandOver() async throws { try await inner.resumeHandOver() }

@@ -133,7 +133,9 @@ public struct DayOccupancy: Hashable, Sendable {
     public var isEmpty: Bool { confirmed.isEmpty && pending.isEmpty && inProgress.isEmpty }
 
     /// The statuses that hold a slot.
-    public static let holdingStatuses: [BookingStatus] = [.pending, .confirmed, .inProgress, .completed]
+    /// A held booking (v1.2) blocks like a pending one and is shown with
+    /// them; a waitlisted one holds nothing.
+    public static let holdingStatuses: [BookingStatus] = [.pending, .confirmed, .inProgress, .completed, .held]
 
     /// Occupancy of a set of bookings (the ``holdingStatuses`` count;
     /// overlaps, which replay or out-of-order events may bring, merge: a
@@ -145,9 +147,9 @@ public struct DayOccupancy: Hashable, Sendable {
             let mask = SlotMask(fromMinute: b.start, toMinute: b.end)
             switch b.status {
             case .confirmed, .completed: confirmed = confirmed.union(mask)
-            case .pending: pending = pending.union(mask)
+            case .pending, .held: pending = pending.union(mask)
             case .inProgress: inProgress = inProgress.union(mask)
-            case .cancelled, .rejected: break
+            case .cancelled, .rejected, .waitlisted: break
             }
         }
         confirmed = confirmed.subtracting(inProgress)

@@ -324,7 +324,7 @@ public final class ProjectorStore: Sendable {
     static func recompute(_ day: RoomDay, _ db: Database, prefix p: String) throws {
         let rows = try Row.fetchAll(db.cachedStatement(sql: """
             SELECT startMin, endMin, status FROM \(p)booking
-            WHERE room = ? AND date = ? AND status IN ('pending', 'confirmed', 'inProgress', 'completed')
+            WHERE room = ? AND date = ? AND status IN ('pending', 'confirmed', 'inProgress', 'completed', 'held')
             """), arguments: [day.room, day.date])
         let occupancy = DayOccupancy(bookings: rows.map { row in
             (row[0] as Int, row[1] as Int, BookingStatus(rawValue: row[2]) ?? .cancelled)

@@ -40,7 +40,23 @@ extension CommandProcessor {
                                                       caller: caller, administrators: policy.administrators)
             cancelled.append(BookingView(encoded.booking, visibility: visibility))
         }
+        // Waiters inside the closure can never get their slot (v1.2).
+        for waiter in try tx.waiters(room: valid.room.name) {
+            let booking = waiter.booking
+            guard let startsAt = ContractFormat.parseTimestamp(booking.startsAt),
+                  let endsAt = ContractFormat.parseTimestamp(booking.endsAt),
+                  startsAt < valid.to, endsAt > valid.from else { continue }
+            var changed = booking
+            changed.status = .cancelled
+            changed.cancelReason = reason
+            let encoded = try record(changed, from: booking, event: .bookingCancelled, tx, now: now)
+            let visibility = BookingReader.visibility(requestedBy: booking.requestedBy, approvers: valid.room.approvers ?? [],
+                                                      caller: caller, administrators: policy.administrators)
+            cancelled.append(BookingView(encoded.booking, visibility: visibility))
+        }
         try enqueueClosureEvent(.roomClosed, closure, tx, now: now)
+        // What it cancelled may have been in the buffer of a waiter outside it.
+        try promoteWaiters(room: valid.room.name, tx, now: now)
         return ReplyBody(.closure(ClosureReply(closure: closure, cancelled: cancelled)))
     }
 
@@ -57,6 +73,7 @@ extension CommandProcessor {
         }
         try tx.deleteClosure(id: closure.id)
         try enqueueClosureEvent(.roomReopened, closure, tx, now: now)
+        try promoteWaiters(room: c.room, tx, now: now)
         return ReplyBody(.closure(ClosureReply(closure: closure, cancelled: nil)))
     }
 

@@ -160,6 +160,8 @@ public struct CommandProcessor: Sendable {
         let encoded: EncodedBooking
         let room: Room
         let slot: BookingSlot
+        /// Whether a conflict puts it on the waitlist (`ifTaken`, v1.2).
+        let waitlist: Bool
         /// Each event's body and the value it encodes (``OutboxEvent/value``).
         let events: [(type: EventType, id: String, body: Data, value: BookingEvent)]
     }
@@ -195,14 +197,15 @@ public struct CommandProcessor: Sendable {
             id: newID(), room: valid.room.name, date: valid.slot.date, start: valid.slot.start, end: valid.slot.end,
             timeZone: valid.slot.timeZone, startsAt: ContractFormat.timestamp(valid.slot.startsAt),
             endsAt: ContractFormat.timestamp(valid.slot.endsAt), title: valid.title, description: valid.description,
-            status: valid.status, attendees: valid.attendees, requestedBy: requester, version: 1, series: series)
+            status: valid.status, attendees: valid.attendees, requestedBy: requester, version: 1, series: series,
+            holdExpiresAt: valid.holdExpiresAt.map(ContractFormat.timestamp))
         let encoded = EncodedBooking(booking)
         // A booking that needs no approval is confirmed at once: consumers
         // that act on confirmation (passes) get the same event as for
         // an approved one, with the same version.
         let types: [EventType] = booking.status == .confirmed ? [.bookingCreated, .bookingConfirmed] : [.bookingCreated]
         let occurredAt = ContractFormat.timestamp(now)
-        return PreparedBooking(encoded: encoded, room: valid.room, slot: valid.slot, events: types.map { type in
+        return PreparedBooking(encoded: encoded, room: valid.room, slot: valid.slot, waitlist: valid.waitlist, events: types.map { type in
             let id = newID()
             return (type, id, encoded.event(eventId: id, occurredAt: occurredAt),
                     BookingEvent(eventId: id, occurredAt: occurredAt, booking: booking))
@@ -212,13 +215,17 @@ public struct CommandProcessor: Sendable {
     /// The locked part of a create: quota, closures and overlap, then the
     /// row and its events. Under the write lock, so no other command's
     /// insert can come between a check and this one's.
-    private func insert(_ prepared: PreparedBooking, _ tx: any StoreTransaction, caller: Caller, now: Date) throws -> ReplyBody {
+    func insert(_ prepared: PreparedBooking, _ tx: any StoreTransaction, caller: Caller, now: Date) throws -> ReplyBody {
         if let closed = try closedRefusal(prepared.room, prepared.slot, tx) { return ReplyBody(.error(closed)) }
         if let refusal = try quotaRefusal(prepared.room, caller: caller, adding: 1, tx, now: now) {
             return ReplyBody(.error(refusal))
         }
-        if let conflict = try overlap(prepared.room, prepared.slot, tx, excluding: nil) { return ReplyBody(conflict) }
+        if let conflict = try overlap(prepared.room, prepared.slot, tx, excluding: nil) {
+            guard prepared.waitlist else { return ReplyBody(conflict) }
+            return try enqueueWaiter(prepared.encoded.booking, room: prepared.room, slot: prepared.slot, tx, caller: caller, now: now)
+        }
         try tx.save(prepared.encoded, startsAt: prepared.slot.startsAt, endsAt: prepared.slot.endsAt)
+        if prepared.encoded.booking.status == .held { HandlerMetrics.holdsCreated.increment() }
         for event in prepared.events {
             try tx.enqueue(routingKey: event.type.rawValue, messageID: event.id, body: event.body,
                            orderKey: OutboxKey.booking(prepared.encoded.booking.id), value: event.value)
@@ -251,6 +258,7 @@ public struct CommandProcessor: Sendable {
             for room in valid {
                 if stored[room.name] != room { try tx.upsertRoom(room) }
                 try enqueueRoomRegistered(room, tx, now: now)
+                try promoteWaiters(room: room.name, tx, now: now)
             }
         }
         return rooms
@@ -290,6 +298,8 @@ public struct CommandProcessor: Sendable {
             case .success(let room):
                 try tx.upsertRoom(room)
                 try enqueueRoomRegistered(room, tx, now: now)
+                // New hours or a smaller buffer may free waiters' slots.
+                try promoteWaiters(room: room.name, tx, now: now)
                 return ReplyBody(.room(room))
             }
 
@@ -301,8 +311,13 @@ public struct CommandProcessor: Sendable {
             }
 
         case .confirmBooking(let c):
-            return try change(c.bookingId, .confirm, tx, caller: caller, now: now) { booking, _ in
-                (booking, .bookingConfirmed)
+            return try change(c.bookingId, .confirm, tx, caller: caller, now: now) { booking, room in
+                guard booking.status == .held else { return (booking, .bookingConfirmed) }
+                // A hold confirmed by its requester (v1.2): confirmed, or
+                // submitted to the approvers of a room that requires them.
+                if let lapsed = BookingRules.holdLapsed(booking, now: now) { throw lapsed }
+                HandlerMetrics.holdsConfirmed.increment()
+                return (booking, room.requiresApproval ? .bookingSubmitted : .bookingConfirmed)
             }
 
         case .cancelBooking(let c):
@@ -374,7 +389,7 @@ public struct CommandProcessor: Sendable {
     /// authorise (``CallerPolicy/refusal(_:of:in:caller:)``), check the
     /// status transition and the change window
     /// (``BookingRules/tooLate(_:booking:room:now:isAdmin:)``), let `modify`
-    /// change the booking, then ``record(_:from:event:_:now:released:)``. A `ReplyError` thrown by `modify`
+    /// change the booking, then ``record(_:from:event:_:now:released:promoted:)``. A `ReplyError` thrown by `modify`
     /// becomes the reply (and nothing is written).
     private func change(
         _ id: String, _ action: BookingAction, _ tx: any StoreTransaction, caller: Caller, now: Date,
@@ -405,6 +420,10 @@ public struct CommandProcessor: Sendable {
         }
         changed.status = status
         let encoded = try record(changed, from: booking, event: event, tx, now: now)
+        if action.mayFreeTime {
+            // The same transaction, under the same lock (contract v1.2).
+            try promoteWaiters(room: booking.room, tx, now: now)
+        }
         // An approver (or an in-progress cancel by one) may act on a booking
         // it sees only busy, e.g. one made without user_id: the reply then
         // carries the busy view, as every read would (contract v1.2).
@@ -418,7 +437,7 @@ public struct CommandProcessor: Sendable {
     /// `previous` (v1.1): consumers see what changed without keeping
     /// history themselves. `released` marks a release for want of check-in.
     func record(_ changed: Booking, from booking: Booking, event: EventType, _ tx: any StoreTransaction, now: Date,
-                released: Bool = false) throws -> EncodedBooking {
+                released: Bool = false, promoted: Bool = false) throws -> EncodedBooking {
         var changed = changed
         changed.version = booking.version + 1
         guard let startsAt = ContractFormat.parseTimestamp(changed.startsAt),
@@ -432,17 +451,18 @@ public struct CommandProcessor: Sendable {
         let previous = snapshot.json
         let occurredAt = ContractFormat.timestamp(now)
         try tx.enqueue(routingKey: event.rawValue, messageID: eventID,
-                       body: encoded.event(eventId: eventID, occurredAt: occurredAt, previous: previous, released: released),
+                       body: encoded.event(eventId: eventID, occurredAt: occurredAt, previous: previous, released: released,
+                                           promoted: promoted),
                        orderKey: OutboxKey.booking(changed.id),
                        value: BookingEvent(eventId: eventID, occurredAt: occurredAt, booking: encoded.booking, previous: snapshot,
-                                           released: released ? true : nil))
+                                           released: released ? true : nil, promoted: promoted ? true : nil))
         return encoded
     }
 
     /// 2000 when a blocking booking of the room lies within the room's
     /// buffer of `slot` (contract v1.2: `a.start < b.end + buffer` and
     /// `b.start < a.end + buffer`, on instants), naming the neighbours.
-    private func overlap(_ room: Room, _ slot: BookingSlot, _ tx: any StoreTransaction, excluding: String?) throws -> CommandReply? {
+    func overlap(_ room: Room, _ slot: BookingSlot, _ tx: any StoreTransaction, excluding: String?) throws -> CommandReply? {
         let ids = try tx.conflicts(room: room.name, startsAt: slot.startsAt.addingTimeInterval(-room.bufferSeconds),
                                    endsAt: slot.endsAt.addingTimeInterval(room.bufferSeconds), excluding: excluding)
         guard let first = ids.first else { return nil }

@@ -55,6 +55,8 @@ extension CommandProcessor {
         var skipped: [SkippedOccurrence] = []
         var conflicts: [(date: String, ids: [String])] = []
         var free: [Int] = []
+        // Occurrences among `free` that wait for their slot (v1.2).
+        var waiting: Set<Int> = []
         for (index, occurrence) in plan.occurrences.enumerated() {
             switch occurrence.slot {
             case .failure(let error):
@@ -76,6 +78,9 @@ extension CommandProcessor {
                                            endsAt: slot.endsAt.addingTimeInterval(plan.room.bufferSeconds))
                 if ids.isEmpty {
                     free.append(index)
+                } else if plan.waitlist {
+                    free.append(index)
+                    waiting.insert(index)
                 } else {
                     conflicts.append((occurrence.date, ids))
                     skipped.append(SkippedOccurrence(date: occurrence.date, code: .overlap,
@@ -114,10 +119,13 @@ extension CommandProcessor {
         }
         // Built before the transaction for every valid occurrence; again
         // here when conflicts were skipped (index and count change).
-        let bookings = if let built, built.count == free.count {
+        var bookings = if let built, built.count == free.count {
             built
         } else {
             try buildOccurrences(plan, seriesID: id, booked: free, requester: requester, now: now)
+        }
+        for (position, index) in free.enumerated() where waiting.contains(index) {
+            bookings[position] = waiter(bookings[position], now: now)
         }
         let reply = CommandReply.series(SeriesBooked(id: id, recurrence: plan.recurrence, version: 1,
                                                      bookings: bookings.map(\.encoded.booking), skipped: skipped))
@@ -137,6 +145,18 @@ extension CommandProcessor {
         try tx.insertSeries(id: id, room: plan.room.name, requestedBy: requester, recurrence: plan.recurrence,
                             onConflict: plan.policy, count: bookings.count, now: now)
         return ReplyBody(reply, json: json)
+    }
+
+    /// `prepared` as a waitlisted booking: status `waitlisted`, and only
+    /// its `booking.created`.
+    func waiter(_ prepared: PreparedBooking, now: Date) -> PreparedBooking {
+        var booking = prepared.encoded.booking
+        booking.status = .waitlisted
+        let encoded = EncodedBooking(booking)
+        let id = newID(), occurredAt = ContractFormat.timestamp(now)
+        return PreparedBooking(encoded: encoded, room: prepared.room, slot: prepared.slot, waitlist: true,
+                               events: [(.bookingCreated, id, encoded.event(eventId: id, occurredAt: occurredAt),
+                                         BookingEvent(eventId: id, occurredAt: occurredAt, booking: booking))])
     }
 
     /// The occurrences at `booked` (indices into the plan, date order) as
@@ -201,6 +221,7 @@ extension CommandProcessor {
             cancelled.append(try record(changed, from: booking, event: .bookingCancelled, tx, now: now).booking)
         }
         if version != series.version { try tx.setSeriesVersion(id: series.id, version) }
+        if !cancelled.isEmpty { try promoteWaiters(room: series.room, tx, now: now) }
         return ReplyBody(.seriesCancelled(SeriesCancelled(id: series.id, version: version, cancelled: cancelled, skipped: skipped)))
     }
 }

@@ -242,6 +242,11 @@ public enum BookingRules: Sendable {
         if case .failure(let error) = SeriesRules.conflictPolicy(command.onConflict, hasRecurrence: command.recurrence != nil) {
             return .failure(error)
         }
+        let options: HoldOptions
+        switch holdOptions(command) {
+        case .failure(let error): return .failure(error)
+        case .success(let value): options = value
+        }
         let texts: (title: String, description: String?)
         switch text(title: command.title, description: command.description) {
         case .success(let value): texts = value
@@ -257,9 +262,15 @@ public enum BookingRules: Sendable {
         case .success(let value): people = value
         case .failure(let error): return .failure(error)
         }
-        return .success(ValidatedCreate(room: room, slot: resolvedSlot, title: texts.title,
-                                        description: texts.description, attendees: people,
-                                        status: initialStatus(requiresApproval: room.requiresApproval)))
+        var valid = ValidatedCreate(room: room, slot: resolvedSlot, title: texts.title,
+                                    description: texts.description, attendees: people,
+                                    status: initialStatus(requiresApproval: room.requiresApproval))
+        if let minutes = options.holdMinutes {
+            valid.status = .held
+            valid.holdExpiresAt = holdExpiry(now: now, minutes: minutes, startsAt: resolvedSlot.startsAt)
+        }
+        valid.waitlist = options.waitlist
+        return .success(valid)
     }
 
     /// The status a new booking starts in: `.pending` when the room requires

@@ -134,6 +134,8 @@ public struct CallerPolicy: Sendable, Equatable {
             return isApprover ? nil : mayChange(booking, caller: caller)
         }
         guard action == .confirm || action == .reject else { return mayChange(booking, caller: caller) }
+        // Confirming a hold is its requester's step (v1.2), not an approval.
+        if action == .confirm && booking.status == .held { return mayChange(booking, caller: caller) }
         let approval = mayApprove(booking, room: room, caller: caller)
         if booking.status == .pending || approval == nil { return approval }
         return mayChange(booking, caller: caller) == nil || isApprover ? nil : approval

@@ -122,6 +122,11 @@ public enum SeriesRules {
         case .failure(let error): return .failure(error)
         case .success(let p): policy = p
         }
+        let options: HoldOptions
+        switch BookingRules.holdOptions(command) {
+        case .failure(let error): return .failure(error)
+        case .success(let value): options = value
+        }
         guard let room else {
             return .failure(ReplyError(code: .unknownRoom, text: "unknown room \"\(command.room)\"", field: "room"))
         }
@@ -160,10 +165,12 @@ public enum SeriesRules {
             }
             occurrences.append(SeriesPlan.Occurrence(date: date, slot: slot))
         }
-        return .success(SeriesPlan(room: room, recurrence: recurrence, policy: policy, title: texts.title,
-                                   description: texts.description, attendees: people,
-                                   status: BookingRules.initialStatus(requiresApproval: room.requiresApproval),
-                                   occurrences: occurrences))
+        var plan = SeriesPlan(room: room, recurrence: recurrence, policy: policy, title: texts.title,
+                              description: texts.description, attendees: people,
+                              status: BookingRules.initialStatus(requiresApproval: room.requiresApproval),
+                              occurrences: occurrences)
+        plan.waitlist = options.waitlist
+        return .success(plan)
     }
 
     /// The 2000 that refuses a series with `"reject"`: every conflicting
@@ -197,4 +204,7 @@ public struct SeriesPlan: Sendable {
     /// Each new occurrence's status (pending in rooms that need approval).
     public let status: BookingStatus
     public let occurrences: [Occurrence]
+    /// `"ifTaken": "waitlist"` (v1.2): an occurrence refused only for a
+    /// conflict is booked as `waitlisted` instead of refused or skipped.
+    public var waitlist: Bool = false
 }

@@ -16,6 +16,12 @@ public enum TimedTransition: String, Sendable, Hashable, CaseIterable {
     case release
     /// pending → rejected at the start: nobody approved it; `booking.rejected`.
     case expire
+    /// held → cancelled at its `holdExpiresAt`: nobody confirmed it (v1.2);
+    /// `booking.cancelled`.
+    case lapse
+    /// waitlisted → cancelled at the start: the slot did not come free
+    /// (v1.2); `booking.cancelled`.
+    case giveUp
 
     /// The event the transition publishes.
     public var event: EventType {
@@ -24,6 +30,7 @@ public enum TimedTransition: String, Sendable, Hashable, CaseIterable {
         case .complete: .bookingCompleted
         case .release: .bookingCancelled
         case .expire: .bookingRejected
+        case .lapse, .giveUp: .bookingCancelled
         }
     }
 
@@ -34,6 +41,7 @@ public enum TimedTransition: String, Sendable, Hashable, CaseIterable {
         case .complete: .completed
         case .release: .cancelled
         case .expire: .rejected
+        case .lapse, .giveUp: .cancelled
         }
     }
 
@@ -42,6 +50,8 @@ public enum TimedTransition: String, Sendable, Hashable, CaseIterable {
         switch self {
         case .release: BookingRules.releaseReason
         case .expire: BookingRules.expiryReason
+        case .lapse: HoldReasons.holdExpired
+        case .giveUp: HoldReasons.waitExpired
         case .start, .complete: nil
         }
     }
@@ -59,17 +69,22 @@ extension BookingRules {
     /// - pending: expire at the start;
     /// - confirmed: start at the start, or — in a room with
     ///   `autoReleaseMinutes` — release at ``releaseTime(startsAt:endsAt:room:)``;
-    /// - inProgress: complete at the end.
+    /// - inProgress: complete at the end;
+    /// - held: lapse at `holdExpiresAt` (never after the start);
+    /// - waitlisted: give up at the start.
     ///
     /// The answer depends on the room's current policy, which is why the
     /// store does not trust a due time it computed earlier: the timer
     /// re-evaluates every booking when its stored due time comes
     /// (``earliestDue(status:startsAt:endsAt:)``).
-    public static func nextTransition(status: BookingStatus, startsAt: Date, endsAt: Date, room: Room?)
+    public static func nextTransition(status: BookingStatus, startsAt: Date, endsAt: Date, room: Room?,
+                                      holdExpiresAt: Date? = nil)
         -> (transition: TimedTransition, due: Date)?
     {
         switch status {
         case .pending: return (.expire, startsAt)
+        case .held: return (.lapse, min(holdExpiresAt ?? startsAt, startsAt))
+        case .waitlisted: return (.giveUp, startsAt)
         case .confirmed:
             if let release = releaseTime(startsAt: startsAt, endsAt: endsAt, room: room) { return (.release, release) }
             return (.start, startsAt)
@@ -84,9 +99,10 @@ extension BookingRules {
     /// nil for final statuses. At that instant the timer asks
     /// ``nextTransition(status:startsAt:endsAt:room:)`` and either applies
     /// it or stores the later due time it names (a release).
-    public static func earliestDue(status: BookingStatus, startsAt: Date, endsAt: Date) -> Date? {
+    public static func earliestDue(status: BookingStatus, startsAt: Date, endsAt: Date, holdExpiresAt: Date? = nil) -> Date? {
         switch status {
-        case .pending, .confirmed: startsAt
+        case .pending, .confirmed, .waitlisted: startsAt
+        case .held: min(holdExpiresAt ?? startsAt, startsAt)
         case .inProgress: endsAt
         case .completed, .cancelled, .rejected: nil
         }

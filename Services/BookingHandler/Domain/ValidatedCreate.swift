@@ -1,4 +1,5 @@
 import BookingContracts
+import Foundation
 
 /// A `booking.create` command that passed every check except the overlap
 /// check (which needs the database): the resolved room, slot and normalised
@@ -14,8 +15,13 @@ public struct ValidatedCreate: Sendable, Equatable {
     public var description: String?
     /// The attendees: names trimmed, e-mail domains lowercased, phones E.164.
     public var attendees: [Attendee]
-    /// `.pending` when the room requires approval, else `.confirmed`.
+    /// `.pending` when the room requires approval, else `.confirmed`;
+    /// `.held` for a hold (v1.2).
     public var status: BookingStatus
+    /// When the hold lapses; nil unless ``status`` is `.held`.
+    public var holdExpiresAt: Date? = nil
+    /// Whether a conflict puts the booking on the waitlist (v1.2).
+    public var waitlist: Bool = false
 
     /// Creates a value from its parts; does not validate (use
     /// ``BookingRules/validateCreate(_:room:now:)`` for that).

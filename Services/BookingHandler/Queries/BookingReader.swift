@@ -72,7 +72,21 @@ public struct BookingReader: Sendable {
                                      field: "bookingId"))
         }
         let room = try await store.room(named: booking.room)
-        return .booking(BookingView(booking, visibility: visibility(booking, room: room, caller: caller)))
+        let view = visibility(booking, room: room, caller: caller)
+        guard view == .full, booking.status == .waitlisted else { return .booking(BookingView(booking, visibility: view)) }
+        return .booking(BookingView(try await placed(booking, room: room), visibility: view))
+    }
+
+    /// A waitlisted booking with its current ``Booking/waitlist`` place
+    /// (contract v1.2), computed from the committed waitlist of its room:
+    /// positions are not stored, since every promotion or cancellation
+    /// ahead would otherwise rewrite the waiters behind it.
+    func placed(_ booking: Booking, room: Room?) async throws -> Booking {
+        var placed = booking
+        let waiters = try await store.waiters(room: booking.room)
+        placed.waitlist = WaitlistPlace(position: BookingRules.waitlistPosition(of: booking.id, in: waiters,
+                                                                              bufferSeconds: room?.bufferSeconds ?? 0))
+        return placed
     }
 
     /// `booking.list`: one page. The first page fixes the snapshot (the
@@ -141,7 +155,12 @@ public struct BookingReader: Sendable {
                     break scan
                 }
                 if listed > 0 { body.append(UInt8(ascii: ",")) }
-                if full {
+                if full, Self.isWaitlisted(row.json),
+                   let booking = try? ContractJSON.decode(Booking.self, from: Data(row.json)) {
+                    // Its current place (v1.2); a waitlisted row is never busy-only here.
+                    let placed = try await self.placed(booking, room: rooms[row.room] ?? nil)
+                    placed.appendJSON(to: &body)
+                } else if full {
                     body += row.json
                 } else if let booking = try? ContractJSON.decode(Booking.self, from: Data(row.json)) {
                     body += booking.busyJSON
@@ -166,6 +185,15 @@ public struct BookingReader: Sendable {
             body += Array(#"null,"ok":true}"#.utf8)
         }
         return body
+    }
+
+    /// Whether a stored booking's JSON has status `waitlisted`: the bytes
+    /// `"status":"waitlisted"` can only be the member itself (quotes inside
+    /// strings are escaped), so rows are not decoded to find out.
+    static func isWaitlisted(_ json: [UInt8]) -> Bool {
+        let needle = Array(#""status":"waitlisted""#.utf8)
+        guard json.count >= needle.count else { return false }
+        return json.indices.dropLast(needle.count - 1).contains { json[$0..<($0 + needle.count)].elementsEqual(needle) }
     }
 
     /// The most booking versions one `booking.list` page reads, whatever

@@ -164,6 +164,11 @@ public final class PostgresBookingStore: BookingStore {
             .map { try ContractJSON.decode(Room.self, from: Data(try $0.decode(String.self).utf8)) }
     }
 
+    public func waiters(room: String) async throws -> [Booking] {
+        try await reader.rows("SELECT json FROM booking WHERE room = \(room) AND status = 'waitlisted' ORDER BY queuedAt, id")
+            .map { try ContractJSON.decode(Booking.self, from: Data(try $0.decode(String.self).utf8)) }
+    }
+
     public func closures(room: String, from: Date, to: Date) async throws -> [RoomClosure] {
         try await reader.rows("""
             SELECT json FROM closure

@@ -107,8 +107,19 @@ enum PostgresSchema {
             );
             CREATE INDEX closure_room_time ON closure (room, fromAt);
             """),
-        // `booking.list` by requester: an index range in start order, as SQLite's v9-requester-index.
-        ("v4-requester-index", """
+        // Holds and waitlists (contract v1.2), as SQLite's v9-waitlist; and
+        // held bookings block like confirmed ones, so the exclusion
+        // constraint covers them too.
+        ("v4-holds-waitlists", """
+            ALTER TABLE booking ADD COLUMN queuedAt BIGINT, ADD COLUMN waitingSince DOUBLE PRECISION;
+            CREATE INDEX booking_waiting ON booking (room, queuedAt, id) WHERE status = 'waitlisted';
+            ALTER TABLE booking DROP CONSTRAINT booking_no_overlap;
+            ALTER TABLE booking ADD CONSTRAINT booking_no_overlap
+                EXCLUDE USING gist (room WITH =, int8range(startsAt, endsAt) WITH &&)
+                WHERE (status IN ('pending', 'confirmed', 'inProgress', 'held'));
+            """),
+        // `booking.list` by requester: an index range in start order, as SQLite's v10-requester-index.
+        ("v5-requester-index", """
             CREATE INDEX booking_version_requester_time ON booking_version (requestedBy, startsAt, id);
             """),
     ]

@@ -147,9 +147,19 @@ struct PostgresTransaction: QueuingTransaction {
         return try run("""
             SELECT id FROM booking
             WHERE room = \(room) AND startsAt > \(start - StoreRules.longestBooking) AND startsAt < \(end) AND endsAt > \(start)
-              AND status IN ('pending', 'confirmed', 'inProgress') AND id <> \(excluding ?? "")
+              AND status IN ('pending', 'confirmed', 'inProgress', 'held') AND id <> \(excluding ?? "")
             ORDER BY startsAt
             """).map { try $0.decode(String.self) }
+    }
+
+    /// The room's waitlisted bookings in waitlist order (`queuedAt`, id).
+    func waiters(room: String) throws -> [Waiter] {
+        try run("SELECT json, waitingSince FROM booking WHERE room = \(room) AND status = 'waitlisted' ORDER BY queuedAt, id")
+            .map { row in
+                let (json, since) = try row.decode((String, Double?).self)
+                return Waiter(booking: try ContractJSON.decode(Booking.self, from: Data(json.utf8)),
+                              waitingSince: since.map(Date.init(timeIntervalSince1970:)))
+            }
     }
 
     /// As on SQLite: the current versions of the room's bookings by the requester.
@@ -158,7 +168,8 @@ struct PostgresTransaction: QueuingTransaction {
         return Int(try run("""
             SELECT count(*) FROM booking_version
             WHERE room = \(room) AND startsAt > \(at - StoreRules.longestBooking) AND until IS NULL
-              AND requestedBy = \(requestedBy) AND endsAt > \(at) AND status IN ('pending', 'confirmed', 'inProgress')
+              AND requestedBy = \(requestedBy) AND endsAt > \(at)
+              AND status IN ('pending', 'confirmed', 'inProgress', 'held', 'waitlisted')
             """).first?.decode(Int64.self) ?? 0)
     }
 
@@ -190,7 +201,8 @@ struct PostgresTransaction: QueuingTransaction {
 
     func save(_ encoded: EncodedBooking, startsAt: Date, endsAt: Date) throws {
         let booking = encoded.booking
-        let due = BookingRules.earliestDue(status: booking.status, startsAt: startsAt, endsAt: endsAt).map { StoreRules.dueSeconds($0) }
+        let due = BookingRules.earliestDue(status: booking.status, startsAt: startsAt, endsAt: endsAt,
+                                           holdExpiresAt: booking.holdExpiresAt.flatMap(ContractFormat.parseTimestamp)).map { StoreRules.dueSeconds($0) }
         let start = Int64(startsAt.timeIntervalSince1970), end = Int64(endsAt.timeIntervalSince1970)
         let json = Self.text(encoded.json)
         if booking.version == 1 { events.clearKeys.insert(OutboxKey.booking(booking.id)) }
@@ -210,6 +222,13 @@ struct PostgresTransaction: QueuingTransaction {
                     \(booking.requestedBy), \(json), \(booking.series?.id))
             RETURNING seq
             """).first?.decode(Int64.self) ?? 0
+        if booking.status == .waitlisted {
+            // Its place in the room's waitlist (as on SQLite).
+            try run("""
+                UPDATE booking SET queuedAt = COALESCE(queuedAt, \(seq)), waitingSince = COALESCE(waitingSince, \(Date().timeIntervalSince1970))
+                WHERE id = \(booking.id)
+                """)
+        }
         if booking.version > 1 {
             try run("""
                 UPDATE booking_version SET until = \(seq), supersededAt = \(Date().timeIntervalSince1970)

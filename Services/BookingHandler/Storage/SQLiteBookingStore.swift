@@ -200,6 +200,14 @@ public final class SQLiteBookingStore: BookingStore {
         }
     }
 
+    public func waiters(room: String) async throws -> [Booking] {
+        try await pool.read { db in
+            try Data.fetchAll(db, sql: "SELECT json FROM booking WHERE room = ? AND status = 'waitlisted' ORDER BY queuedAt, id",
+                              arguments: [room])
+                .map { try ContractJSON.decode(Booking.self, from: $0) }
+        }
+    }
+
     public func closures(room: String, from: Date, to: Date) async throws -> [RoomClosure] {
         try await pool.read { db in
             try Data.fetchAll(db, sql: "SELECT json FROM closure WHERE room = ? AND fromAt < ? AND toAt > ? ORDER BY fromAt, id",

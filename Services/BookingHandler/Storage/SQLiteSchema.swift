@@ -198,11 +198,25 @@ extension SQLiteBookingStore {
                 CREATE INDEX closure_room_time ON closure (room, fromAt);
                 """)
         }
+        // Holds and waitlists (contract v1.2): `queuedAt` is the
+        // `booking_version.seq` of the version that first made a booking
+        // waitlisted — its place in the room's waitlist, assigned under
+        // the write lock, so in commit order; `waitingSince` the wall-clock
+        // time of that (for the metric of how long promoted bookings waited). The partial index holds only
+        // the waiters, so a promotion pass over a room without any is one
+        // index probe.
+        migrator.registerMigration("v9-waitlist") { db in
+            try db.execute(sql: """
+                ALTER TABLE booking ADD COLUMN queuedAt INTEGER;
+                ALTER TABLE booking ADD COLUMN waitingSince DOUBLE;
+                CREATE INDEX booking_waiting ON booking (room, queuedAt, id) WHERE status = 'waitlisted';
+                """)
+        }
         // `booking.list` by requester (a non-admin's own calendar, the
         // contract's owner filter): an index range in start order rather
         // than every booking of the period filtered by requester — at a
         // million bookings the difference between ~1 ms and over a second.
-        migrator.registerMigration("v9-requester-index") { db in
+        migrator.registerMigration("v10-requester-index") { db in
             try db.execute(sql: "CREATE INDEX booking_version_requester_time ON booking_version (requestedBy, startsAt, id)")
         }
         return migrator

@@ -190,9 +190,21 @@ struct SQLiteTransaction: QueuingTransaction {
         let start = Int64(startsAt.timeIntervalSince1970), end = Int64(endsAt.timeIntervalSince1970)
         return try String.fetchAll(db.cachedStatement(sql: """
             SELECT id FROM booking
-            WHERE room = ? AND startsAt > ? AND startsAt < ? AND endsAt > ? AND status IN ('pending', 'confirmed', 'inProgress') AND id != ?
+            WHERE room = ? AND startsAt > ? AND startsAt < ? AND endsAt > ? AND status IN ('pending', 'confirmed', 'inProgress', 'held') AND id != ?
             ORDER BY startsAt
             """), arguments: [room, start - StoreRules.longestBooking, end, start, excluding ?? ""])
+    }
+
+    /// The room's waitlisted bookings in waitlist order (`queuedAt`, id).
+    public func waiters(room: String) throws -> [Waiter] {
+        try Row.fetchAll(db.cachedStatement(sql: """
+            SELECT json, waitingSince FROM booking WHERE room = ? AND status = 'waitlisted' ORDER BY queuedAt, id
+            """), arguments: [room]).map { row in
+            let json: Data = row["json"]
+            let since: Double? = row["waitingSince"]
+            return Waiter(booking: try ContractJSON.decode(Booking.self, from: json),
+                          waitingSince: since.map(Date.init(timeIntervalSince1970:)))
+        }
     }
 
     /// The requester's bookings of the room that have not ended, from the
@@ -204,7 +216,7 @@ struct SQLiteTransaction: QueuingTransaction {
         return try Int.fetchOne(db.cachedStatement(sql: """
             SELECT count(*) FROM booking_version
             WHERE room = ? AND startsAt > ? AND until IS NULL AND requestedBy = ? AND endsAt > ?
-              AND status IN ('pending', 'confirmed', 'inProgress')
+              AND status IN ('pending', 'confirmed', 'inProgress', 'held', 'waitlisted')
             """), arguments: [room, at - StoreRules.longestBooking, requestedBy, at]) ?? 0
     }
 
@@ -213,7 +225,8 @@ struct SQLiteTransaction: QueuingTransaction {
     /// (``BookingRules/earliestDue(status:startsAt:endsAt:)``).
     public func save(_ encoded: EncodedBooking, startsAt: Date, endsAt: Date) throws {
         let booking = encoded.booking
-        let due = BookingRules.earliestDue(status: booking.status, startsAt: startsAt, endsAt: endsAt)
+        let due = BookingRules.earliestDue(status: booking.status, startsAt: startsAt, endsAt: endsAt,
+                                           holdExpiresAt: booking.holdExpiresAt.flatMap(ContractFormat.parseTimestamp))
         if booking.version == 1 { events.clearKeys.insert(OutboxKey.booking(booking.id)) }
         try db.cachedStatement(sql: """
             INSERT INTO booking (id, room, status, startsAt, endsAt, version, json, nextDueAt, seriesId) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -232,6 +245,13 @@ struct SQLiteTransaction: QueuingTransaction {
                                      Int64(startsAt.timeIntervalSince1970), Int64(endsAt.timeIntervalSince1970),
                                      booking.requestedBy, encoded.json, booking.series?.id])
         let seq = db.lastInsertedRowID
+        if booking.status == .waitlisted {
+            // Its place in the room's waitlist: kept from the version that
+            // first made it wait (an update does not move it back).
+            try db.cachedStatement(sql: """
+                UPDATE booking SET queuedAt = COALESCE(queuedAt, ?), waitingSince = COALESCE(waitingSince, ?) WHERE id = ?
+                """).execute(arguments: [seq, Date().timeIntervalSince1970, booking.id])
+        }
         if booking.version > 1 {
             try db.cachedStatement(sql: """
                 UPDATE booking_version SET until = ?, supersededAt = ? WHERE id = ? AND until IS NULL AND seq < ?

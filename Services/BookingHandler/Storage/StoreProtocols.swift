@@ -84,6 +84,9 @@ public protocol ReadStore: Sendable {
     func closures(room: String, from: Date, to: Date) async throws -> [RoomClosure]
     /// Every stored closure, by room and start (for `booking.replay`).
     func replayClosures() async throws -> [RoomClosure]
+    /// The room's waitlisted bookings in waitlist order, as committed (for
+    /// the positions reads show).
+    func waiters(room: String) async throws -> [Booking]
 }
 
 /// What the outbox relay needs of the store: the events to publish, from
@@ -156,11 +159,15 @@ public protocol StoreTransaction {
     func upsertRoom(_ room: Room) throws
     /// One booking, or nil.
     func booking(id: String) throws -> Booking?
-    /// Ids of the room's pending, confirmed and inProgress bookings
-    /// overlapping [startsAt, endsAt), except `excluding`.
+    /// Ids of the room's blocking (pending, confirmed, inProgress, held)
+    /// bookings overlapping [startsAt, endsAt), except `excluding`.
     func conflicts(room: String, startsAt: Date, endsAt: Date, excluding: String?) throws -> [String]
+    /// The room's waitlisted bookings in waitlist order: by the commit of
+    /// the version that first made each wait, then id (contract v1.2's
+    /// "creation time, id", in the order the handler committed them).
+    func waiters(room: String) throws -> [Waiter]
     /// How many bookings of `room` requested by `requestedBy` have not
-    /// ended at `now`: status pending, confirmed or inProgress and `endsAt`
+    /// ended at `now`: status pending, confirmed, inProgress, held or waitlisted and `endsAt`
     /// after `now` (the quota of contract v1.2, ``Room/maxActiveBookings``).
     /// Read under the write lock, so the count and the insert it allows
     /// cannot interleave with another command's.
@@ -289,6 +296,13 @@ public struct ListedVersion: Sendable {
     /// The same without attendees' `email` and `phone`, byte for byte what
     /// the encoder writes for it.
     public let redactedJSON: [UInt8]
+}
+
+/// A waitlisted booking as ``StoreTransaction/waiters(room:)`` reads it.
+public struct Waiter: Sendable {
+    public let booking: Booking
+    /// When it started waiting (wall clock of the handler that queued it).
+    public let waitingSince: Date?
 }
 
 /// A series as stored: who booked it where, and its version.

@@ -43,7 +43,8 @@ extension CommandProcessor {
             }
             let room = try tx.room(named: booking.room)
             guard let next = BookingRules.nextTransition(status: booking.status, startsAt: startsAt, endsAt: endsAt,
-                                                         room: room) else {
+                                                         room: room,
+                                                         holdExpiresAt: booking.holdExpiresAt.flatMap(ContractFormat.parseTimestamp)) else {
                 try tx.setDue(bookingID: id, nil)
                 return .deferred(bookingID: id, due: nil)
             }
@@ -60,6 +61,12 @@ extension CommandProcessor {
             if let reason = next.transition.reason { changed.cancelReason = reason }
             let encoded = try record(changed, from: booking, event: next.transition.event, tx, now: now,
                                      released: next.transition == .release)
+            if next.transition == .lapse { HandlerMetrics.holdsExpired.increment() }
+            // A cancelled hold, a release or a rejection frees time: the
+            // room's waiters are offered it in this transaction (v1.2).
+            if next.transition.status == .cancelled || next.transition.status == .rejected {
+                try promoteWaiters(room: booking.room, tx, now: now)
+            }
             return .applied(bookingID: id, transition: next.transition, version: encoded.booking.version)
         }
     }

@@ -1,0 +1,124 @@
+import BookingContracts
+import Foundation
+
+/// Waitlists (contract v1.2, "Holds and waitlists"): queueing a booking
+/// whose slot is taken, and promoting waiters when a room's bookings,
+/// closures, hours or buffer change.
+///
+/// Race-free because every caller runs inside a command's or a timer's
+/// write transaction, which holds the store's write lock (SQLite's
+/// `BEGIN IMMEDIATE`, PostgreSQL's advisory lock) across every process on
+/// the database: the walk reads the waiters and the blocking bookings and
+/// writes its promotions with no other writer in between, and a later
+/// walk sees them.
+extension CommandProcessor {
+    /// Stores `booking` as `waitlisted` (its slot was refused only for a
+    /// conflict, every other rule held) with its `booking.created`, and
+    /// replies with its place.
+    func enqueueWaiter(_ booking: Booking, room: Room, slot: BookingSlot, _ tx: any StoreTransaction,
+                       caller: Caller, now: Date) throws -> ReplyBody {
+        var waiting = booking
+        waiting.status = .waitlisted
+        waiting.holdExpiresAt = nil
+        let encoded = EncodedBooking(waiting)
+        try tx.save(encoded, startsAt: slot.startsAt, endsAt: slot.endsAt)
+        let id = newID(), occurredAt = ContractFormat.timestamp(now)
+        try tx.enqueue(routingKey: EventType.bookingCreated.rawValue, messageID: id,
+                       body: encoded.event(eventId: id, occurredAt: occurredAt),
+                       orderKey: OutboxKey.booking(waiting.id),
+                       value: BookingEvent(eventId: id, occurredAt: occurredAt, booking: waiting))
+        let waiters = try tx.waiters(room: room.name).map(\.booking)
+        HandlerMetrics.waitlistLength(room: room.name).record(waiters.count)
+        var reply = waiting
+        reply.waitlist = WaitlistPlace(position: BookingRules.waitlistPosition(of: waiting.id, in: waiters,
+                                                                             bufferSeconds: room.bufferSeconds))
+        return ReplyBody(.booking(reply))
+    }
+
+    /// Walks the room's waiters in waitlist order and promotes each that
+    /// passes every rule against the state that includes the promotions
+    /// before it (``promotionRefusal(_:room:_:now:)``); the others keep
+    /// waiting. A promoted booking becomes confirmed (`booking.confirmed`
+    /// with `promoted: true` and `previous`) or, in a room that requires
+    /// approval, pending (`booking.submitted`, also `promoted: true`).
+    /// Returns the promoted bookings.
+    @discardableResult
+    func promoteWaiters(room name: String, _ tx: any StoreTransaction, now: Date) throws -> [Booking] {
+        guard let room = try tx.room(named: name) else { return [] }
+        let waiters = try tx.waiters(room: name)
+        guard !waiters.isEmpty else { return [] }
+        var promoted: [Booking] = []
+        try BookingRules.walkWaitlist(waiters.map(\.booking)) { booking in
+            guard try promotionRefusal(booking, room: room, tx, now: now) == nil else { return false }
+            var changed = booking
+            changed.status = room.requiresApproval ? .pending : .confirmed
+            let event: EventType = room.requiresApproval ? .bookingSubmitted : .bookingConfirmed
+            promoted.append(try record(changed, from: booking, event: event, tx, now: now, promoted: true).booking)
+            return true
+        }
+        let since = Dictionary(waiters.map { ($0.booking.id, $0.waitingSince) }, uniquingKeysWith: { a, _ in a })
+        for booking in promoted {
+            HandlerMetrics.promotions.increment()
+            if let start = since[booking.id] ?? nil {
+                HandlerMetrics.promotionWait.recordSeconds(max(0, now.timeIntervalSince(start)))
+            }
+        }
+        HandlerMetrics.waitlistLength(room: name).record(waiters.count - promoted.count)
+        return promoted
+    }
+
+    /// Why `booking` cannot be promoted now, or nil: not started, the
+    /// room's hours and policies for its slot (``BookingRules/slot(room:date:start:end:now:)``),
+    /// closures, the requester's quota, and conflicts with the blocking
+    /// bookings (buffers included) — the rules of a create, against the
+    /// room as it is now.
+    func promotionRefusal(_ booking: Booking, room: Room, _ tx: any StoreTransaction, now: Date) throws -> ReplyError? {
+        let slot: BookingSlot
+        switch BookingRules.slot(room: room, date: .calendarDate(booking.date), start: booking.start, end: booking.end, now: now) {
+        case .failure(let error): return error
+        case .success(let s): slot = s
+        }
+        if let closed = try closedRefusal(room, slot, tx) { return closed }
+        // The waiter is among the requester's active bookings already: the
+        // quota holds when the count including it is within the limit.
+        if let requester = booking.requestedBy, !requester.isEmpty, room.maxActiveBookings != nil,
+           !policy.isAdmin(Caller(userID: requester)) {
+            let active = try tx.activeBookings(room: room.name, requestedBy: requester, at: now)
+            if let refusal = BookingRules.quotaRefusal(room: room, active: active - 1, adding: 1) { return refusal }
+        }
+        if case .error(let error)? = try overlap(room, slot, tx, excluding: booking.id) { return error }
+        return nil
+    }
+}
+
+extension BookingRules {
+    /// The promotion walk (contract v1.2): `waiters` in waitlist order,
+    /// each offered to `promote`, which checks it against the current
+    /// state — including every promotion it made before — and promotes it
+    /// (returning true) or leaves it waiting (false). Every waiter is
+    /// offered: one that cannot be promoted does not stop a later one whose
+    /// slot it does not share.
+    public static func walkWaitlist(_ waiters: [Booking], promote: (Booking) throws -> Bool) rethrows {
+        for waiter in waiters { _ = try promote(waiter) }
+    }
+
+    /// A waiter's place (contract v1.2): 1 + the waiters before it in
+    /// `waiters` (waitlist order) whose slot, widened by the room's buffer,
+    /// overlaps its own. 1 when it is not in the list.
+    public static func waitlistPosition(of id: String, in waiters: [Booking], bufferSeconds: Double) -> Int {
+        guard let index = waiters.firstIndex(where: { $0.id == id }),
+              let range = instants(waiters[index]) else { return 1 }
+        var position = 1
+        for earlier in waiters[..<index] {
+            guard let other = instants(earlier) else { continue }
+            if other.start < range.end + bufferSeconds && range.start < other.end + bufferSeconds { position += 1 }
+        }
+        return position
+    }
+
+    private static func instants(_ booking: Booking) -> (start: Double, end: Double)? {
+        guard let start = ContractFormat.parseTimestamp(booking.startsAt),
+              let end = ContractFormat.parseTimestamp(booking.endsAt) else { return nil }
+        return (start.timeIntervalSince1970, end.timeIntervalSince1970)
+    }
+}

@@ -1,0 +1,445 @@
+import BookingContracts
+import Foundation
+import Testing
+import TestSupport
+
+@testable import BookingHandler
+
+/// Contract v1.2, "Holds and waitlists": the rules, then every transition
+/// on both stores through the command processor (the real SQLite file and
+/// PostgreSQL database; the clock injected).
+@Suite("Holds and waitlists")
+struct HoldsAndWaitlistsTests {
+    // MARK: Rules
+
+    @Test func holdAndIfTakenAreCheckedWithTheirFields() {
+        func options(_ hold: HoldRequest?, ifTaken: String? = nil, series: Bool = false) -> Result<HoldOptions, ReplyError> {
+            var create = Fixture.create()
+            create.hold = hold
+            create.ifTaken = ifTaken
+            if series { create.recurrence = Recurrence(.weekly, count: 2) }
+            return BookingRules.holdOptions(create)
+        }
+        #expect(expectSuccess(options(HoldRequest())) == HoldOptions(holdMinutes: 10, waitlist: false), "10 by default")
+        #expect(expectSuccess(options(HoldRequest(minutes: 60)))?.holdMinutes == 60)
+        #expect(expectSuccess(options(nil, ifTaken: "waitlist")) == HoldOptions(holdMinutes: nil, waitlist: true))
+        #expect(expectSuccess(options(nil, ifTaken: "waitlist", series: true))?.waitlist == true, "per occurrence")
+        expectFailure(options(HoldRequest(minutes: 0)), .invalidField, field: "hold.minutes")
+        expectFailure(options(HoldRequest(minutes: 61)), .invalidField, field: "hold.minutes")
+        expectFailure(options(HoldRequest(), series: true), .invalidField, field: "hold")
+        expectFailure(options(HoldRequest(), ifTaken: "waitlist"), .invalidField, field: "hold")
+        expectFailure(options(nil, ifTaken: "queue"), .invalidField, field: "ifTaken")
+    }
+
+    @Test func aHoldLapsesAtTheEarlierOfItsMinutesAndTheStart() {
+        let now = utc("2026-11-22T10:00:00Z")
+        #expect(BookingRules.holdExpiry(now: now, minutes: 10, startsAt: utc("2026-11-23T08:00:00Z")) == utc("2026-11-22T10:10:00Z"))
+        #expect(BookingRules.holdExpiry(now: now, minutes: 30, startsAt: utc("2026-11-22T10:15:00Z")) == utc("2026-11-22T10:15:00Z"),
+                "never after the start")
+        #expect(BookingRules.nextTransition(status: .held, startsAt: utc("2026-11-23T08:00:00Z"), endsAt: utc("2026-11-23T09:00:00Z"),
+                                            room: nil, holdExpiresAt: utc("2026-11-22T10:10:00Z"))?.transition == .lapse)
+        #expect(BookingRules.nextTransition(status: .waitlisted, startsAt: utc("2026-11-23T08:00:00Z"), endsAt: utc("2026-11-23T09:00:00Z"),
+                                            room: nil)! == (.giveUp, utc("2026-11-23T08:00:00Z")))
+        #expect(TimedTransition.lapse.reason == "expired: hold not confirmed")
+        #expect(TimedTransition.giveUp.reason == "expired: the slot did not come free")
+    }
+
+    @Test func statusMachineOfHeldAndWaitlisted() {
+        #expect(expectSuccess(BookingRules.transition(.confirm, from: .held, requiresApproval: false)) == .confirmed)
+        #expect(expectSuccess(BookingRules.transition(.confirm, from: .held, requiresApproval: true)) == .pending)
+        for status in [BookingStatus.held, .waitlisted] {
+            #expect(expectSuccess(BookingRules.transition(.cancel, from: status, requiresApproval: false)) == .cancelled)
+            #expect(expectSuccess(BookingRules.transition(.update, from: status, requiresApproval: false)) == status)
+            expectFailure(BookingRules.transition(.reschedule, from: status, requiresApproval: false), .statusChangeNotAllowed, field: nil)
+            expectFailure(BookingRules.transition(.checkin, from: status, requiresApproval: false), .statusChangeNotAllowed, field: nil)
+        }
+        expectFailure(BookingRules.transition(.confirm, from: .waitlisted, requiresApproval: false), .statusChangeNotAllowed, field: nil)
+    }
+
+    /// Positions count only earlier waiters whose slot, widened by the
+    /// buffer, overlaps; the walk offers every waiter in order, so a short
+    /// waiter behind a blocked long one still gets a slot the long one
+    /// does not share.
+    @Test func promotionOrderWithOverlappingWaitersOfDifferentLengths() {
+        func waiter(_ id: String, _ start: String, _ end: String) -> Booking {
+            Booking(id: id, room: "Berlin", date: "2026-11-23", start: "", end: "", timeZone: "Europe/Berlin",
+                    startsAt: "2026-11-23T\(start):00Z", endsAt: "2026-11-23T\(end):00Z", title: "T", status: .waitlisted,
+                    attendees: [Fixture.adaNormalised], version: 1)
+        }
+        // In waitlist order: a long one, one inside it, one after both, one right after the long one.
+        let waiters = [waiter("long", "08:00", "11:00"), waiter("inside", "09:00", "10:00"),
+                       waiter("later", "11:00", "12:00"), waiter("abutting", "11:00", "11:30")]
+        #expect(waiters.map { BookingRules.waitlistPosition(of: $0.id, in: waiters, bufferSeconds: 0) } == [1, 2, 1, 2])
+        #expect(waiters.map { BookingRules.waitlistPosition(of: $0.id, in: waiters, bufferSeconds: 900) } == [1, 2, 2, 3],
+                "with a 15-minute buffer, back-to-back slots wait behind each other")
+
+        // Promote against a day where 10:00–11:00 stays blocked: `long`
+        // cannot be promoted, `inside` can (09:00–10:00), `later` can, and
+        // `abutting` then conflicts with `later`, promoted just before it.
+        var blocked: [(Double, Double)] = [(10, 11)]
+        var promoted: [String] = []
+        func hours(_ text: String) -> Double {
+            let time = text.split(separator: "T")[1]
+            return Double(time.prefix(2))! + Double(time.dropFirst(3).prefix(2))! / 60
+        }
+        BookingRules.walkWaitlist(waiters) { booking in
+            let (start, end) = (hours(booking.startsAt), hours(booking.endsAt))
+            guard !blocked.contains(where: { $0.0 < end && start < $0.1 }) else { return false }
+            blocked.append((start, end))
+            promoted.append(booking.id)
+            return true
+        }
+        #expect(promoted == ["inside", "later"])
+    }
+
+    // MARK: On both stores
+
+    struct Setup {
+        let store: any BookingStore
+        let processor: CommandProcessor
+        let clock: LockedBox<Date>
+
+        func send(_ type: CommandType, _ json: String, user: String? = "ann") async throws -> CommandReply {
+            guard case .handled(let reply, _, _, _) = try await processor.process(IncomingCommand(
+                body: Array(json.utf8), typeProperty: type.rawValue, routingKey: type.rawValue, messageID: UUID().uuidString,
+                idempotencyKeyHeader: nil, userID: user)) else { throw CancellationError() }
+            return reply
+        }
+
+        func create(_ start: String, _ end: String, room: String = "Berlin", date: String = "2026-11-23", extra: String = "",
+                    user: String? = "ann") async throws -> CommandReply {
+            try await send(.createBooking, #"{"room":"\#(room)","date":"\#(date)","start":"\#(start)","end":"\#(end)","title":"T","attendees":[{"name":"Ada","email":"ada@example.com","phone":"0170 1234567"}]\#(extra)}"#,
+                           user: user)
+        }
+
+        func confirm(_ id: String, user: String? = "ann") async throws -> CommandReply {
+            try await send(.confirmBooking, #"{"bookingId":"\#(id)"}"#, user: user)
+        }
+
+        func cancel(_ id: String, user: String? = "ann") async throws -> CommandReply {
+            try await send(.cancelBooking, #"{"bookingId":"\#(id)"}"#, user: user)
+        }
+
+        /// The events queued since the last call.
+        func events() -> [OutboxEvent] { store.takeCommitted(limit: 1000) }
+
+        func status(_ id: String) async throws -> BookingStatus? { try await store.booking(id: id)?.status }
+
+        /// Runs the timers until nothing is due.
+        func runTimers() async throws -> [TimerStep] {
+            var steps: [TimerStep] = []
+            while let step = try await processor.applyDueTimer() { steps.append(step) }
+            return steps
+        }
+    }
+
+    static let rooms = #"""
+        [{"name": "Berlin", "capacity": 8},
+         {"name": "Board", "capacity": 8, "requiresApproval": true, "approvers": ["boss"]},
+         {"name": "Buffered", "capacity": 8, "bufferMinutes": 15},
+         {"name": "Quota", "capacity": 8, "maxActiveBookings": 2}]
+        """#
+
+    func setup(_ fixture: StoreFixture, now: Date = utc("2026-11-22T10:00:00Z")) async throws -> Setup {
+        let store = try await fixture.open()
+        let clock = LockedBox(now)
+        let processor = CommandProcessor(store: store, policy: CallerPolicy(administrators: ["root"], roomManagers: ["desk"]),
+                                         now: { clock.withLock { $0 } })
+        _ = try await processor.upsertRooms(fileContents: Data(Self.rooms.utf8))
+        let setup = Setup(store: store, processor: processor, clock: clock)
+        _ = setup.events()
+        return setup
+    }
+
+    /// A hold blocks the slot, is confirmed by its requester (not by
+    /// anyone else, 2003), and its events are `booking.created` (held) and
+    /// then `booking.confirmed`; an admin may confirm one too.
+    @Test(arguments: StoreKind.allCases)
+    func aHoldBlocksAndIsConfirmedByItsRequester(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        defer { fixture.remove() }
+        let s = try await setup(fixture)
+        let held = try #require(try await s.create("09:00", "10:00", extra: #","hold":{"minutes":15}"#).bookingValue)
+        #expect(held.status == .held && held.holdExpiresAt == "2026-11-22T10:15:00Z")
+        #expect(s.events().map(\.routingKey) == ["booking.created"], "no booking.confirmed, so no pass")
+        let taken = try #require(try await s.create("09:30", "10:30", user: "bob").errorValue)
+        #expect(taken.code == .overlap && taken.conflicts == [held.id], "it blocks like a confirmed booking")
+        #expect(try await s.confirm(held.id, user: "bob").errorValue?.code == .notPermitted)
+        let confirmed = try #require(try await s.confirm(held.id).bookingValue)
+        #expect(confirmed.status == .confirmed && confirmed.version == 2 && confirmed.holdExpiresAt == held.holdExpiresAt)
+        let events = s.events()
+        #expect(events.map(\.routingKey) == ["booking.confirmed"])
+        #expect(events.first?.value?.previous?.status == .held && events.first?.value?.promoted == nil)
+        #expect(try await s.confirm(held.id).errorValue?.code == .statusChangeNotAllowed, "once")
+
+        let other = try #require(try await s.create("11:00", "12:00", extra: #","hold":{}"#, user: "bob").bookingValue)
+        #expect(other.holdExpiresAt == "2026-11-22T10:10:00Z", "ten minutes by default")
+        #expect(try await s.confirm(other.id, user: "root").bookingValue?.status == .confirmed, "an admin may")
+    }
+
+    /// At or after `holdExpiresAt` the confirm is 2002; the timer cancels
+    /// the hold with its reason, once, and the slot is free again.
+    @Test(arguments: StoreKind.allCases)
+    func anUnconfirmedHoldLapses(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        defer { fixture.remove() }
+        let s = try await setup(fixture)
+        let held = try #require(try await s.create("09:00", "10:00", extra: #","hold":{"minutes":5}"#).bookingValue)
+        _ = s.events()
+        _ = try await s.runTimers()
+        #expect(try await s.status(held.id) == .held, "not before its time")
+        s.clock.withLock { $0 = utc("2026-11-22T10:05:00Z") }
+        #expect(try await s.confirm(held.id).errorValue?.code == .statusChangeNotAllowed, "at holdExpiresAt: 2002")
+        let steps = try await s.runTimers()
+        #expect(steps.contains(.applied(bookingID: held.id, transition: .lapse, version: 2)))
+        let lapsed = try #require(try await s.store.booking(id: held.id))
+        #expect(lapsed.status == .cancelled && lapsed.cancelReason == "expired: hold not confirmed")
+        #expect(s.events().map(\.routingKey) == ["booking.cancelled"])
+        #expect(try await s.runTimers().allSatisfy { if case .applied = $0 { false } else { true } }, "at most once")
+        #expect(try await s.create("09:00", "10:00", user: "bob").bookingValue?.status == .confirmed)
+    }
+
+    /// In a room that requires approval a confirmed hold becomes pending
+    /// with `booking.submitted`; then the approvers decide.
+    @Test(arguments: StoreKind.allCases)
+    func aConfirmedHoldInAnApprovalRoomIsSubmitted(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        defer { fixture.remove() }
+        let s = try await setup(fixture)
+        let held = try #require(try await s.create("09:00", "10:00", room: "Board", extra: #","hold":{}"#).bookingValue)
+        _ = s.events()
+        #expect(try await s.confirm(held.id, user: "boss").errorValue?.code == .notPermitted, "the hold is the requester's")
+        #expect(try await s.confirm(held.id).bookingValue?.status == .pending)
+        #expect(s.events().map(\.routingKey) == ["booking.submitted"])
+        #expect(try await s.confirm(held.id, user: "boss").bookingValue?.status == .confirmed)
+    }
+
+    /// Only a conflict puts a booking on the waitlist: it blocks nothing,
+    /// gets its position, and every other refusal stays a refusal.
+    @Test(arguments: StoreKind.allCases)
+    func onlyAConflictWaitlistsAndPositionsCountOverlappingEarlierWaiters(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        defer { fixture.remove() }
+        let s = try await setup(fixture)
+        let wait = #","ifTaken":"waitlist""#
+        let free = try #require(try await s.create("09:00", "11:00", extra: wait).bookingValue)
+        #expect(free.status == .confirmed && free.waitlist == nil, "a free slot books as usual")
+        let first = try #require(try await s.create("09:00", "10:00", extra: wait, user: "bob").bookingValue)
+        #expect(first.status == .waitlisted && first.waitlist == WaitlistPlace(position: 1))
+        let second = try #require(try await s.create("09:30", "11:00", extra: wait, user: "cy").bookingValue)
+        #expect(second.status == .waitlisted && second.waitlist?.position == 2)
+        let apart = try #require(try await s.create("10:00", "11:00", extra: wait, user: "dee").bookingValue)
+        #expect(apart.waitlist?.position == 2, "overlaps the second, not the first")
+        _ = s.events()
+        #expect(try await s.create("06:00", "07:00", extra: wait).errorValue?.code == .outsideOpeningHours)
+        #expect(try await s.create("09:10", "10:00", extra: wait).errorValue?.code == .offGrid)
+        #expect(s.events().isEmpty)
+        // Waiters block nothing.
+        #expect(try await s.create("12:00", "13:00", extra: wait).bookingValue?.status == .confirmed)
+        // Reads show the current position; the busy view does not.
+        let reader = BookingReader(store: s.store, policy: s.processor.policy)
+        guard case .booking(let view) = try await reader.get(GetBooking(bookingId: second.id), caller: .user("cy")) else {
+            Issue.record("not found"); return
+        }
+        #expect(view.status == .waitlisted && view.waitlist?.position == 2)
+        guard case .booking(let busy) = try await reader.get(GetBooking(bookingId: second.id), caller: .user("eve")) else { return }
+        #expect(busy.waitlist == nil)
+        let listed = try await reader.list(ListBookings(from: .date("2026-11-23"), to: .date("2026-11-24"), room: "Berlin",
+                                                         status: ["waitlisted"]), caller: .user("root"))
+        guard case .bookings(let rows, _) = listed else { Issue.record("\(listed)"); return }
+        #expect(rows.map(\.id) == [first.id, second.id, apart.id])
+        #expect(rows.map { $0.waitlist?.position } == [1, 2, 2])
+        // A waiter may be updated and cancelled, not rescheduled.
+        #expect(try await s.send(.updateBooking, #"{"bookingId":"\#(first.id)","title":"New"}"#, user: "bob").bookingValue?.status == .waitlisted)
+        let moved = try await s.send(.rescheduleBooking, #"{"bookingId":"\#(first.id)","date":"2026-11-23","start":"15:00","end":"16:00"}"#,
+                                     user: "bob")
+        #expect(moved.errorValue?.code == .statusChangeNotAllowed)
+        #expect(try await s.cancel(first.id, user: "bob").bookingValue?.status == .cancelled)
+        guard case .booking(let after) = try await reader.get(GetBooking(bookingId: second.id), caller: .user("cy")) else { return }
+        #expect(after.waitlist?.position == 1, "moved up")
+    }
+
+    /// Cancelling the holder promotes the first waiter in the same
+    /// transaction: `booking.confirmed` with `promoted` and `previous`;
+    /// the next waiter on the same slot keeps waiting.
+    @Test(arguments: StoreKind.allCases)
+    func aCancelPromotesTheFirstWaiter(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        defer { fixture.remove() }
+        let s = try await setup(fixture)
+        let wait = #","ifTaken":"waitlist""#
+        let holder = try #require(try await s.create("09:00", "10:00").bookingValue)
+        let first = try #require(try await s.create("09:00", "10:00", extra: wait, user: "bob").bookingValue)
+        let second = try #require(try await s.create("09:00", "10:00", extra: wait, user: "cy").bookingValue)
+        _ = s.events()
+        #expect(try await s.cancel(holder.id).bookingValue?.status == .cancelled)
+        let events = s.events()
+        #expect(events.map(\.routingKey) == ["booking.cancelled", "booking.confirmed"])
+        let promotion = try #require(events.last?.value)
+        #expect(promotion.booking.id == first.id && promotion.promoted == true && promotion.previous?.status == .waitlisted)
+        let body = String(decoding: events.last!.body, as: UTF8.self)
+        #expect(body.contains(#""promoted":true"#))
+        #expect(try await s.status(first.id) == .confirmed)
+        #expect(try await s.status(second.id) == .waitlisted)
+        // The promoted one cancelled in turn: the next waiter gets it.
+        #expect(try await s.cancel(first.id, user: "bob").bookingValue != nil)
+        #expect(try await s.status(second.id) == .confirmed)
+    }
+
+    /// A hold's lapse frees the slot for the waiter in the timer's transaction.
+    @Test(arguments: StoreKind.allCases)
+    func aLapsedHoldPromotesTheWaiter(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        defer { fixture.remove() }
+        let s = try await setup(fixture)
+        let held = try #require(try await s.create("09:00", "10:00", extra: #","hold":{"minutes":1}"#).bookingValue)
+        let waiter = try #require(try await s.create("09:00", "10:00", extra: #","ifTaken":"waitlist""#, user: "bob").bookingValue)
+        #expect(waiter.status == .waitlisted)
+        _ = s.events()
+        s.clock.withLock { $0 = $0.addingTimeInterval(60) }
+        _ = try await s.runTimers()
+        #expect(try await s.status(held.id) == .cancelled)
+        #expect(try await s.status(waiter.id) == .confirmed)
+        #expect(s.events().map(\.routingKey) == ["booking.cancelled", "booking.confirmed"])
+    }
+
+    /// In an approval room a promoted waiter becomes pending with
+    /// `booking.submitted`; a waiter not promoted by its start is cancelled.
+    @Test(arguments: StoreKind.allCases)
+    func promotionInAnApprovalRoomAndExpiryAtTheStart(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        defer { fixture.remove() }
+        let s = try await setup(fixture)
+        let wait = #","ifTaken":"waitlist""#
+        let holder = try #require(try await s.create("09:00", "10:00", room: "Board").bookingValue)
+        let waiter = try #require(try await s.create("09:00", "10:00", room: "Board", extra: wait, user: "bob").bookingValue)
+        let late = try #require(try await s.create("13:00", "14:00", room: "Board").bookingValue)
+        let stuck = try #require(try await s.create("13:00", "14:00", room: "Board", extra: wait, user: "bob").bookingValue)
+        _ = s.events()
+        #expect(try await s.send(.rejectBooking, #"{"bookingId":"\#(holder.id)"}"#, user: "boss").bookingValue?.status == .rejected)
+        let events = s.events()
+        #expect(events.map(\.routingKey) == ["booking.rejected", "booking.submitted"])
+        #expect(events.last?.value?.promoted == true && events.last?.value?.booking.id == waiter.id)
+        #expect(try await s.status(waiter.id) == .pending)
+
+        // 13:00 Berlin = 12:00Z the next day: the pending `late` and the
+        // waiter behind it both reach their start.
+        s.clock.withLock { $0 = utc("2026-11-23T12:00:00Z") }
+        _ = try await s.runTimers()
+        #expect(try await s.status(late.id) == .rejected)
+        let expired = try #require(try await s.store.booking(id: stuck.id))
+        #expect(expired.status == .cancelled && expired.cancelReason == "expired: the slot did not come free",
+                "a waiter is never promoted once started")
+    }
+
+    /// Every rule is checked again at promotion: the requester's quota
+    /// (waiters count towards it), buffers, and a closure cancels waiters.
+    @Test(arguments: StoreKind.allCases)
+    func promotionChecksQuotaAndBuffersAndClosuresCancelWaiters(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        defer { fixture.remove() }
+        let s = try await setup(fixture)
+        let wait = #","ifTaken":"waitlist""#
+        // Quota 2: a waiter counts.
+        let holder = try #require(try await s.create("09:00", "10:00", room: "Quota", user: "bob").bookingValue)
+        #expect(try await s.create("09:00", "10:00", room: "Quota", extra: wait).bookingValue?.status == .waitlisted)
+        #expect(try await s.create("11:00", "12:00", room: "Quota").bookingValue != nil)
+        #expect(try await s.create("13:00", "14:00", room: "Quota", extra: wait).errorValue?.code == .quotaExceeded)
+        _ = holder
+
+        // Buffer 15: 10:00–11:00 waits behind 09:00–10:00; a cancel of the
+        // blocker promotes the first waiter, and the one 15 minutes after it waits on.
+        let blocker = try #require(try await s.create("09:00", "10:00", room: "Buffered").bookingValue)
+        let near = try #require(try await s.create("10:00", "11:00", room: "Buffered", extra: wait, user: "bob").bookingValue)
+        #expect(near.status == .waitlisted, "inside the buffer")
+        let same = try #require(try await s.create("09:00", "10:00", room: "Buffered", extra: wait, user: "cy").bookingValue)
+        #expect(same.waitlist?.position == 2, "widened by the buffer, the earlier waiter overlaps")
+        #expect(try await s.cancel(blocker.id).bookingValue != nil)
+        #expect(try await s.status(near.id) == .confirmed)
+        #expect(try await s.status(same.id) == .waitlisted, "the buffer holds against the promotion before it")
+
+        // A closure cancels waiters it covers.
+        guard case .closure(let closed) = try await s.send(.closeRoom, #"{"room":"Buffered","from":"2026-11-23","to":"2026-11-24","reason":"paint"}"#,
+                                                          user: "root") else { Issue.record("not closed"); return }
+        #expect(closed.cancelled?.map(\.id).contains(same.id) == true)
+        let cancelled = try #require(try await s.store.booking(id: same.id))
+        #expect(cancelled.status == .cancelled && cancelled.cancelReason == "room closed: paint")
+    }
+
+    /// Series: `ifTaken` per occurrence — the taken week waits, the others
+    /// are booked; cancelling the series covers its waiting occurrence.
+    @Test(arguments: StoreKind.allCases)
+    func aSeriesWaitsPerOccurrence(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        defer { fixture.remove() }
+        let s = try await setup(fixture)
+        let taken = try #require(try await s.create("09:00", "10:00", date: "2026-11-30", user: "bob").bookingValue)
+        let reply = try await s.create("09:00", "10:00", extra: #","recurrence":{"frequency":"weekly","count":3},"ifTaken":"waitlist""#)
+        guard case .series(let series) = reply else { Issue.record("\(reply)"); return }
+        #expect(series.bookings.map(\.status) == [.confirmed, .waitlisted, .confirmed])
+        #expect(series.skipped.isEmpty)
+        #expect(try await s.cancel(taken.id, user: "bob").bookingValue != nil)
+        #expect(try await s.status(series.bookings[1].id) == .confirmed, "promoted")
+        let holdSeries = try await s.create("09:00", "10:00", extra: #","recurrence":{"frequency":"weekly","count":3},"hold":{}"#)
+        #expect(holdSeries.errorValue?.code == .invalidField && holdSeries.errorValue?.field == "hold")
+    }
+
+    /// Fifty waiters for one slot through two stores on one database (two
+    /// processes), then the holders cancelled while creates race: never
+    /// two blocking bookings in conflict, and the promotions come in the
+    /// waiters' order.
+    @Test(arguments: StoreKind.allCases)
+    func fiftyWaitersAndRacingCancelsKeepOrderAndNeverConflict(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        defer { fixture.remove() }
+        let a = try await setup(fixture)
+        let bStore = try await fixture.open()
+        let b = Setup(store: bStore, processor: CommandProcessor(store: bStore, policy: a.processor.policy, now: { a.clock.withLock { $0 } }),
+                      clock: a.clock)
+        let wait = #","ifTaken":"waitlist""#
+        let holder = try #require(try await a.create("09:00", "10:00", room: "Buffered").bookingValue)
+        let waiters = try await withThrowingTaskGroup(of: Booking?.self) { group in
+            for i in 0..<50 {
+                // Alternating 09:00–10:00 and 10:00–11:00: the second is
+                // only blocked through the buffer, which no constraint sees.
+                let (start, end) = i % 2 == 0 ? ("09:00", "10:00") : ("10:00", "11:00")
+                let side = i % 2 == 0 ? a : b
+                group.addTask { try await side.create(start, end, room: "Buffered", extra: wait, user: "u\(i)").bookingValue }
+            }
+            return try await group.reduce(into: [Booking]()) { if let b = $1 { $0.append(b) } }
+        }
+        #expect(waiters.count == 50 && waiters.allSatisfy { $0.status == .waitlisted })
+        // Positions are a permutation: each waiter saw a different queue.
+        #expect(Set(waiters.map { $0.waitlist!.position }).count == 50)
+        let order = waiters.sorted { $0.waitlist!.position < $1.waitlist!.position }.map(\.id)
+
+        // Cancel whoever holds it, from both sides, while more creates race.
+        var promoted: [String] = []
+        var current = holder.id
+        for round in 0..<20 {
+            let side = round % 2 == 0 ? a : b
+            let target = current
+            async let cancel = side.cancel(target, user: round == 0 ? "ann" : "root")
+            async let extra = (round % 2 == 0 ? b : a).create("09:00", "10:00", room: "Buffered", extra: wait, user: "late\(round)")
+            _ = try await (cancel, extra)
+            let blocking = try await blockingBookings(a.store)
+            #expect(blocking.count <= 1, "round \(round): \(blocking.count) blocking bookings")
+            guard let next = blocking.first else { break }
+            promoted.append(next.id)
+            current = next.id
+        }
+        #expect(promoted.count == 20)
+        #expect(promoted == Array(order.prefix(promoted.count)), "never a waiter passed over by a later one")
+    }
+
+    /// The blocking bookings of the Buffered room on 2026-11-23 (every waiter there overlaps every other through the buffer).
+    func blockingBookings(_ store: any BookingStore) async throws -> [Booking] {
+        let reader = BookingReader(store: store, policy: CallerPolicy(administrators: ["root"]))
+        guard case .bookings(let rows, _) = try await reader.list(ListBookings(from: .date("2026-11-23"), to: .date("2026-11-24"),
+                                                                              room: "Buffered", status: ["confirmed", "held", "pending"], limit: 500),
+                                                                 caller: .user("root")) else { return [] }
+        var bookings: [Booking] = []
+        for row in rows { if let booking = try await store.booking(id: row.id) { bookings.append(booking) } }
+        return bookings
+    }
+}

@@ -1,0 +1,64 @@
+import AMQPClient
+import BookingContracts
+import BrokerObjects
+import Foundation
+import PassSender
+import ServiceSupport
+import Testing
+import TestSupport
+
+/// Contract v1.2: the real `booking-handler` binary in front of the pass
+/// sender and the HTTP gateway. No pass while a booking is held or
+/// waitlisted; the pass goes out when a hold is confirmed and when a
+/// waiter is promoted, as for any confirmation; a hold or waiter that
+/// ends without a pass tells nobody.
+@Suite("Passes for holds and promoted waiters", .serialized)
+struct HoldPassTests {
+    @Test func heldAndWaitingGetNoPassAndConfirmationOrPromotionSendsIt() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: HandlerNoticeTests.handlerBinary.path), "build booking-handler first")
+        let gateway = try await FaultGateway.start(notices: true)
+        let h = try await PassHarness.start(gateway: gateway, timeout: .seconds(5), name: "hold-passes", notify: true)
+        try await h.client.declare(ContractTopology.declarations(queues: [Topology.handlerCommandsQueue,
+                                                                          Topology.bookingQueriesQueue]))
+        let dataDirectory = try TemporaryDirectory("handler")
+        defer { dataDirectory.remove() }
+        let process = try ServiceProcess.launch(
+            HandlerNoticeTests.handlerBinary,
+            environment: ["AMQP_URL": h.url.urlStringWithCredentials, "DATA_DIR": dataDirectory.path, "HTTP_PORT": "0",
+                          "LOG_LEVEL": "warning"],
+            log: dataDirectory.appending("handler.log"))
+        defer { if process.isRunning { process.terminate(); process.waitUntilExit() } }
+        func command(_ type: CommandType, _ json: String) async throws -> Booking {
+            try HandlerNoticeTests.booking(try await HandlerNoticeTests.command(h, type, json))
+        }
+        func create(_ start: String, _ end: String, person: Int, extra: String) -> String {
+            #"{"room": "Berlin", "date": "\#(localDate(daysFromNow: 3))", "start": "\#(start)", "end": "\#(end)", "title": "T", "attendees": [\#(HandlerNoticeTests.person(person))]\#(extra)}"#
+        }
+
+        _ = try await HandlerNoticeTests.command(h, .registerRoom, #"{"name": "Berlin", "capacity": 8, "opens": "07:00", "closes": "19:00"}"#)
+        let held = try await command(.createBooking, create("09:00", "10:00", person: 0, extra: #", "hold": {"minutes": 30}"#))
+        let waiter = try await command(.createBooking, create("09:00", "10:00", person: 1, extra: #", "ifTaken": "waitlist""#))
+        let confirmedHold = try await command(.createBooking, create("12:00", "13:00", person: 2, extra: #", "hold": {}"#))
+        #expect(held.status == .held && waiter.status == .waitlisted && confirmedHold.status == .held)
+
+        // Confirming the second hold sends its pass.
+        let v2 = try await command(.confirmBooking, #"{"bookingId": "\#(confirmedHold.id)"}"#)
+        #expect(v2.status == .confirmed)
+        try await h.waitDelivered(v2, indexes: [0])
+
+        // Cancelling the first hold promotes the waiter: its pass goes out.
+        _ = try await command(.cancelBooking, #"{"bookingId": "\#(held.id)"}"#)
+        var promoted = waiter
+        promoted.version = 2
+        promoted.status = .confirmed
+        try await h.waitDelivered(promoted, indexes: [0])
+
+        // By now every event before the promotion was handled (one queue,
+        // in order): the held and waiting versions got nothing, and the
+        // cancelled hold told nobody (nobody had a pass).
+        let s = gateway.state.current
+        #expect(Set(s.sent.map { "\($0.bookingId):\($0.version)" }) == ["\(confirmedHold.id):2", "\(waiter.id):2"], "\(s.sent)")
+        #expect(s.noticesSent.isEmpty, "\(s.noticesSent)")
+        await h.stop()
+    }
+}
