@@ -107,6 +107,11 @@ enum PostgresSchema {
             );
             CREATE INDEX closure_room_time ON closure (room, fromAt);
             """),
+        // The trace of the transaction that queued an event, as SQLite's
+        // v9-outbox-trace.
+        ("v4-outbox-trace", """
+            ALTER TABLE outbox ADD COLUMN traceParent TEXT, ADD COLUMN traceState TEXT;
+            """),
     ]
 
     /// Creates the schema when missing and applies the migrations it lacks.

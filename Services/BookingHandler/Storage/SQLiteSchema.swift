@@ -198,6 +198,15 @@ extension SQLiteBookingStore {
                 CREATE INDEX closure_room_time ON closure (room, fromAt);
                 """)
         }
+        // The W3C trace context of the transaction that queued an event
+        // (``OutboxEvent/traceParent``): a publish from the table, after a
+        // restart or a failed publish, stays in its command's trace.
+        migrator.registerMigration("v9-outbox-trace") { db in
+            try db.execute(sql: """
+                ALTER TABLE outbox ADD COLUMN traceParent TEXT;
+                ALTER TABLE outbox ADD COLUMN traceState TEXT;
+                """)
+        }
         return migrator
     }
 }
