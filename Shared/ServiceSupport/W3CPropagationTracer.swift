@@ -40,15 +40,48 @@ public struct W3CSpanContext: Sendable, Hashable {
                   traceState: traceState.flatMap { $0.isEmpty ? nil : $0 })
     }
 
-    /// The `traceparent` header value (version 00).
+    /// The `traceparent` header value (version 00). Written into one
+    /// buffer: it is made for every message a service publishes.
     public var traceParent: String {
-        "00-\(traceIDHex)-\(spanIDHex)-\(Self.hexString(UInt64(flags), digits: 2))"
+        String(unsafeUninitializedCapacity: 55) { buffer in
+            buffer[0] = UInt8(ascii: "0")
+            buffer[1] = UInt8(ascii: "0")
+            buffer[2] = UInt8(ascii: "-")
+            Self.writeHex(traceHigh, digits: 16, into: buffer, at: 3)
+            Self.writeHex(traceLow, digits: 16, into: buffer, at: 19)
+            buffer[35] = UInt8(ascii: "-")
+            Self.writeHex(spanID, digits: 16, into: buffer, at: 36)
+            buffer[52] = UInt8(ascii: "-")
+            Self.writeHex(UInt64(flags), digits: 2, into: buffer, at: 53)
+            return 55
+        }
     }
 
     /// The trace id as 32 lowercase hex digits.
-    public var traceIDHex: String { Self.hexString(traceHigh, digits: 16) + Self.hexString(traceLow, digits: 16) }
+    public var traceIDHex: String {
+        String(unsafeUninitializedCapacity: 32) { buffer in
+            Self.writeHex(traceHigh, digits: 16, into: buffer, at: 0)
+            Self.writeHex(traceLow, digits: 16, into: buffer, at: 16)
+            return 32
+        }
+    }
+
     /// The span id as 16 lowercase hex digits.
-    public var spanIDHex: String { Self.hexString(spanID, digits: 16) }
+    public var spanIDHex: String {
+        String(unsafeUninitializedCapacity: 16) { buffer in
+            Self.writeHex(spanID, digits: 16, into: buffer, at: 0)
+            return 16
+        }
+    }
+
+    private static func writeHex(_ value: UInt64, digits: Int, into buffer: UnsafeMutableBufferPointer<UInt8>, at start: Int) {
+        var value = value
+        for index in stride(from: start + digits - 1, through: start, by: -1) {
+            let nibble = UInt8(truncatingIfNeeded: value & 0xf)
+            buffer[index] = nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
+            value >>= 4
+        }
+    }
 
     private static func hex(_ digits: ArraySlice<UInt8>) -> UInt64? {
         var value: UInt64 = 0
@@ -62,11 +95,6 @@ public struct W3CSpanContext: Sendable, Hashable {
             value = value << 4 | UInt64(nibble)
         }
         return value
-    }
-
-    private static func hexString(_ value: UInt64, digits: Int) -> String {
-        let text = String(value, radix: 16)
-        return String(repeating: "0", count: max(0, digits - text.count)) + text
     }
 
     public static func == (a: Self, b: Self) -> Bool {
