@@ -30,6 +30,11 @@ let package = Package(
         // Already in the graph through postgres-nio; named for the list
         // cursor's HMAC.
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3" ..< "5.0.0"),
+        // Spans and W3C propagation: the API the AMQP layer and the services use.
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
+        // The exporter, linked only by TraceExport (the executables): OTLP/HTTP
+        // alone, since its default traits also build gRPC.
+        .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
         // MARK: Shared
@@ -69,6 +74,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             path: "Shared/AMQPClient"
         ),
@@ -119,8 +125,23 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             path: "Shared/ServiceSupport"
+        ),
+        /// The OpenTelemetry exporter behind `ServiceRunner`'s tracing hook:
+        /// swift-otel's OTLP/HTTP exporter when `OTEL_EXPORTER_OTLP_ENDPOINT`
+        /// is set. Only the executables link it (swift-otel is a long build).
+        .target(
+            name: "TraceExport",
+            dependencies: [
+                "ServiceSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "OTel", package: "swift-otel"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+            ],
+            path: "Shared/TraceExport"
         ),
 
         /// PostgreSQL plumbing the services share: `DATABASE_URL` parsing,
@@ -156,12 +177,13 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             path: "Services/BookingHandler"
         ),
         .executableTarget(
             name: "booking-handler",
-            dependencies: ["AMQPClient", "BookingContracts", "BookingHandler", "ServiceSupport"],
+            dependencies: ["AMQPClient", "BookingContracts", "BookingHandler", "ServiceSupport", "TraceExport"],
             path: "Services/booking-handler"
         ),
         /// The pass sender's logic: gateways (HTTP sendpass, spool), the
@@ -178,12 +200,13 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             path: "Services/PassSender"
         ),
         .executableTarget(
             name: "pass-sender",
-            dependencies: ["AMQPClient", "BookingContracts", "BrokerObjects", "PassSender", "ServiceSupport"],
+            dependencies: ["AMQPClient", "BookingContracts", "BrokerObjects", "PassSender", "ServiceSupport", "TraceExport"],
             path: "Services/pass-sender"
         ),
         /// The availability projector's logic: the read model of free slots,
@@ -197,12 +220,13 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             path: "Services/AvailabilityProjector"
         ),
         .executableTarget(
             name: "availability-projector",
-            dependencies: ["AMQPClient", "AvailabilityProjector", "BookingContracts", "ServiceSupport"],
+            dependencies: ["AMQPClient", "AvailabilityProjector", "BookingContracts", "ServiceSupport", "TraceExport"],
             path: "Services/availability-projector"
         ),
         /// The operators' console over every failed message of the set
@@ -250,13 +274,15 @@ let package = Package(
         ),
         .testTarget(
             name: "ServiceSupportTests",
-            dependencies: ["ServiceSettings", "ServiceSupport", "AMQPClient", .product(name: "MetricsTestKit", package: "swift-metrics")],
+            dependencies: ["ServiceSettings", "ServiceSupport", "AMQPClient", .product(name: "MetricsTestKit", package: "swift-metrics"),
+                           .product(name: "Tracing", package: "swift-distributed-tracing")],
             path: "Tests/ServiceSupportTests"
         ),
         .testTarget(
             name: "BookingHandlerTests",
             dependencies: ["ServiceSettings", "BookingHandler", "BookingContracts", "PostgresSupport", "ServiceSupport", "TestSupport", .product(name: "GRDB", package: "GRDB.swift"),
-                           .product(name: "Logging", package: "swift-log")],
+                           .product(name: "Logging", package: "swift-log"), "AMQPClient",
+                           .product(name: "Tracing", package: "swift-distributed-tracing")],
             path: "Tests/BookingHandlerTests"
         ),
         .testTarget(

@@ -2,11 +2,13 @@ import AMQPClient
 import BookingHandler
 import Foundation
 import ServiceSupport
+import TraceExport
 
 // booking-handler: validates and stores booking commands, replies to the
 // sender and publishes events through its outbox. Settings: docs/configuration.md.
 exit(await ServiceRunner.main(service: "booking-handler", defaultHTTPPort: 8081,
-                              settings: { try HandlerSettings(environment: $0) }) { start in
+                              settings: { try HandlerSettings(environment: $0) },
+                              traceExporter: OTelExport.bootstrap) { start in
     let (settings, logger) = (start.common, start.logger)
     let dataDirectory = try settings.ensureDataDirectory()
     let policy = start.settings.policy

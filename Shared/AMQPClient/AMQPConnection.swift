@@ -1,4 +1,5 @@
 import Logging
+import Tracing
 import ServiceLifecycle
 import Synchronization
 
@@ -115,9 +116,21 @@ public final class AMQPConnection: Sendable, Service {
 
     /// Publishes `message` and waits for the broker's confirm (see
     /// ``publish(_:exchange:routingKey:properties:mandatory:)``).
+    ///
+    /// The publish is a producer span (``MessageTracing``) whose context
+    /// the message carries in its `traceparent` header.
     public func publish(_ message: OutgoingMessage) async throws(AMQPError) {
-        try AMQPLimits.message(message)
-        try await loop.submit { .publish(message, $0) }
+        var message = message
+        let span = MessageTracing.startPublishSpan(&message)
+        defer { span.end() }
+        do {
+            try AMQPLimits.message(message)
+            try await loop.submit { .publish(message, $0) }
+        } catch {
+            span.recordError(error)
+            span.setStatus(SpanStatus(code: .error))
+            throw error
+        }
     }
 
     /// Publishes messages in the given order (they reach the broker's
@@ -134,8 +147,14 @@ public final class AMQPConnection: Sendable, Service {
     /// returns their confirmations to await later. A caller can keep
     /// publishing (say, the next batch) while the broker confirms this one,
     /// in order, without a task per batch.
+    ///
+    /// Each message is a producer span, ended when its confirmation is
+    /// read (``PendingConfirmations/confirmations()``); see
+    /// ``MessageTracing`` for its parent.
     public func startPublishing(batch messages: [OutgoingMessage]) -> PendingConfirmations {
-        let pending = PendingConfirmations()
+        var messages = messages
+        let spans = messages.indices.map { MessageTracing.startPublishSpan(&messages[$0]) }
+        let pending = PendingConfirmations(spans: spans)
         var outgoing: [OutgoingMessage] = []
         var results: [AMQPError?] = Array(repeating: nil, count: messages.count)
         var positions: [Int] = []
@@ -167,8 +186,10 @@ public final class AMQPConnection: Sendable, Service {
         _ body: [UInt8], exchange: String = "", routingKey: String,
         properties: AMQPProperties = AMQPProperties(), timeout: Duration = .seconds(10)
     ) async throws(AMQPError) -> AMQPMessage {
-        let message = OutgoingMessage(body: body, exchange: exchange, routingKey: routingKey, properties: properties,
+        var message = OutgoingMessage(body: body, exchange: exchange, routingKey: routingKey, properties: properties,
                                       mandatory: true)
+        let span = MessageTracing.startPublishSpan(&message, operation: "call")
+        defer { span.end() }
         try AMQPLimits.message(message)
         let (seconds, attoseconds) = timeout.components
         let deadline = monotonicNanos() + UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)

@@ -52,8 +52,14 @@ public struct AMQPConsumerService: Service {
         defer { status.set(false) }
         logger.info("consuming", metadata: ["amqp.queue": "\(queue)", "amqp.prefetch": "\(prefetch)"])
         try await withGracefulShutdownHandler {
+            // Each delivery is handled in its consumer span, whose
+            // context the handler's logs, store work and publishes see.
+            let handler = self.handler, queue = self.queue
+            let traced: @Sendable (AMQPDelivery) async -> Void = { delivery in
+                await MessageTracing.withConsumeSpan(delivery, queue: queue, handler)
+            }
             if concurrency == 1 {
-                for try await delivery in consumer { await handler(delivery) }
+                for try await delivery in consumer { await traced(delivery) }
             } else {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     var running = 0
@@ -62,7 +68,7 @@ public struct AMQPConsumerService: Service {
                             try await group.next()
                             running -= 1
                         }
-                        group.addTask { await handler(delivery) }
+                        group.addTask { await traced(delivery) }
                         running += 1
                     }
                     try await group.waitForAll()

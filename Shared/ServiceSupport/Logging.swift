@@ -12,16 +12,22 @@ public enum LogFormat: String, Sendable {
 /// Bootstraps swift-log once per process.
 public enum LogSetup {
     /// Installs the handler for `format` at `level`. Call once, first thing in `main`.
-    public static func bootstrap(format: LogFormat, level: Logger.Level) {
-        LoggingSystem.bootstrap { label in
+    ///
+    /// `metadataProvider` adds metadata of the task's context to every
+    /// line (the trace's `trace_id` and `span_id`: ``TraceSetup/logMetadataProvider``).
+    public static func bootstrap(format: LogFormat, level: Logger.Level, metadataProvider: Logger.MetadataProvider? = nil) {
+        LoggingSystem.bootstrap({ label, provider in
             var handler: any LogHandler
             switch format {
-            case .text: handler = StreamLogHandler.standardError(label: label)
-            case .json: handler = JSONLogHandler(label: label)
+            case .text: handler = StreamLogHandler.standardError(label: label, metadataProvider: provider)
+            case .json:
+                var json = JSONLogHandler(label: label)
+                json.metadataProvider = provider
+                handler = json
             }
             handler.logLevel = level
             return handler
-        }
+        }, metadataProvider: metadataProvider)
     }
 }
 

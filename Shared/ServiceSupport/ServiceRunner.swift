@@ -41,15 +41,19 @@ public enum ServiceRunner {
     ///   - service: the executable's name (logs, error messages).
     ///   - settings: the service's own settings from the environment;
     ///     throwing is a configuration error (status 2).
+    ///   - traceExporter: makes the OpenTelemetry exporter, used when
+    ///     `OTEL_EXPORTER_OTLP_ENDPOINT` is set (``TraceSetup``).
     ///   - build: the start-up; returns the services to run, connection first.
     public static func main<Settings: Sendable>(
         service: String, defaultHTTPPort: Int,
         settings parse: (_ environment: [String: String]) throws -> Settings,
+        traceExporter: TraceExporterBootstrap? = nil,
         build: @escaping @Sendable (Startup<Settings>) async throws -> [any Service]
     ) async -> Int32 {
         let environment = ProcessInfo.processInfo.environment
         let common: CommonSettings
         let settings: Settings
+        let tracing: (mode: TraceSetup.Mode, service: (any Service)?)
         do {
             common = try CommonSettings(defaultHTTPPort: defaultHTTPPort)
             settings = try parse(environment)
@@ -57,12 +61,21 @@ public enum ServiceRunner {
             FileHandle.standardError.write(Data("\(service): configuration error: \(error)\n".utf8))
             return 2
         }
-        LogSetup.bootstrap(format: common.logFormat, level: common.logLevel)
+        LogSetup.bootstrap(format: common.logFormat, level: common.logLevel, metadataProvider: TraceSetup.logMetadataProvider)
+        do {
+            // Before the build: clients made there (the gateway's HTTP
+            // client) take the process's tracer when they are made.
+            tracing = try TraceSetup.bootstrap(service: service, environment: environment, exporter: traceExporter)
+        } catch {
+            FileHandle.standardError.write(Data("\(service): configuration error: \(error)\n".utf8))
+            return 2
+        }
         Observability.bootstrap()
         var logger = Logger(label: service)
         logger[metadataKey: "service"] = .string(service)
+        logger.info("tracing", metadata: ["tracing.mode": .string(tracing.mode.rawValue)])
         let startUp = StartUp(startup: Startup(common: common, settings: settings, logger: logger), build: build)
-        let group = ServiceGroup(configuration: configuration(startUp, logger: logger))
+        let group = ServiceGroup(configuration: configuration(startUp, exporter: tracing.service, logger: logger))
         startUp.group.withLock { $0 = group }
         do {
             try await group.run()
@@ -74,11 +87,15 @@ public enum ServiceRunner {
         }
     }
 
-    static func configuration(_ startUp: some Service, logger: Logger) -> ServiceGroupConfiguration {
+    static func configuration(_ startUp: some Service, exporter: (any Service)? = nil,
+                              logger: Logger) -> ServiceGroupConfiguration {
+        // The span exporter first, so it stops last: it sends the spans
+        // the other services ended while they drained.
+        let exporting = exporter.map { [ServiceGroupConfiguration.ServiceConfiguration(service: $0)] } ?? []
         var configuration = ServiceGroupConfiguration(
             // The start-up returns once it has added the services: that
             // must not end the group.
-            services: [.init(service: startUp, successTerminationBehavior: .ignore)],
+            services: exporting + [.init(service: startUp, successTerminationBehavior: .ignore)],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger)
         configuration.maximumGracefulShutdownDuration = .seconds(30)

@@ -25,12 +25,19 @@ struct BookingBenchmark: AsyncParsableCommand {
     var fill = 100_000
     @Option(help: "Rooms to spread the bookings over.")
     var rooms = 200
+    @Option(help: "Instead of the usual figures: handlers with tracing off, on without an endpoint and exporting to a local stand-in collector, this many rounds each (alternating).")
+    var tracing: Int?
 
     func run() async throws {
         let broker = try BenchmarkBroker.start()
         defer { broker.stop() }
         print("broker: \(broker.url)")
         let client = try await broker.client("bench-client")
+        if let tracing {
+            try await runTracingComparison(broker: broker, client: client, rounds: max(1, tracing))
+            await client.close()
+            return
+        }
         let baseline = try await BrokerBaseline.measure(client, url: broker.url, pipelined: pipelined, single: single,
                                                         inFlight: inFlight)
         let rawPipelined = baseline.raw.pipelined, rawSingle = baseline.raw.single

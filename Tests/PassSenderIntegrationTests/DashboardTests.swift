@@ -44,7 +44,7 @@ struct DashboardTests {
         let port = try freeTCPPort()
         var environment = environment
         environment["HTTP_PORT"] = "\(port)"
-        environment["LOG_LEVEL"] = "warning"
+        environment["LOG_LEVEL"] = environment["LOG_LEVEL"] ?? "warning"
         environment["DATA_DIR"] = dir.appending(name).path
         let process = try ServiceProcess.launch(ServiceProcess.binary(name), environment: environment,
                                                 log: dir.appending(name + ".log"))

@@ -66,6 +66,8 @@ final class FaultGateway: Sendable {
         var noticeRequests: [NotifyRequest] = []
         var noticesSent: [NoticeKey] = []
         var noticeFailures: [NoticeKey: Int] = [:]
+        /// The `traceparent` header of each `/sendpass` request ("" without).
+        var traceParents: [String] = []
     }
 
     let state = Observed(State())
@@ -140,7 +142,9 @@ final class FaultGateway: Sendable {
             precondition(keys.count == decoded.passes.count, "X-Pass-Batch does not match the passes")
             var call = 0
             let host = request.head.authority ?? ""
+            let traceParent = request.headers.first { $0.name.canonicalName == "traceparent" }?.value ?? ""
             gateway.state.update { s in
+                s.traceParents.append(traceParent)
                 call = s.calls
                 s.calls += 1
                 s.requests.append(keys)

@@ -6,6 +6,7 @@ import Metrics
 import ServiceLifecycle
 import ServiceSupport
 import Synchronization
+import Tracing
 
 /// Publishes `availability.changed` to `booking.events` in the order the
 /// read model committed the changes (``enqueue(_:)`` is called on the
@@ -37,6 +38,8 @@ public final class ChangePublisher: Service, Sendable {
     private struct Pending {
         var events: [AvailabilityChanged]
         var ticket: Ticket
+        /// The trace of the event that caused them.
+        var trace: ServiceContext?
     }
 
     private let connection: AMQPConnection
@@ -65,7 +68,10 @@ public final class ChangePublisher: Service, Sendable {
     /// — the same in every projector replica that applies that state to the
     /// same model — so consumers drop the copies by `message_id`.
     /// Changes without one (a rebuild's corrections) get a random id.
-    public func enqueue(_ changes: [DayChange], cause: String? = nil) -> Ticket {
+    ///
+    /// `trace` is the context of the work that made the changes: their
+    /// publishes continue its trace.
+    public func enqueue(_ changes: [DayChange], cause: String? = nil, trace: ServiceContext? = nil) -> Ticket {
         guard !changes.isEmpty else { return .done }
         let occurredAt = ContractFormat.timestamp(now())
         let events = changes.map { change in
@@ -74,7 +80,7 @@ public final class ChangePublisher: Service, Sendable {
                                 date: change.day.date, timeZone: change.timeZone, avail: change.avail)
         }
         let ticket = Ticket()
-        queue.withLock { $0.append(Pending(events: events, ticket: ticket)) }
+        queue.withLock { $0.append(Pending(events: events, ticket: ticket, trace: trace)) }
         wake.yield()
         return ticket
     }
@@ -115,14 +121,18 @@ public final class ChangePublisher: Service, Sendable {
                                                                    messageID: event.eventId)
                     properties.appID = "availability-projector"
                     properties.userID = connection.user
+                    // The parent of each publish's span (this task has no trace).
+                    if let trace = pending.trace { MessageTracing.inject(trace, into: &properties.headers) }
                     messages.append(OutgoingMessage(body: [UInt8](body), exchange: Topology.eventsExchange,
                                                     routingKey: EventType.availabilityChanged.rawValue, properties: properties))
                     owners.append(i)
                     publicCopy.append(false)
                     // v1.1: other systems follow availability on booking.public
                     // (the body has no personal data).
+                    properties.headers[MessageTracing.traceStateHeader] = nil
                     messages.append(OutgoingMessage(body: [UInt8](body), exchange: Topology.publicExchange,
-                                                    routingKey: EventType.availabilityChanged.rawValue, properties: properties))
+                                                    routingKey: EventType.availabilityChanged.rawValue, properties: properties,
+                                                    traceState: .drop))
                     owners.append(i)
                     publicCopy.append(true)
                 }

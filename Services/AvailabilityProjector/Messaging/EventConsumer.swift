@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import Metrics
 import ServiceSupport
+import Tracing
 
 /// Reads a `room.registered` or booking event into a ``ModelChange``.
 enum EventReader {
@@ -111,7 +112,16 @@ public struct EventConsumer: Sendable {
                 // The same cause in every replica that applies this state
                 // makes the availability.changed ids the same (ChangePublisher).
                 let cause = Self.cause(of: change, messageID: delivery.properties.messageID)
-                let outcome = try await store.apply(change) { changes in box.ticket = publisher.enqueue(changes, cause: cause) }
+                // The store's write in a span of its own; the changes it
+                // makes are published in its trace (ChangePublisher runs
+                // in a task of its own).
+                let outcome = try await withSpan("store apply", ofKind: .internal) { span in
+                    if span.isRecording { span.attributes["db.operation.name"] = "transaction" }
+                    let trace = ServiceContext.current
+                    return try await store.apply(change) { changes in
+                        box.ticket = publisher.enqueue(changes, cause: cause, trace: trace)
+                    }
+                }
                 try await box.ticket.wait()
                 if !outcome.applied, delivery.redelivered, !outcome.touched.isEmpty {
                     try await republish(outcome.touched, cause: cause)
@@ -153,7 +163,7 @@ public struct EventConsumer: Sendable {
             guard let info = state.rooms[day.room], let free = store.index.free(day, in: state) else { return nil }
             return DayChange(day: day, timeZone: info.room.timeZone, avail: free.availStrings)
         }
-        try await publisher.enqueue(changes, cause: cause).wait()
+        try await publisher.enqueue(changes, cause: cause, trace: ServiceContext.current).wait()
     }
 }
 

@@ -257,8 +257,7 @@ public final class OutboxRelay: Service, Sendable {
         // One place appends, so the three arrays stay index for index.
         func send(_ body: [UInt8], to exchange: String, _ event: OutboxEvent, owner: Int,
                   _ properties: AMQPProperties) {
-            messages.append(OutgoingMessage(body: body, exchange: exchange, routingKey: event.routingKey,
-                                            properties: properties))
+            messages.append(Self.message(body, to: exchange, event, properties))
             owners.append(owner)
             publicCopy.append(exchange == Topology.publicExchange)
         }
@@ -283,6 +282,24 @@ public final class OutboxRelay: Service, Sendable {
         busy.add(1, ordering: .relaxed)
         return PendingRound(events: events, owners: owners, publicCopy: publicCopy, confirmations: connection.startPublishing(batch: messages),
                             suspended: suspended, fromTable: fromTable)
+    }
+
+    /// One message of a round. It carries the trace its event was queued
+    /// in (``OutboxEvent/traceParent``), which the publish continues with
+    /// a span of its own (the relay's task has no trace of its own); a
+    /// `booking.public` copy never carries the caller's `tracestate`.
+    static func message(_ body: [UInt8], to exchange: String, _ event: OutboxEvent,
+                        _ properties: AMQPProperties) -> OutgoingMessage {
+        var properties = properties
+        let outside = exchange == Topology.publicExchange
+        if let traceParent = event.traceParent {
+            properties.headers[MessageTracing.traceParentHeader] = .string(traceParent)
+            if !outside, let traceState = event.traceState {
+                properties.headers[MessageTracing.traceStateHeader] = .string(traceState)
+            }
+        }
+        return OutgoingMessage(body: body, exchange: exchange, routingKey: event.routingKey, properties: properties,
+                               traceState: outside ? .drop : .propagate)
     }
 
     /// Waits for a round's confirms, then marks what was confirmed and

@@ -1,6 +1,7 @@
 import BookingContracts
 import Foundation
 import Synchronization
+import Tracing
 
 /// The write side of one database engine, as ``CommitEngine`` drives it:
 /// the serial queue that owns the write connection, and the connection.
@@ -68,6 +69,9 @@ final class QueuedEvents {
     /// events of an id made here), or a key it has already checked. Their
     /// next events skip the check, a statement each on PostgreSQL.
     var clearKeys: Set<String> = []
+    /// The trace of the command or transaction queuing them, stored with
+    /// each row.
+    var trace: StoredTrace?
 }
 
 /// An inbox row as the commit engine reads it.
@@ -146,13 +150,19 @@ final class CommitEngine<Backend: CommitBackend>: Sendable {
     ) async throws -> StoreOutcome {
         let submitted = ContinuousClock.now
         defer { CommandStage.store.record(since: submitted) }
-        return try await withCheckedThrowingContinuation { (promise: CheckedContinuation<StoreOutcome, any Error>) in
-            let (lead, pending) = queue.submit(StoreJob(key: key, commandType: commandType, body: body, promise: promise,
-                                                        submitted: submitted))
-            notify(.queued(pending: pending))
-            // The first command to find no group running starts one; the
-            // drain ends when no command is waiting.
-            if lead { backend.onWriterQueue { self.drain() } }
+        // A span from the submit to the answer: the wait for the group and
+        // the group's transaction. Its context goes with the events.
+        return try await withSpan("store \(commandType)", ofKind: .internal) { span in
+            if span.isRecording { span.attributes = StoredTrace.storeAttributes(commandType: commandType) }
+            let trace = StoredTrace(span.context)
+            return try await withCheckedThrowingContinuation { (promise: CheckedContinuation<StoreOutcome, any Error>) in
+                let (lead, pending) = queue.submit(StoreJob(key: key, commandType: commandType, body: body, promise: promise,
+                                                            trace: trace, submitted: submitted))
+                notify(.queued(pending: pending))
+                // The first command to find no group running starts one; the
+                // drain ends when no command is waiting.
+                if lead { backend.onWriterQueue { self.drain() } }
+            }
         }
     }
 
@@ -172,6 +182,7 @@ final class CommitEngine<Backend: CommitBackend>: Sendable {
                 let results = try connection.inWriteTransaction { () throws -> [Result<StoreOutcome, any Error>] in
                     if group.count == 1 {
                         let tx = connection.makeTransaction(claim: claim)
+                        tx.events.trace = group[0].trace
                         do {
                             let outcome = try Self.run(group[0], tx, connection)
                             events += tx.events.list
@@ -186,6 +197,7 @@ final class CommitEngine<Backend: CommitBackend>: Sendable {
                     results.reserveCapacity(group.count)
                     for job in group {
                         let tx = connection.makeTransaction(claim: claim)
+                        tx.events.trace = job.trace
                         let result = try connection.inSavepoint { try Self.run(job, tx, connection) }
                         // Only the events of jobs kept: a job rolled back to
                         // its savepoint keeps none.
@@ -238,8 +250,18 @@ final class CommitEngine<Backend: CommitBackend>: Sendable {
     /// See ``CommandStore/transaction(_:)``: one write transaction on the
     /// writer queue, between command groups, its events handed over.
     func transaction<T: Sendable>(_ body: @Sendable @escaping (any StoreTransaction) throws -> T) async throws -> T {
+        try await withSpan("store transaction", ofKind: .internal) { span in
+            if span.isRecording { span.attributes = StoredTrace.storeAttributes(commandType: nil) }
+            let trace = StoredTrace(span.context)
+            return try await plainTransaction(trace: trace, body)
+        }
+    }
+
+    private func plainTransaction<T: Sendable>(trace: StoredTrace?,
+                                               _ body: @Sendable @escaping (any StoreTransaction) throws -> T) async throws -> T {
         try await onWriter { connection in
             let tx = connection.makeTransaction(claim: self.handOver.claimOnInsert())
+            tx.events.trace = trace
             let result = try connection.inWriteTransaction { try body(tx) }
             self.handOver(tx.events.list, connection)
             return result

@@ -8,6 +8,8 @@ struct StoreJob: Sendable {
     let commandType: String
     let body: @Sendable (any StoreTransaction) throws -> ReplyBody
     let promise: CheckedContinuation<StoreOutcome, any Error>
+    /// The trace of its store span, for the events it queues.
+    var trace: StoredTrace? = nil
     /// When it was submitted (``CommandStage/storeQueued``).
     var submitted = ContinuousClock.now
 }

@@ -233,10 +233,12 @@ public final class PostgresBookingStore: BookingStore {
                                            WHERE older.orderKey = outbox.orderKey AND older.publishedAt IS NULL
                                              AND older.id < outbox.id)
                          ORDER BY id LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED)
-            RETURNING id, routingKey, messageId, body
+            RETURNING id, routingKey, messageId, body, traceParent, traceState
             """).map { row in
-            let (id, routingKey, messageID, body) = try row.decode((Int64, String, String, String).self)
-            return OutboxEvent(id: id, routingKey: routingKey, messageID: messageID, body: Array(body.utf8))
+            let (id, routingKey, messageID, body, traceParent, traceState)
+                = try row.decode((Int64, String, String, String, String?, String?).self)
+            return OutboxEvent(id: id, routingKey: routingKey, messageID: messageID, body: Array(body.utf8),
+                               traceParent: traceParent, traceState: traceState)
         }.sorted { $0.id < $1.id }
     }
 

@@ -122,6 +122,11 @@ enum PostgresSchema {
         ("v5-requester-index", """
             CREATE INDEX booking_version_requester_time ON booking_version (requestedBy, startsAt, id);
             """),
+        // The trace of the transaction that queued an event, as SQLite's
+        // v11-outbox-trace.
+        ("v6-outbox-trace", """
+            ALTER TABLE outbox ADD COLUMN traceParent TEXT, ADD COLUMN traceState TEXT;
+            """),
     ]
 
     /// Creates the schema when missing and applies the migrations it lacks.

@@ -296,14 +296,15 @@ struct PostgresTransaction: QueuingTransaction {
         // Claims are timed by the database's clock, not this host's: the
         // instances that compare them may run on hosts whose clocks differ.
         let id = try run("""
-            INSERT INTO outbox (routingKey, messageId, body, createdAt, claimedUntil, claimedBy, orderKey)
+            INSERT INTO outbox (routingKey, messageId, body, createdAt, claimedUntil, claimedBy, orderKey, traceParent, traceState)
             VALUES (\(routingKey), \(messageID), \(Self.text(body)), extract(epoch FROM clock_timestamp())::double precision,
                     extract(epoch FROM clock_timestamp())::double precision + \(claim?.lease)::double precision,
-                    \(claim?.owner), \(orderKey))
+                    \(claim?.owner), \(orderKey), \(events.trace?.traceParent), \(events.trace?.traceState))
             RETURNING id
             """).first?.decode(Int64.self) ?? 0
         if claim != nil {
-            events.list.append(OutboxEvent(id: id, routingKey: routingKey, messageID: messageID, body: [UInt8](body), value: value))
+            events.list.append(OutboxEvent(id: id, routingKey: routingKey, messageID: messageID, body: [UInt8](body), value: value,
+                                           traceParent: events.trace?.traceParent, traceState: events.trace?.traceState))
         }
     }
 }

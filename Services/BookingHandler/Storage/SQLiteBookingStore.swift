@@ -279,7 +279,7 @@ public final class SQLiteBookingStore: BookingStore {
             try db.inTransaction(.immediate) {
                 let now = Date().timeIntervalSince1970
                 let rows = try Row.fetchAll(db, sql: """
-                    SELECT id, routingKey, messageId, body FROM outbox
+                    SELECT id, routingKey, messageId, body, traceParent, traceState FROM outbox
                     WHERE publishedAt IS NULL AND (claimedUntil IS NULL OR claimedUntil < ?)
                       AND NOT EXISTS (SELECT 1 FROM outbox older
                                       WHERE older.orderKey = outbox.orderKey AND older.publishedAt IS NULL
@@ -291,7 +291,7 @@ public final class SQLiteBookingStore: BookingStore {
                 let waiting = handOver.waitingIDs
                 events = rows.map { row in
                     OutboxEvent(id: row["id"], routingKey: row["routingKey"], messageID: row["messageId"],
-                                body: [UInt8](row["body"] as Data))
+                                body: [UInt8](row["body"] as Data), traceParent: row["traceParent"], traceState: row["traceState"])
                 }.filter { !waiting.contains($0.id) }
                 if !events.isEmpty {
                     let ids = events.map(\.id)

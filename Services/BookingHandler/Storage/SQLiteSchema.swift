@@ -219,6 +219,15 @@ extension SQLiteBookingStore {
         migrator.registerMigration("v10-requester-index") { db in
             try db.execute(sql: "CREATE INDEX booking_version_requester_time ON booking_version (requestedBy, startsAt, id)")
         }
+        // The W3C trace context of the transaction that queued an event
+        // (``OutboxEvent/traceParent``): a publish from the table, after a
+        // restart or a failed publish, stays in its command's trace.
+        migrator.registerMigration("v11-outbox-trace") { db in
+            try db.execute(sql: """
+                ALTER TABLE outbox ADD COLUMN traceParent TEXT;
+                ALTER TABLE outbox ADD COLUMN traceState TEXT;
+                """)
+        }
         return migrator
     }
 }

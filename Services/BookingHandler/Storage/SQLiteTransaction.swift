@@ -352,11 +352,14 @@ struct SQLiteTransaction: QueuingTransaction {
             }
         }
         try db.cachedStatement(sql: """
-            INSERT INTO outbox (routingKey, messageId, body, createdAt, claimedUntil, claimedBy, orderKey) VALUES (?, ?, ?, ?, ?, ?, ?)
-            """).execute(arguments: [routingKey, messageID, body, now, claim.map { now + $0.lease }, claim?.owner, orderKey])
+            INSERT INTO outbox (routingKey, messageId, body, createdAt, claimedUntil, claimedBy, orderKey, traceParent, traceState)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """).execute(arguments: [routingKey, messageID, body, now, claim.map { now + $0.lease }, claim?.owner, orderKey,
+                                     events.trace?.traceParent, events.trace?.traceState])
         if claim != nil {
             events.list.append(OutboxEvent(id: db.lastInsertedRowID, routingKey: routingKey, messageID: messageID,
-                                           body: [UInt8](body), value: value))
+                                           body: [UInt8](body), value: value, traceParent: events.trace?.traceParent,
+                                           traceState: events.trace?.traceState))
         }
     }
 }

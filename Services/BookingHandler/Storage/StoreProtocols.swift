@@ -274,6 +274,13 @@ public struct OutboxEvent: Sendable, Equatable {
     /// copy from it instead of decoding `body` (that decode was 3.6 % of
     /// the handler's CPU). Nil for events read from the table.
     public var value: BookingEvent? = nil
+    /// The W3C `traceparent` of the store transaction that queued it, so
+    /// its publish — also a later one, from the table — is part of the
+    /// command's trace (nil: no trace, or a row from before).
+    public var traceParent: String? = nil
+    /// The `tracestate` that came with it (for `booking.events`; never
+    /// copied onto `booking.public`).
+    public var traceState: String? = nil
 }
 
 /// One booking version as ``ReadStore/listVersions(at:from:to:room:statuses:requestedBy:seriesId:after:limit:)``

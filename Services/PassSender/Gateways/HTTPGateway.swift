@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
+import Tracing
 
 /// The HTTP gateways through one shared AsyncHTTPClient with a
 /// whole-request timeout: passes to `POST <PASS_GATEWAY_URL>/sendpass`,
@@ -62,7 +63,31 @@ public final class HTTPPassGateway: PassGateway {
         return await post(notifyEndpoint, request, batch: batch, count: request.recipients.count)
     }
 
+    /// One gateway call in a span of its own ("gateway /sendpass",
+    /// "gateway /notify"), the HTTP client's span under it; the request
+    /// carries the trace in its `traceparent` header (AsyncHTTPClient
+    /// injects it with the process's tracer).
     private func post(_ endpoint: String, _ request: some Encodable, batch: PassBatch,
+                      count: Int) async -> (status: Int?, outcome: GatewayOutcome) {
+        let path = endpoint.hasSuffix("/notify") ? "/notify" : "/sendpass"
+        return await withSpan("gateway \(path)", ofKind: .client) { span in
+            let answer = await call(endpoint, request, batch: batch, count: count)
+            if span.isRecording {
+                var attributes = SpanAttributes()
+                attributes["booking.id"] = batch.bookingId
+                attributes["booking.version"] = batch.version
+                attributes["pass.kind"] = batch.kind.rawValue
+                attributes["pass.count"] = count
+                if let status = answer.status { attributes["http.response.status_code"] = status }
+                attributes["pass.outcome"] = answer.outcome.label
+                span.attributes = attributes
+                if answer.outcome != .success { span.setStatus(SpanStatus(code: .error)) }
+            }
+            return answer
+        }
+    }
+
+    private func call(_ endpoint: String, _ request: some Encodable, batch: PassBatch,
                       count: Int) async -> (status: Int?, outcome: GatewayOutcome) {
         let body: Data
         do {

@@ -2,6 +2,7 @@ import AMQPClient
 import BookingContracts
 import BrokerObjects
 import Foundation
+import Tracing
 
 /// Where a pass stands in the ledger.
 public enum PassStatus: String, Sendable, Codable, CaseIterable {
@@ -121,6 +122,10 @@ public struct OutboxMessage: Sendable, Equatable {
         self.messageID = messageID
         self.type = type
         self.body = body
+        // The trace it is made in (handling a delivery): kept in the row,
+        // so a publish from the table later continues that trace too.
+        var headers = headers
+        if let context = ServiceContext.current { MessageTracing.inject(context, into: &headers) }
         var h: [String: HeaderValue] = [:]
         for (k, v) in headers {
             if let s = v.stringValue { h[k] = .string(s) } else if let i = v.intValue { h[k] = .int(i) }
