@@ -44,6 +44,15 @@ struct SlotArithmeticTests {
         #expect(avail([("06:00", "20:00", .pending)]) == [])
     }
 
+    /// v1.2: a held booking takes its slot (shown with the pending ones);
+    /// a waitlisted one takes nothing.
+    @Test func heldIsTakenAndWaitlistedIsNot() {
+        #expect(avail([("09:00", "10:00", .held)]) == ["07:00 - 09:00", "10:00 - 19:00"])
+        #expect(avail([("09:00", "10:00", .waitlisted)]) == ["07:00 - 19:00"])
+        #expect(DayOccupancy(bookings: [(540, 600, .held)]).pending.availStrings == ["09:00 - 10:00"])
+        #expect(DayOccupancy.holdingStatuses.contains(.held) && !DayOccupancy.holdingStatuses.contains(.waitlisted))
+    }
+
     @Test func overlappingBookingsFromReplayMerge() {
         // A replay or out-of-order events can show two active bookings on
         // the same slots for a moment: the union is busy, nothing breaks.

@@ -377,6 +377,7 @@ struct HoldsAndWaitlistsTests {
         let reply = try await s.create("09:00", "10:00", extra: #","recurrence":{"frequency":"weekly","count":3},"ifTaken":"waitlist""#)
         guard case .series(let series) = reply else { Issue.record("\(reply)"); return }
         #expect(series.bookings.map(\.status) == [.confirmed, .waitlisted, .confirmed])
+        #expect(series.bookings.map { $0.waitlist?.position } == [nil, 1, nil], "the waiting occurrence shows its place")
         #expect(series.skipped.isEmpty)
         #expect(try await s.cancel(taken.id, user: "bob").bookingValue != nil)
         #expect(try await s.status(series.bookings[1].id) == .confirmed, "promoted")

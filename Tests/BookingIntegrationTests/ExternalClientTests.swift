@@ -41,4 +41,19 @@ struct ExternalClientTests {
         #expect(next == nil)
         await h.stop()
     }
+
+    /// Contract v1.2 with the same outside client: a hold, then a waiter
+    /// for the same slot, each read back from the raw reply.
+    @Test func amqpToolsExampleHoldsASlotAndWaitsForIt() async throws {
+        let h = try await HandlerHarness.start()
+        let (status, output) = try runExample(h.url, ["Berlin", "11:00", "12:00", #""hold": {"minutes": 10}"#])
+        #expect(status == 0, "\(output)")
+        let held = try #require(try ContractJSON.decode(CommandReply.self, from: Array(output.utf8)).booking, "\(output)")
+        #expect(held.status == .held && held.holdExpiresAt != nil)
+        #expect(output.contains(#""holdExpiresAt":"#))
+        let (waited, waiting) = try runExample(h.url, ["Berlin", "11:00", "12:00", #""ifTaken": "waitlist""#])
+        #expect(waited == 0, "\(waiting)")
+        #expect(waiting.contains(#""status":"waitlisted""#) && waiting.contains(#""waitlist":{"position":1}"#), "\(waiting)")
+        await h.stop()
+    }
 }

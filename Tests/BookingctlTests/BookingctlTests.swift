@@ -89,6 +89,36 @@ struct BookingctlTests {
         #expect(bad.status == 64 && bad.stderr.contains("--from"), "\(bad.stderr)")
     }
 
+    /// v1.2: `book --hold` holds a slot until `confirm`; `book --waitlist`
+    /// waits for a taken one, `bookings list --status waitlisted` shows the
+    /// waiter with its position, and cancelling the hold promotes it.
+    @Test func holdConfirmWaitlistAndPromotion() async throws {
+        let handler = try await Handler()
+        defer { Task { await handler.stop() } }
+        let cli = CLIRunner(url: handler.url)
+        let date = localDate(daysFromNow: 2)
+        let slot = ["--room", "Berlin", "--date", date, "--start", "15:00", "--end", "16:00", "--attendee", Self.ada]
+        let held = try await cli.run(["book", "--title", "Hold"] + slot + ["--hold", "20"])
+        #expect(held.status == 0 && held.stdout.contains("held") && held.stdout.contains("held until"), "\(held.stdout)\(held.stderr)")
+        let id = try #require(held.stdout.split(separator: " ").dropFirst().first.map(String.init))
+        let waiting = try await cli.run(["book", "--title", "Wait"] + slot + ["--waitlist", "--json"])
+        let waiter = try #require(try reply(waiting).bookingValue, "\(waiting.stdout)\(waiting.stderr)")
+        #expect(waiter.status == .waitlisted && waiter.waitlist?.position == 1)
+        let listed = try await cli.run(["bookings", "list", "--from", date, "--to", localDate(daysFromNow: 3), "--status", "waitlisted"])
+        #expect(listed.status == 0 && listed.stdout.contains("waitlisted #1") && listed.stdout.contains(waiter.id), "\(listed.stdout)")
+        let both = try await cli.run(["book", "--title", "x", "--hold", "5", "--waitlist"] + slot)
+        #expect(both.status == 64, "\(both.stderr)")
+
+        let confirmed = try await cli.run(["confirm", id, "--json"])
+        #expect(try reply(confirmed).bookingValue?.status == .confirmed, "\(confirmed.stdout)\(confirmed.stderr)")
+        #expect(try await cli.run(["cancel", id]).status == 0)
+        let shown = try await cli.run(["bookings", "show", waiter.id, "--json"])
+        guard case .booking(let view) = try ContractJSON.decode(BookingQueryReply.self, from: Data(shown.stdout.utf8)) else {
+            Issue.record("\(shown.stdout)"); return
+        }
+        #expect(view.status == .confirmed && view.version == 2, "promoted when the hold was cancelled")
+    }
+
     /// v1.1: `book --repeat` books a series, `bookings list --series-id`
     /// lists it, `cancel --series --from` cancels its tail.
     @Test func seriesBookListAndCancelFromADate() async throws {

@@ -2,7 +2,9 @@
 # Books a room from another system with nothing but Debian's amqp-tools:
 # declare a reply queue, publish booking.create with reply_to and an
 # idempotency key, read the reply. Usage:
-#   AMQP_URL=amqps://user:pass@host:5671/%2f AMQP_CA_FILE=ca.pem docs/examples/publish-booking.sh [ROOM] [START] [END]
+#   AMQP_URL=amqps://user:pass@host:5671/%2f AMQP_CA_FILE=ca.pem docs/examples/publish-booking.sh [ROOM] [START] [END] [EXTRA]
+# EXTRA: more members of the body, e.g. '"hold": {"minutes": 10}' or
+# '"ifTaken": "waitlist"' (v1.2); it is part of the idempotency key.
 set -euo pipefail
 URL=${AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}
 # amqps:// (the shipped compose broker's published port): TLS, verifying the
@@ -15,6 +17,7 @@ fi
 ROOM=${1:-Berlin}
 START=${2:-09:00}
 END=${3:-10:30}
+EXTRA=${4:-}
 DATE=$(TZ=Europe/Berlin date -d tomorrow +%F)
 # Where the reply goes (contract v1.1): the handler answers only into direct
 # reply-to, a server-named amq.gen-* queue, or a queue named "<user>." of the
@@ -30,10 +33,10 @@ else
   trap 'amqp-delete-queue "${TLS[@]}" --url="$URL" -q "$REPLIES" >/dev/null 2>&1 || true' EXIT
 fi
 amqp-publish "${TLS[@]}" --url="$URL" -e booking.commands -r booking.create -p -C application/json \
-  -t "$REPLIES" -H "idempotency-key: my-system-$ROOM-$DATE-$START" \
+  -t "$REPLIES" -H "idempotency-key: my-system-$ROOM-$DATE-$START${EXTRA:+-$(printf %s "$EXTRA" | md5sum | cut -c1-8)}" \
   -b '{"room": "'"$ROOM"'", "date": "'"$DATE"'", "start": "'"$START"'", "end": "'"$END"'",
        "title": "Sprint review", "description": "Q4 demo",
-       "attendees": [{"name": "Ada Lovelace", "email": "ada@example.com", "phone": "0170 1234567"}]}'
+       "attendees": [{"name": "Ada Lovelace", "email": "ada@example.com", "phone": "0170 1234567"}]'"${EXTRA:+, $EXTRA}"'}'
 
 # The reply arrives on our queue; wait for it (up to 30 s).
 for _ in $(seq 1 150); do

@@ -144,7 +144,18 @@ extension CommandProcessor {
         }
         try tx.insertSeries(id: id, room: plan.room.name, requestedBy: requester, recurrence: plan.recurrence,
                             onConflict: plan.policy, count: bookings.count, now: now)
-        return ReplyBody(reply, json: json)
+        guard !waiting.isEmpty else { return ReplyBody(reply, json: json) }
+        // Waiting occurrences show their place, as a single waiter's reply does.
+        let waiters = try tx.waiters(room: plan.room.name).map(\.booking)
+        let placed = bookings.map { prepared -> Booking in
+            var booking = prepared.encoded.booking
+            if booking.status == .waitlisted {
+                booking.waitlist = WaitlistPlace(position: BookingRules.waitlistPosition(of: booking.id, in: waiters,
+                                                                                       bufferSeconds: plan.room.bufferSeconds))
+            }
+            return booking
+        }
+        return ReplyBody(.series(SeriesBooked(id: id, recurrence: plan.recurrence, version: 1, bookings: placed, skipped: skipped)))
     }
 
     /// `prepared` as a waitlisted booking: status `waitlisted`, and only
