@@ -76,6 +76,8 @@ struct FindARoomPageTests {
             var booked: [String: String]
             var after: [String]
             var again: [String: String]
+            var week: [String]
+            var weekFirst: [String]
         }
         let outcome = try JSONDecoder().decode(Outcome.self, from: Data(run.out.utf8))
         // Six people and a beamer from 07:00: Berlin (8) first; München (16) at the same hour next.
@@ -85,6 +87,8 @@ struct FindARoomPageTests {
         #expect(outcome.booked["ok"] == "true" && outcome.booked["text"] == "Booked: Berlin, \(date) 07:00–08:00.", "\(outcome.booked)")
         #expect(outcome.after == ["07:00 08:00 booked", "08:00 19:00 free"])
         #expect(outcome.again["code"] == "2000" && outcome.again["text"]?.hasPrefix("Taken:") == true, "\(outcome.again)")
+        #expect(outcome.week == (0..<7).map { LocalClock.adding(days: $0, to: date)! }, "\(outcome.week)")
+        #expect(outcome.weekFirst == ["07:00 08:00 booked", "08:00 19:00 free"])
         let pngBytes = (try? Data(contentsOf: URL(fileURLWithPath: shot)))?.count ?? 0
         #expect(pngBytes > 5_000, "screenshot missing or empty")
 
@@ -157,7 +161,16 @@ struct FindARoomPageTests {
           first.querySelector("button.book").click();
           await until("the second answer", () => $("book-result").getAttribute("data-ok") === "false");
           const again = { code: $("book-result").dataset.code || "", text: $("book-result").textContent };
-          return JSON.stringify({ items, before, booked, after, again });
+          // The room's week: its name opens seven rows, one per day.
+          document.querySelector('[data-week="' + room + '"]').click();
+          await until("the week", () => document.querySelectorAll("#rooms .row[data-date]").length === 7);
+          const week = [...document.querySelectorAll("#rooms .row[data-date]")].map(r => r.dataset.date);
+          const weekFirst = [...document.querySelectorAll('.seg[data-room="' + room + '"][data-date="' + week[0] + '"]')]
+            .map(s => s.dataset.from + " " + s.dataset.to + " " + s.dataset.state);
+          $("all-rooms").click();
+          await until("all rooms again", () => document.querySelectorAll("#rooms .row").length > 1
+                                                && !document.querySelector("#rooms .row[data-date]"));
+          return JSON.stringify({ items, before, booked, after, again, week, weekFirst });
         })()
         """#
     }

@@ -20,7 +20,7 @@ final class SuggestContext {
     let durationSlots: Int
     let stepMask: SlotMask
     private var dates: [Int64: String] = [:]
-    private var zoneDays: [String: ZoneDay] = [:]
+    private var zoneDays: [String: [Int64: ZoneDay?]] = [:]
     private var dayMaps: [Int64: [String: DayOccupancy]] = [:]
 
     init(query: CheckedSuggest, state: AvailabilityIndex.State, index: AvailabilityIndex, now: Int64) {
@@ -40,10 +40,10 @@ final class SuggestContext {
     }
 
     func zoneDay(_ day: Int64, zone: TimeZone) -> ZoneDay? {
-        let key = zone.identifier + "|" + String(day)
-        if let cached = zoneDays[key] { return cached }
+        let key = zone.identifier
+        if let cached = zoneDays[key]?[day] { return cached }
         let value = index.zoneDay(date: date(day), zone: zone)
-        zoneDays[key] = value
+        zoneDays[key, default: [:]][day] = .some(value)
         return value
     }
 
@@ -95,6 +95,23 @@ struct RoomCandidates {
         latestEnd = to
         nextDay = first
         lastDay = last
+    }
+
+    /// A lower bound of the room's first candidate that costs no booking
+    /// look-up: the first step of the hours of its first open day (on a
+    /// regular day; else the window's start), never before ``earliest``.
+    /// Skips the closed weekdays before it; nil when no day is open.
+    mutating func openingBound(_ context: SuggestContext) -> Int64? {
+        while nextDay <= lastDay {
+            let weekday = Int(((nextDay % 7) + 7 + 3) % 7)
+            let starts = info.weekly[weekday].intersection(context.stepMask)
+            if let first = starts.firstSlot {
+                guard let zoneDay = context.zoneDay(nextDay, zone: info.zone), zoneDay.regular else { return earliest }
+                return max(earliest, zoneDay.instant(minute: first * SlotMask.minutes))
+            }
+            nextDay += 1
+        }
+        return nil
     }
 
     /// Moves to the next day with candidates; false when there is none.

@@ -6,8 +6,9 @@ extension QueryEngine {
     /// earliest `startsAt`, then the smallest capacity, then the name.
     ///
     /// A lazy k-way merge: each room starts in a min-heap under a *bound*
-    /// (the earliest instant its window allows, which no candidate of it
-    /// can precede) and its rank in capacity-then-name order; only when a
+    /// (the first step of its hours on its first open day in the window,
+    /// never before the window or now: no candidate of the room can
+    /// precede it) and its rank in capacity-then-name order; only when a
     /// bound reaches the top are that room's candidates computed (a day at
     /// a time), and the room goes back under its first real candidate.
     /// Rooms whose bound never reaches the top before `limit` candidates
@@ -32,8 +33,9 @@ extension QueryEngine {
             let info = bySize[rank]
             if let name = query.name, !info.lowerName.contains(name) { continue }
             if !query.equipment.allSatisfy(info.lowerEquipment.contains) { continue }
-            guard let cursor = RoomCandidates(info: info, rank: rank, context: context) else { continue }
-            heap.push(.init(startsAt: cursor.earliest, rank: rank, room: rooms.count, bound: true))
+            guard var cursor = RoomCandidates(info: info, rank: rank, context: context),
+                  let bound = cursor.openingBound(context) else { continue }
+            heap.push(.init(startsAt: bound, rank: rank, room: rooms.count, bound: true))
             rooms.append(cursor)
         }
         var result: [Suggestion] = []
