@@ -14,51 +14,10 @@ import TestSupport
 @Suite("The quota across two handlers on PostgreSQL", .serialized)
 struct QuotaRaceTests {
     @Test func twentyConcurrentCreatesThroughTwoHandlersNeverExceedTheQuota() async throws {
-        try #require(FileManager.default.isExecutableFile(atPath: CrashRecoveryTests.binary.path), "build booking-handler first")
-        let url = try TestBroker.isolatedURL("quota")
-        defer { TestBroker.deleteVhost(url.vhost) }
         let databaseURL = try TestPostgres.url(schemaPrefix: "quota")
-        let base = FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("quota-data"))
-        try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: base) }
-        let log = base.appendingPathComponent("handlers.log")
-        let client = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: "quota-client"),
-                                                      logger: testLogger("quota"))
-        let user = url.user
-        let replies = "\(user).\(uniqueName("replies"))"
-        try await client.declare(ContractTopology.declarations(queues: [Topology.handlerCommandsQueue]) + [
-            .queue(QueueDeclaration(replies)),
-        ])
-        let handlers = try (0..<2).map { i in
-            let directory = base.appendingPathComponent("handler-\(i)").path
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            return try CrashRecoveryTests.launch(url: url, dataDirectory: directory, log: log,
-                                                 environment: ["DATABASE_URL": databaseURL, "HTTP_PORT": "0",
-                                                               "AMQP_URL": url.urlStringWithCredentials])
-        }
-        defer { for handler in handlers where handler.isRunning { handler.terminate() } }
-        try await withTimeout(60, "both handlers consume") {
-            while try await client.queueInfo(Topology.handlerCommandsQueue).consumerCount < 2 {
-                try await Task.sleep(for: .milliseconds(100))
-            }
-        }
-        let replyConsumer = try await client.consume(queue: replies, prefetch: 100)
-        func send(_ type: String, _ json: String) async throws {
-            try await client.publish(Array(json.utf8), exchange: Topology.commandsExchange, routingKey: type,
-                                     properties: .persistentJSON(type: type, messageID: uniqueName("m"), replyTo: replies, userID: user),
-                                     mandatory: true)
-        }
-        func collect(_ count: Int) async throws -> [CommandReply] {
-            try await withTimeout(120, "\(count) replies") { () async throws -> [CommandReply] in
-                var all: [CommandReply] = []
-                for try await reply in replyConsumer {
-                    try await reply.ack()
-                    all.append(try ContractJSON.decode(CommandReply.self, from: reply.body))
-                    if all.count == count { break }
-                }
-                return all
-            }
-        }
+        let pair = try await HandlerPair.start("quota", databaseURL: databaseURL)
+        defer { pair.kill() }
+        let (send, collect) = (pair.send, pair.collect)
         let quota = 4
         try await send("room.register", #"{"name": "Quota", "capacity": 4, "opens": "07:00", "closes": "19:00", "maxActiveBookings": \#(quota)}"#)
         #expect(try await collect(1).first?.roomValue?.maxActiveBookings == quota)
@@ -83,12 +42,6 @@ struct QuotaRaceTests {
         let active = try TestPostgres.control("psql", ["-At", "-c", "SET search_path TO \(schema)",
                                                          "-c", "SELECT count(*) FROM booking WHERE room = 'Quota' AND status IN ('pending', 'confirmed', 'inProgress')"])
         #expect(active.split(separator: "\n").last == "\(quota)")
-        for handler in handlers {
-            handler.terminate()
-            handler.waitUntilExit()
-            #expect(handler.terminationStatus == 0)
-        }
-        replyConsumer.stop()
-        await client.close()
+        await pair.stop()
     }
 }

@@ -24,53 +24,12 @@ struct WaitlistRaceTests {
 
     @Test(arguments: Engine.allCases)
     func fiftyWaitersAndRacingCancelsNeverConflictAndKeepOrder(_ engine: Engine) async throws {
-        try #require(FileManager.default.isExecutableFile(atPath: CrashRecoveryTests.binary.path), "build booking-handler first")
-        let url = try TestBroker.isolatedURL("waitrace")
-        defer { TestBroker.deleteVhost(url.vhost) }
-        let base = FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("waitrace-data"))
-        try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: base) }
-        let log = base.appendingPathComponent("handlers.log")
         let databaseURL = engine == .postgres ? try TestPostgres.url(schemaPrefix: "waitrace") : nil
-        let client = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: url, connectionName: "waitrace-client"),
-                                                      logger: testLogger("waitrace"))
-        let user = url.user
-        let replies = "\(user).\(uniqueName("replies"))"
-        try await client.declare(ContractTopology.declarations(queues: [Topology.handlerCommandsQueue]) + [
-            .queue(QueueDeclaration(replies)),
-        ])
         // PostgreSQL: a data directory each (as on two hosts); SQLite: one
         // directory, one file, for both.
-        let handlers = try (0..<2).map { i in
-            let directory = engine == .postgres ? base.appendingPathComponent("handler-\(i)").path : base.path
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            var environment = ["HTTP_PORT": "0", "AMQP_URL": url.urlStringWithCredentials]
-            if let databaseURL { environment["DATABASE_URL"] = databaseURL }
-            return try CrashRecoveryTests.launch(url: url, dataDirectory: directory, log: log, environment: environment)
-        }
-        defer { for handler in handlers where handler.isRunning { handler.terminate() } }
-        try await withTimeout(60, "both handlers consume") {
-            while try await client.queueInfo(Topology.handlerCommandsQueue).consumerCount < 2 {
-                try await Task.sleep(for: .milliseconds(100))
-            }
-        }
-        let replyConsumer = try await client.consume(queue: replies, prefetch: 200)
-        func send(_ type: String, _ json: String) async throws {
-            try await client.publish(Array(json.utf8), exchange: Topology.commandsExchange, routingKey: type,
-                                     properties: .persistentJSON(type: type, messageID: uniqueName("m"), replyTo: replies, userID: user),
-                                     mandatory: true)
-        }
-        func collect(_ count: Int) async throws -> [CommandReply] {
-            try await withTimeout(120, "\(count) replies") { () async throws -> [CommandReply] in
-                var all: [CommandReply] = []
-                for try await reply in replyConsumer {
-                    try await reply.ack()
-                    all.append(try ContractJSON.decode(CommandReply.self, from: reply.body))
-                    if all.count == count { break }
-                }
-                return all
-            }
-        }
+        let pair = try await HandlerPair.start("waitrace", databaseURL: databaseURL)
+        defer { pair.kill() }
+        let (send, collect, base) = (pair.send, pair.collect, pair.base)
         /// The room's blocking bookings: id, start and end (UNIX seconds), by start.
         func blocking() throws -> [(id: String, start: Int64, end: Int64)] {
             let sql = """
@@ -174,12 +133,6 @@ struct WaitlistRaceTests {
         #expect(violations.isEmpty, "never two blocking bookings in conflict")
         #expect(promoted == Array(order.prefix(promoted.count)), "never a waiter passed over by a later one")
         #expect(promoted.count == 20)
-        for handler in handlers {
-            handler.terminate()
-            handler.waitUntilExit()
-            #expect(handler.terminationStatus == 0)
-        }
-        replyConsumer.stop()
-        await client.close()
+        await pair.stop()
     }
 }
