@@ -1,3 +1,4 @@
+import Synchronization
 import Tracing
 
 /// A W3C trace context: the ids a `traceparent` header carries, and the
@@ -124,6 +125,7 @@ public enum W3CSpanContextKey: ServiceContextKey {
 /// of two random numbers and a header per message.
 public struct W3CPropagationTracer: Tracer {
     public typealias Span = PropagatingSpan
+    private let ids = IDSource()
 
     public init() {}
 
@@ -132,10 +134,9 @@ public struct W3CPropagationTracer: Tracer {
         at instant: @autoclosure () -> Instant, function: String, file fileID: String, line: UInt
     ) -> PropagatingSpan {
         var context = context()
-        var generator = SystemRandomNumberGenerator()
         let parent = context[W3CSpanContextKey.self]
-        let traceID = parent?.traceID ?? Self.nonZeroTraceID(&generator)
-        let spanID = Self.nonZero(&generator)
+        let traceID = parent?.traceID ?? (ids.next(), ids.nonZero())
+        let spanID = ids.nonZero()
         context[W3CSpanContextKey.self] = W3CSpanContext(traceID: traceID, spanID: spanID, flags: parent?.flags ?? 1,
                                                          traceState: parent?.traceState)
         return PropagatingSpan(context: context)
@@ -160,15 +161,30 @@ public struct W3CPropagationTracer: Tracer {
 
     public func forceFlush() {}
 
-    private static func nonZero(_ generator: inout SystemRandomNumberGenerator) -> UInt64 {
-        while true {
-            let value = generator.next()
-            if value != 0 { return value }
-        }
-    }
+    /// Ids without a system call each: SplitMix64 over an atomic counter
+    /// seeded from the system's generator — unpredictable enough for ids
+    /// that only have to be unique (W3C asks for randomness, not secrecy).
+    final class IDSource: Sendable {
+        private let state: Atomic<UInt64>
 
-    private static func nonZeroTraceID(_ generator: inout SystemRandomNumberGenerator) -> (high: UInt64, low: UInt64) {
-        (generator.next(), nonZero(&generator))
+        init() {
+            var generator = SystemRandomNumberGenerator()
+            state = Atomic(generator.next())
+        }
+
+        func next() -> UInt64 {
+            var z = state.wrappingAdd(0x9E37_79B9_7F4A_7C15, ordering: .relaxed).newValue
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+
+        func nonZero() -> UInt64 {
+            while true {
+                let value = next()
+                if value != 0 { return value }
+            }
+        }
     }
 
     /// A span that only carries its context: nothing is recorded or sent.

@@ -27,6 +27,8 @@ struct BookingBenchmark: AsyncParsableCommand {
     var rooms = 200
     @Option(help: "Instead of the usual figures: handlers with tracing off, on without an endpoint and exporting to a local stand-in collector, this many rounds each (alternating).")
     var tracing: Int?
+    @Option(help: "The booking-handler executable to run (default: the one beside this benchmark).")
+    var handlerBinary: String?
 
     func run() async throws {
         let broker = try BenchmarkBroker.start()
@@ -133,7 +135,7 @@ struct BookingBenchmark: AsyncParsableCommand {
                        environment extra: [String: String] = [:]) throws -> Process {
         let binDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         let process = Process()
-        process.executableURL = binDirectory.appendingPathComponent("booking-handler")
+        process.executableURL = handlerBinary.map { URL(fileURLWithPath: $0) } ?? binDirectory.appendingPathComponent("booking-handler")
         guard FileManager.default.isExecutableFile(atPath: process.executableURL!.path) else {
             throw ValidationError("build the handler first: swift build -c release --product booking-handler")
         }

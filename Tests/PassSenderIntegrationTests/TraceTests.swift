@@ -67,12 +67,22 @@ struct TraceTests {
         let replyParent = try #require(reply.properties.headers["traceparent"]?.stringValue)
         #expect(replyParent.hasPrefix("00-\(traceID)-") && !replyParent.contains(callerSpan), "the reply: \(replyParent)")
 
-        // Every span of the trace, once the projector's publish and the
-        // second gateway call (the retry) are in.
-        try await receiver.spans.wait("the booking's trace", timeout: 60) { spans in
+        // Every span of the trace, once the last ones are in: a consume
+        // span ends after the spans under it, so each service's is awaited
+        // (the pass sender's retry too), with the projector's publish and
+        // both gateway calls.
+        try await receiver.spans.wait("the booking's trace", timeout: 90) { spans in
             let trace = spans.filter { $0.traceID == traceID }
-            return trace.contains { $0.service == "availability-projector" && $0.kind == 4 }
+            func has(_ service: String, _ name: String) -> Bool { trace.contains { $0.service == service && $0.name == name } }
+            // No span whose parent has not come yet (but the caller's).
+            let ids = Set(trace.map(\.spanID))
+            return trace.allSatisfy { $0.parentSpanID == callerSpan || ids.contains($0.parentSpanID) }
+                && has("booking-handler", "process booking-handler.commands")
+                && has("pass-sender", "process pass-sender.events") && has("pass-sender", "process pass-sender.retry")
                 && trace.count { $0.service == "pass-sender" && $0.name == "gateway /sendpass" } >= 2
+                && trace.count { $0.service == "pass-sender" && $0.name == "POST" } >= 2
+                && has("availability-projector", "process availability-projector.events")
+                && trace.contains { $0.service == "availability-projector" && $0.kind == 4 }
         }
         #expect(receiver.undecodable.current.isEmpty, "\(receiver.undecodable.current)")
         let trace = receiver.spans.current.filter { $0.traceID == traceID }

@@ -61,6 +61,24 @@ struct TracePropagationTests {
         #expect(fresh.flags == 1, "a trace the set starts is sampled")
     }
 
+    /// Span ids do not repeat (they come from a counter mixed, not from a
+    /// system call each), and children keep their parent's trace id.
+    @Test func idsAreDistinct() throws {
+        let root = tracer.startSpan("root", context: .topLevel, ofKind: .internal)
+        let trace = try #require(root.context[W3CSpanContextKey.self]).traceIDHex
+        var seen = Set<String>()
+        for _ in 0..<10_000 {
+            let child = try #require(tracer.startSpan("child", context: root.context, ofKind: .internal).context[W3CSpanContextKey.self])
+            #expect(child.traceIDHex == trace)
+            seen.insert(child.spanIDHex)
+        }
+        #expect(seen.count == 10_000)
+        let roots = Set((0..<1_000).compactMap { _ in
+            tracer.startSpan("root", context: .topLevel, ofKind: .internal).context[W3CSpanContextKey.self]?.traceIDHex
+        })
+        #expect(roots.count == 1_000)
+    }
+
     /// A byte-array header that is UTF-8 is read like a string (some
     /// clients send `traceparent` that way).
     @Test func readsByteArrayHeaders() throws {
