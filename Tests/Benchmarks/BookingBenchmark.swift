@@ -54,7 +54,7 @@ struct BookingBenchmark: AsyncParsableCommand {
         let roomsFile = work.appendingPathComponent("rooms.json")
         let roomList = (0..<rooms).map { RegisterRoom(name: "Room \($0)", capacity: 10) }
         try ContractJSON.encode(roomList).write(to: roomsFile)
-        let handler = try launchHandler(url: broker.url, dataDirectory: work.path, roomsFile: roomsFile.path)
+        let handler = try launchHandler(url: broker.url, dataDirectory: work.path, roomsFile: roomsFile.path, binary: handlerBinary)
         defer { if handler.isRunning { handler.terminate(); handler.waitUntilExit() } }
         while (try? await client.queueInfo(Topology.handlerCommandsQueue).consumerCount) != 1 {
             try await Task.sleep(for: .milliseconds(100))
@@ -129,13 +129,15 @@ struct BookingBenchmark: AsyncParsableCommand {
         return purged
     }
 
-    /// A release booking-handler beside this executable; `extra` adds to or
-    /// overrides its environment.
-    func launchHandler(url: AMQPURL, dataDirectory: String, roomsFile: String,
+    /// A release booking-handler beside this executable, or `binary`;
+    /// `extra` adds to or overrides its environment. Other benchmarks call
+    /// this on an unparsed `BookingBenchmark()`, so it reads none of its
+    /// options (``handlerBinary`` is passed in by this command's own runs).
+    func launchHandler(url: AMQPURL, dataDirectory: String, roomsFile: String, binary: String? = nil,
                        environment extra: [String: String] = [:]) throws -> Process {
         let binDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         let process = Process()
-        process.executableURL = handlerBinary.map { URL(fileURLWithPath: $0) } ?? binDirectory.appendingPathComponent("booking-handler")
+        process.executableURL = binary.map { URL(fileURLWithPath: $0) } ?? binDirectory.appendingPathComponent("booking-handler")
         guard FileManager.default.isExecutableFile(atPath: process.executableURL!.path) else {
             throw ValidationError("build the handler first: swift build -c release --product booking-handler")
         }

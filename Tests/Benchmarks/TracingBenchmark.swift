@@ -98,7 +98,7 @@ extension BookingBenchmark {
                 defer { try? FileManager.default.removeItem(at: work) }
                 let roomsFile = work.appendingPathComponent("rooms.json")
                 try ContractJSON.encode((0..<rooms).map { RegisterRoom(name: "Room \($0)", capacity: 10) }).write(to: roomsFile)
-                let handler = try launchHandler(url: broker.url, dataDirectory: work.path, roomsFile: roomsFile.path,
+                let handler = try launchHandler(url: broker.url, dataDirectory: work.path, roomsFile: roomsFile.path, binary: handlerBinary,
                                                 environment: mode.environment(collector: collector.url))
                 defer { if handler.isRunning { handler.terminate(); handler.waitUntilExit() } }
                 while (try? await client.queueInfo(Topology.handlerCommandsQueue).consumerCount) != 1 {
