@@ -114,4 +114,38 @@ struct SuggestQueryTests {
         let narrow = try QueryEngine.check(AvailabilityQuery(date: .date(.calendarDate("2026-11-26")), days: 19)).get()
         #expect((try? engine.replyBody(narrow).get()) != nil, "101 × 19 = 1,919 room-days is within the limit")
     }
+
+    /// The multi-day reply is written by hand; it must be the bytes
+    /// `ContractJSON` writes for the same rooms and days (sorted keys,
+    /// escaped reasons, `closed` on the room and on a day).
+    @Test func daysAreWrittenAsTheEncoderWouldWriteThem() throws {
+        var state = AvailabilityIndex.State()
+        state.upsert(Room(name: "Berlin", location: "2nd floor", equipment: ["beamer"], size: "22m2", capacity: 8,
+                          images: ["https://example.com/a.png"], hours: ["sat": nil, "sun": nil], bufferMinutes: 15))
+        state.upsert(Room(name: "Hamburg", capacity: 4))
+        state.upsert(Room(name: "New York", capacity: 12, timeZone: "America/New_York"))
+        state.set(RoomDay(room: "Berlin", date: "2026-11-27"),
+                  DayOccupancy(confirmed: SlotMask(fromMinute: 9 * 60, toMinute: 10 * 60)))
+        state.setClosure(RoomClosure(id: "x", room: "Hamburg", from: "2026-11-26T23:00:00Z", to: "2026-11-27T23:00:00Z",
+                                     reason: #"the "move" / Umzug — ünter \ way"#), removed: false)
+        state.setClosure(RoomClosure(id: "y", room: "Berlin", from: "2026-11-26T12:00:00Z", to: "2026-11-26T13:00:00Z",
+                                     reason: "lunch"), removed: false)
+        let index = AvailabilityIndex()
+        index.replace(with: state)
+        let engine = QueryEngine(index: index, now: { Date(timeIntervalSince1970: 0) })
+        for days in [2, 4, 9] {
+            let query = try QueryEngine.check(AvailabilityQuery(date: .date(.calendarDate("2026-11-26")), days: days)).get()
+            let reference = engine.answers(query).map { first in
+                RoomAvailability(room: first.info.room, avail: first.free.availStrings, closed: first.closedReason,
+                                 days: [first.dayAvailability] + (1..<days).compactMap { offset in
+                                     engine.answers(query, dayOffset: offset).first { $0.info.room.name == first.info.room.name }?
+                                         .dayAvailability
+                                 })
+            }
+            #expect(reference.count == 3 && reference.allSatisfy { $0.days?.count == days })
+            let written = try engine.replyBody(query).get()
+            #expect(written == [UInt8](try ContractJSON.encode(reference)),
+                    "\(String(decoding: written, as: UTF8.self))")
+        }
+    }
 }

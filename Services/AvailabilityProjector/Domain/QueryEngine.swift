@@ -175,31 +175,37 @@ public struct QueryEngine: Sendable {
                 zoneDays[zoneKey] = zoneDay
             }
             guard let day = zoneDay else { continue }
-            let roomDay = RoomDay(room: room.name, date: day.date)
-            let occupancy = state.occupancy(roomDay)
-            let missing = day.missing
-            // Closures (v1.2): rare, so looked up only for rooms that have some.
-            let closures = state.closures[room.name] == nil ? [] : state.closures(on: roomDay, zone: info.zone)
-            let closedByClosures = closures.isEmpty ? SlotMask.empty : state.closedSlots(roomDay, zone: info.zone)
-            var free = info.free(on: day.date, occupancy: occupancy, missing: missing).subtracting(closedByClosures)
-            if let from = day.fromSlot { free = free.intersection(.from(slot: from)) }
+            var answer = dayAnswer(info, date: day.date, missing: day.missing, state: state)
+            if let from = day.fromSlot { answer.free = answer.free.intersection(.from(slot: from)) }
             if dayOffset == 0, query.freeFrom != nil || query.freeTo != nil {
                 let start = query.freeFrom ?? info.open(on: day.date).runs.first?.start ?? 0
                 let end = query.freeTo ?? (start + SlotMask.minutes)
-                guard end > start, SlotMask(fromMinute: start, toMinute: end).isSubset(of: free) else { continue }
+                guard end > start, SlotMask(fromMinute: start, toMinute: end).isSubset(of: answer.free) else { continue }
             }
             if dayOffset == 0, query.availableNextHour {
                 guard day.minute + 60 <= 24 * 60,
-                      SlotMask(fromMinute: day.minute, toMinute: day.minute + 60).isSubset(of: free) else { continue }
+                      SlotMask(fromMinute: day.minute, toMinute: day.minute + 60).isSubset(of: answer.free) else { continue }
             }
-            let open = info.open(on: day.date).subtracting(missing)
-            let closedReason = info.closedReason(on: day.date)
-                ?? (closures.isEmpty ? nil : state.closureReason(roomDay, zone: info.zone, open: open))
-            result.append(Answer(info: info, date: day.date, occupancy: occupancy, free: free,
-                                 closed: SlotMask.all.subtracting(open).union(closedByClosures),
-                                 closedReason: closedReason, closures: closures))
+            result.append(answer)
         }
         return result
+    }
+
+    /// One room's whole local day under `state`: free slots (buffers and
+    /// closures counted), closed slots, and why the day is closed, if it is.
+    func dayAnswer(_ info: RoomInfo, date: String, missing: SlotMask, state: AvailabilityIndex.State) -> Answer {
+        let roomDay = RoomDay(room: info.room.name, date: date)
+        let occupancy = state.occupancy(roomDay)
+        // Closures (v1.2): rare, so looked up only for rooms that have some.
+        let closures = state.closures[info.room.name] == nil ? [] : state.closures(on: roomDay, zone: info.zone)
+        let closedByClosures = closures.isEmpty ? SlotMask.empty : state.closedSlots(roomDay, zone: info.zone)
+        let free = info.free(on: date, occupancy: occupancy, missing: missing).subtracting(closedByClosures)
+        let open = info.open(on: date).subtracting(missing)
+        let closedReason = info.closedReason(on: date)
+            ?? (closures.isEmpty ? nil : state.closureReason(roomDay, zone: info.zone, open: open))
+        return Answer(info: info, date: date, occupancy: occupancy, free: free,
+                      closed: SlotMask.all.subtracting(open).union(closedByClosures),
+                      closedReason: closedReason, closures: closures)
     }
 
     private func resolve(_ query: CheckedQuery, zone: TimeZone, at instant: Date) -> ZoneDay? {
@@ -245,20 +251,32 @@ public struct QueryEngine: Sendable {
                 text: "\(first.count) rooms × \(query.days) days is more than \(SuggestContract.maxRoomDays): narrow the filter",
                 field: "days"))
         }
-        var later: [[String: Answer]] = []
-        for offset in 1..<query.days {
-            later.append(Dictionary(answers(query, state: state, dayOffset: offset).map { ($0.info.room.name, $0) },
-                                    uniquingKeysWith: { a, _ in a }))
+        // One pass: the rooms the first day selected, then each of their
+        // later days directly (the dates are per zone; computed once per
+        // first date). Written by hand like the one-day reply.
+        var later: [String: [String]] = [:]
+        var out: [UInt8] = []
+        out.reserveCapacity(first.count * (256 + query.days * 64) + 2)
+        out.append(UInt8(ascii: "["))
+        for (i, answer) in first.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            let dates: [String]
+            if let known = later[answer.date] {
+                dates = known
+            } else {
+                dates = (1..<query.days).map { LocalClock.adding(days: $0, to: answer.date) ?? answer.date }
+                later[answer.date] = dates
+            }
+            var days = [answer]
+            days.reserveCapacity(query.days)
+            for date in dates {
+                days.append(dayAnswer(answer.info, date: date, missing: index.missingSlots(date: date, zone: answer.info.zone),
+                                      state: state))
+            }
+            Self.appendEntry(answer, days: days, to: &out)
         }
-        let rooms = first.map { answer in
-            let days = [DayAvailability(date: answer.date, avail: answer.free.availStrings, closed: answer.closedReason)]
-                + later.compactMap { $0[answer.info.room.name] }.map {
-                    DayAvailability(date: $0.date, avail: $0.free.availStrings, closed: $0.closedReason)
-                }
-            return RoomAvailability(room: answer.info.room, avail: answer.free.availStrings, closed: answer.closedReason,
-                                    days: days)
-        }
-        return .success([UInt8]((try? ContractJSON.encode(rooms)) ?? Data()))
+        out.append(UInt8(ascii: "]"))
+        return .success(out)
     }
 
     static func encode(_ answers: [Answer]) -> [UInt8] {
@@ -273,15 +291,49 @@ public struct QueryEngine: Sendable {
         return out
     }
 
-    static func appendEntry(_ answer: Answer, to out: inout [UInt8]) {
-        if let reason = answer.closedReason {
-            // A closed day (rare): through the encoder, `closed` beside `"avail": []`.
-            let entry = RoomAvailability(room: answer.info.room, avail: answer.free.availStrings, closed: reason)
+    /// One room's entry, keys in `ContractJSON`'s sorted order: `avail`,
+    /// `capacity`, `closed`, `days`, then the room's constant fields.
+    static func appendEntry(_ answer: Answer, days: [Answer]? = nil, to out: inout [UInt8]) {
+        let tail = answer.info.jsonTail
+        // The tail is `"capacity":N,…}`: `closed` and `days` go after the number.
+        guard tail.starts(with: Array(#""capacity":"#.utf8)), let comma = tail.firstIndex(of: UInt8(ascii: ",")) else {
+            let entry = RoomAvailability(room: answer.info.room, avail: answer.free.availStrings, closed: answer.closedReason,
+                                         days: days?.map(\.dayAvailability))
             out.append(contentsOf: (try? ContractJSON.encode(entry)).map { [UInt8]($0) } ?? [])
             return
         }
-        out.append(contentsOf: #"{"avail":["#.utf8)
-        for (j, run) in answer.free.runs.enumerated() {
+        out.append(contentsOf: #"{"avail":"#.utf8)
+        appendAvail(answer.free, to: &out)
+        out.append(UInt8(ascii: ","))
+        out.append(contentsOf: tail[...comma])
+        if let reason = answer.closedReason {
+            out.append(contentsOf: #""closed":"#.utf8)
+            appendString(reason, to: &out)
+            out.append(UInt8(ascii: ","))
+        }
+        if let days {
+            out.append(contentsOf: #""days":["#.utf8)
+            for (j, day) in days.enumerated() {
+                if j > 0 { out.append(UInt8(ascii: ",")) }
+                out.append(contentsOf: #"{"avail":"#.utf8)
+                appendAvail(day.free, to: &out)
+                if let reason = day.closedReason {
+                    out.append(contentsOf: #","closed":"#.utf8)
+                    appendString(reason, to: &out)
+                }
+                out.append(contentsOf: #","date":""#.utf8)
+                out.append(contentsOf: day.date.utf8)
+                out.append(contentsOf: #""}"#.utf8)
+            }
+            out.append(contentsOf: "],".utf8)
+        }
+        out.append(contentsOf: tail[(comma + 1)...])
+    }
+
+    /// `["HH:mm - HH:mm",…]`: the free runs of a day.
+    static func appendAvail(_ free: SlotMask, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "["))
+        for (j, run) in free.runs.enumerated() {
             if j > 0 { out.append(UInt8(ascii: ",")) }
             out.append(UInt8(ascii: "\""))
             out.append(contentsOf: SlotMask.clock(run.start).utf8)
@@ -289,7 +341,21 @@ public struct QueryEngine: Sendable {
             out.append(contentsOf: SlotMask.clock(run.end).utf8)
             out.append(UInt8(ascii: "\""))
         }
-        out.append(contentsOf: "],".utf8)
-        out.append(contentsOf: answer.info.jsonTail)
+        out.append(UInt8(ascii: "]"))
     }
+
+    /// A JSON string as `ContractJSON` writes it (closure reasons are free
+    /// text, so through the encoder; they are rare).
+    static func appendString(_ text: String, to out: inout [UInt8]) {
+        if let data = try? ContractJSON.encode(text) {
+            out.append(contentsOf: data)
+        } else {
+            out.append(contentsOf: #""""#.utf8)
+        }
+    }
+}
+
+extension QueryEngine.Answer {
+    /// The day as the contract's `days` entry.
+    var dayAvailability: DayAvailability { DayAvailability(date: date, avail: free.availStrings, closed: closedReason) }
 }
