@@ -250,15 +250,18 @@ public struct CommandProcessor: Sendable {
         let valid = rooms
         // Rooms stored exactly as the file has them are not written again
         // (on PostgreSQL two statements a room, about 4,000 round trips at
-        // every start of a 2,000-room office); their `room.registered` still
-        // goes out, so that a projector started on an empty model learns
-        // every room.
+        // every start of a 2,000-room office), and their waitlists are not
+        // walked (promotion follows a change of hours or buffer; an
+        // unchanged room has none). Their `room.registered` still goes out,
+        // so that a projector started on an empty model learns every room.
         let stored = Dictionary(try await store.replayRooms().map { ($0.room.name, $0.room) }) { first, _ in first }
         try await store.transaction { [self] tx in
+            try tx.checkOrderKeys(valid.map { OutboxKey.room($0.name) })
             for room in valid {
-                if stored[room.name] != room { try tx.upsertRoom(room) }
+                let changed = stored[room.name] != room
+                if changed { try tx.upsertRoom(room) }
                 try enqueueRoomRegistered(room, tx, now: now)
-                try promoteWaiters(room: room.name, tx, now: now)
+                if changed { try promoteWaiters(room: room.name, tx, now: now) }
             }
         }
         return rooms

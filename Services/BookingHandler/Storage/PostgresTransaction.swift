@@ -275,6 +275,18 @@ struct PostgresTransaction: QueuingTransaction {
         try run("UPDATE booking SET nextDueAt = \(due.map { StoreRules.dueSeconds($0) }) WHERE id = \(bookingID)")
     }
 
+    func checkOrderKeys(_ keys: [String]) throws {
+        guard let held = claim else { return }
+        let pending = keys.filter { !events.clearKeys.contains($0) }
+        guard !pending.isEmpty else { return }
+        let blocked = Set(try run("""
+            SELECT DISTINCT orderKey FROM outbox WHERE orderKey = ANY(\(pending)) AND publishedAt IS NULL
+                                                   AND claimedBy IS DISTINCT FROM \(held.owner)
+            """).map { try $0.decode(String.self) })
+        // A blocked key is checked again by its enqueue (and waits there).
+        for key in pending where !blocked.contains(key) { events.clearKeys.insert(key) }
+    }
+
     func enqueue(routingKey: String, messageID: String, body: Data, orderKey: String?, value: BookingEvent?) throws {
         // Behind an older unpublished event of the same key that another
         // process holds (or nobody does), the new one waits unclaimed: a
