@@ -117,6 +117,16 @@ struct StoreTests {
         #expect(second["Paris"] != first["Paris"], "a changed room is written")
         #expect(try await store.room(named: "Paris")?.capacity == 6)
         #expect(try await store.counts().outboxPending == 4, "room.registered for every room, both times")
+        // The events themselves (the unchanged room's is queued with the
+        // multi-row path on PostgreSQL): every room's current state, once
+        // per start, each under its own id.
+        let events = store.takeCommitted(limit: 100) + (try await store.claimOutbox(limit: 100, lease: 60))
+        #expect(events.count == 4 && Set(events.map(\.id)).count == 4 && Set(events.map(\.messageID)).count == 4)
+        #expect(events.allSatisfy { $0.routingKey == EventType.roomRegistered.rawValue })
+        let announced = try events.sorted { $0.id < $1.id }.map { try ContractJSON.decode(RoomRegistered.self, from: Data($0.body)).room }
+        #expect(announced.map(\.name).sorted() == ["Berlin", "Berlin", "Paris", "Paris"])
+        #expect(announced.suffix(2).first { $0.name == "Paris" }?.capacity == 6, "the second start announces the room as changed")
+        #expect(announced.suffix(2).first { $0.name == "Berlin" }?.capacity == 8)
     }
 
     @Test(arguments: StoreKind.allCases)

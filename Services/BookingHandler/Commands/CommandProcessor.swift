@@ -253,15 +253,16 @@ public struct CommandProcessor: Sendable {
         // every start of a 2,000-room office), and their waitlists are not
         // walked (promotion follows a change of hours or buffer; an
         // unchanged room has none). Their `room.registered` still goes out,
-        // so that a projector started on an empty model learns every room.
+        // so that a projector started on an empty model learns every room;
+        // queued together (on PostgreSQL one insert per thousand rooms).
         let stored = Dictionary(try await store.replayRooms().map { ($0.room.name, $0.room) }) { first, _ in first }
         try await store.transaction { [self] tx in
-            try tx.checkOrderKeys(valid.map { OutboxKey.room($0.name) })
-            for room in valid {
-                let changed = stored[room.name] != room
-                if changed { try tx.upsertRoom(room) }
+            let unchanged = valid.filter { stored[$0.name] == $0 }
+            try tx.enqueueAll(try unchanged.map { try roomRegistered($0, now: now) })
+            for room in valid where stored[room.name] != room {
+                try tx.upsertRoom(room)
                 try enqueueRoomRegistered(room, tx, now: now)
-                if changed { try promoteWaiters(room: room.name, tx, now: now) }
+                try promoteWaiters(room: room.name, tx, now: now)
             }
         }
         return rooms
@@ -487,9 +488,14 @@ public struct CommandProcessor: Sendable {
     // MARK: Events
 
     private func enqueueRoomRegistered(_ room: Room, _ tx: any StoreTransaction, now: Date) throws {
+        let event = try roomRegistered(room, now: now)
+        try tx.enqueue(routingKey: event.routingKey, messageID: event.messageID, body: event.body, orderKey: event.orderKey)
+    }
+
+    private func roomRegistered(_ room: Room, now: Date) throws -> NewOutboxEvent {
         let event = RoomRegistered(eventId: newID(), occurredAt: ContractFormat.timestamp(now), room: room)
-        try tx.enqueue(routingKey: EventType.roomRegistered.rawValue, messageID: event.eventId, body: try ContractJSON.encode(event),
-                       orderKey: OutboxKey.room(room.name))
+        return NewOutboxEvent(routingKey: EventType.roomRegistered.rawValue, messageID: event.eventId,
+                              body: try ContractJSON.encode(event), orderKey: OutboxKey.room(room.name))
     }
 }
 

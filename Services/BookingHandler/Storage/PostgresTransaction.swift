@@ -287,6 +287,51 @@ struct PostgresTransaction: QueuingTransaction {
         for key in pending where !blocked.contains(key) { events.clearKeys.insert(key) }
     }
 
+    func enqueueAll(_ new: [NewOutboxEvent]) throws {
+        try checkOrderKeys(new.compactMap(\.orderKey))
+        // A key still not clear is held elsewhere: its events go one by one
+        // (and wait unclaimed); the rest in multi-row inserts, in order.
+        let (together, alone) = (new.filter { $0.orderKey.map(events.clearKeys.contains) ?? true },
+                                 new.filter { !($0.orderKey.map(events.clearKeys.contains) ?? true) })
+        for event in alone {
+            try enqueue(routingKey: event.routingKey, messageID: event.messageID, body: event.body, orderKey: event.orderKey,
+                        value: nil)
+        }
+        var start = 0
+        while start < together.count {
+            let chunk = together[start..<min(start + 1_000, together.count)]
+            start += chunk.count
+            var binds = PostgresBindings(capacity: chunk.count * 8)
+            var values: [String] = []
+            values.reserveCapacity(chunk.count)
+            for (i, event) in chunk.enumerated() {
+                let b = i * 8
+                values.append("($\(b + 1), $\(b + 2), $\(b + 3), extract(epoch FROM clock_timestamp())::double precision, "
+                    + "extract(epoch FROM clock_timestamp())::double precision + $\(b + 4)::double precision, "
+                    + "$\(b + 5), $\(b + 6), $\(b + 7), $\(b + 8))")
+                binds.append(event.routingKey)
+                binds.append(event.messageID)
+                binds.append(Self.text(event.body))
+                binds.append(claim?.lease)
+                binds.append(claim?.owner)
+                binds.append(event.orderKey)
+                binds.append(events.trace?.traceParent)
+                binds.append(events.trace?.traceState)
+            }
+            let ids = try run(PostgresQuery(unsafeSQL: """
+                INSERT INTO outbox (routingKey, messageId, body, createdAt, claimedUntil, claimedBy, orderKey, traceParent, traceState)
+                VALUES \(values.joined(separator: ", ")) RETURNING id
+                """, binds: binds)).map { try $0.decode(Int64.self) }
+            guard claim != nil else { continue }
+            guard ids.count == chunk.count else { throw StoreCorruption(description: "outbox insert returned \(ids.count) ids for \(chunk.count) rows") }
+            for (id, event) in zip(ids, chunk) {
+                self.events.list.append(OutboxEvent(id: id, routingKey: event.routingKey, messageID: event.messageID,
+                                                    body: [UInt8](event.body), value: nil,
+                                                    traceParent: events.trace?.traceParent, traceState: events.trace?.traceState))
+            }
+        }
+    }
+
     func enqueue(routingKey: String, messageID: String, body: Data, orderKey: String?, value: BookingEvent?) throws {
         // Behind an older unpublished event of the same key that another
         // process holds (or nobody does), the new one waits unclaimed: a
