@@ -226,10 +226,10 @@ public struct CommandProcessor: Sendable {
         }
         try tx.save(prepared.encoded, startsAt: prepared.slot.startsAt, endsAt: prepared.slot.endsAt)
         if prepared.encoded.booking.status == .held { HandlerMetrics.holdsCreated.increment() }
-        for event in prepared.events {
-            try tx.enqueue(routingKey: event.type.rawValue, messageID: event.id, body: event.body,
+        try tx.enqueueAll(prepared.events.map { event in
+            NewOutboxEvent(routingKey: event.type.rawValue, messageID: event.id, body: event.body,
                            orderKey: OutboxKey.booking(prepared.encoded.booking.id), value: event.value)
-        }
+        })
         return ReplyBody(.booking(prepared.encoded.booking), json: prepared.encoded.reply)
     }
 

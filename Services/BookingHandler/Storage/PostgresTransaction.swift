@@ -295,7 +295,7 @@ struct PostgresTransaction: QueuingTransaction {
                                  new.filter { !($0.orderKey.map(events.clearKeys.contains) ?? true) })
         for event in alone {
             try enqueue(routingKey: event.routingKey, messageID: event.messageID, body: event.body, orderKey: event.orderKey,
-                        value: nil)
+                        value: event.value)
         }
         var start = 0
         while start < together.count {
@@ -326,7 +326,7 @@ struct PostgresTransaction: QueuingTransaction {
             guard ids.count == chunk.count else { throw StoreCorruption(description: "outbox insert returned \(ids.count) ids for \(chunk.count) rows") }
             for (id, event) in zip(ids, chunk) {
                 self.events.list.append(OutboxEvent(id: id, routingKey: event.routingKey, messageID: event.messageID,
-                                                    body: [UInt8](event.body), value: nil,
+                                                    body: [UInt8](event.body), value: event.value,
                                                     traceParent: events.trace?.traceParent, traceState: events.trace?.traceState))
             }
         }

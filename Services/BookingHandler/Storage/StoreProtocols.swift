@@ -207,9 +207,9 @@ public protocol StoreTransaction {
     /// start that announces 2,000 rooms). Optional: without it, each
     /// ``enqueue`` checks its own key.
     func checkOrderKeys(_ keys: [String]) throws
-    /// Queues many events that need no in-memory value, in order, as
-    /// ``enqueue`` would one by one (PostgreSQL: in one statement per
-    /// thousand instead of a round trip each).
+    /// Queues many events in order, as ``enqueue`` would one by one
+    /// (PostgreSQL: in one statement per thousand instead of a round trip
+    /// each: a create's `booking.created` and `booking.confirmed` together).
     func enqueueAll(_ events: [NewOutboxEvent]) throws
 }
 
@@ -219,12 +219,15 @@ public struct NewOutboxEvent: Sendable {
     public var messageID: String
     public var body: Data
     public var orderKey: String?
+    /// The booking event `body` encodes, when the caller has it (see ``OutboxEvent/value``).
+    public var value: BookingEvent?
 
-    public init(routingKey: String, messageID: String, body: Data, orderKey: String?) {
+    public init(routingKey: String, messageID: String, body: Data, orderKey: String?, value: BookingEvent? = nil) {
         self.routingKey = routingKey
         self.messageID = messageID
         self.body = body
         self.orderKey = orderKey
+        self.value = value
     }
 }
 
@@ -236,7 +239,7 @@ extension StoreTransaction {
     public func enqueueAll(_ events: [NewOutboxEvent]) throws {
         for event in events {
             try enqueue(routingKey: event.routingKey, messageID: event.messageID, body: event.body, orderKey: event.orderKey,
-                        value: nil)
+                        value: event.value)
         }
     }
 
