@@ -36,6 +36,52 @@ struct RebuildBoundsTests {
         await h.stop()
     }
 
+    /// The broker closes the projector's connection while the handler
+    /// replays (as it does to a connection whose heartbeats it missed on a
+    /// loaded machine): the replay goes on into the durable replay queue,
+    /// the unacked part comes again after the reconnect, the control request
+    /// comes back unacked and joins the running rebuild, and the caller gets
+    /// the rebuild's success with every room and booking — not 9001 for the
+    /// lost answer of `booking.replay`, nor "already running" for its own
+    /// request redelivered.
+    @Test func aRebuildOutlivesTheProjectorsConnection() async throws {
+        let h = try await ProjectorHarness.start(replayRate: 4)
+        let date = localDate(daysFromNow: 15)
+        try await h.waitForRooms("date=\(date)", "rooms") { $0.count == 6 }
+        for (start, end) in [("07:00", "08:00"), ("08:00", "09:00"), ("10:00", "11:00"), ("12:00", "13:00")] {
+            _ = try await h.create(date: date, start: start, end: end)
+        }
+        let before = try await h.waitForRooms("date=\(date)", "four bookings projected") {
+            room($0, "Berlin")?.avail == ["09:00 - 10:00", "11:00 - 12:00", "13:00 - 19:00"]
+        }
+        let app = try #require(h.projector.withLock { $0 })
+        let client = h.client
+        let call = Task {
+            try await client.call(Array("{}".utf8), exchange: "", routingKey: ProjectorControl.queue,
+                                  properties: AMQPProperties(contentType: "application/json", type: ProjectorControl.rebuildType),
+                                  timeout: .seconds(90))
+        }
+        try await withTimeout(30, "the replay delivering") {
+            while app.rebuilder.status().rooms == 0 { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        let rows = try TestBroker.ctl(["list_connections", "-s", "pid", "vhost", "client_properties"])
+        var closed = 0
+        for row in rows.split(separator: "\n") {
+            let columns = row.split(separator: "\t").map(String.init)
+            guard columns.count == 3, columns[1] == h.url.vhost,
+                  columns[2].contains(#"{"connection_name","projector"}"#) else { continue }
+            _ = try TestBroker.ctl(["close_connection", columns[0], "test: the projector's connection lost mid-replay"])
+            closed += 1
+        }
+        #expect(closed == 1, "\(rows)")
+        let reply = try ContractJSON.decode(ProjectorControl.Reply.self, from: Data(try await call.value.body))
+        #expect(reply.error == nil, "\(String(describing: reply.error))")
+        #expect(reply.rebuild?.rooms == 6 && reply.rebuild?.bookings == 4)
+        #expect(try await h.rooms("date=\(date)") == before)
+        #expect(!app.rebuilder.status().running)
+        await h.stop()
+    }
+
     /// No handler answers: the replay never starts, and the rebuild fails
     /// with 9001 once the bound passes instead of waiting for ever; the live
     /// model and its answers stay, the new tables are gone.

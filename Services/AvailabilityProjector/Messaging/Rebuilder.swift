@@ -46,6 +46,8 @@ public final class Rebuilder: Sendable {
     private let ended = Mutex<[String: Result<ReplaySummary, ReplyError>]>([:])
     /// The running rebuild, for progress and cancel.
     private let running = Mutex<Running?>(nil)
+    /// The rebuild a control request started, while it runs (see ``controlRebuild(redelivered:)``).
+    private let controlRebuilds = Mutex<Task<ProjectorControl.RebuildResult, any Error>?>(nil)
 
     private struct Running {
         let replayId: String
@@ -109,6 +111,15 @@ public final class Rebuilder: Sendable {
             Task { [self] in
                 do {
                     try await requestReplay(replayId)
+                } catch let error as AMQPError where error.code == .connectionLost {
+                    // Only the answer is lost with the connection: the
+                    // replay goes on into the durable replay queue, and what
+                    // was delivered but not acked comes again after the
+                    // reconnect (applied once: versions and the seen keys).
+                    // The end marker still ends the rebuild; the stall bound
+                    // still ends one whose replay never started.
+                    logger.warning("lost the connection while booking.replay ran; waiting for its end marker",
+                                   metadata: ["replay.id": .string(replayId), "error": "\(error)"])
                 } catch {
                     let failure = error as? ReplyError
                         ?? ReplyError(code: ProjectorControl.rebuildFailed, text: "booking.replay failed: \(error)")
@@ -285,6 +296,21 @@ public final class Rebuilder: Sendable {
         }
     }
 
+    /// Runs the rebuild a control request asks for. A redelivered request
+    /// while a rebuild it may have started runs (this connection was lost
+    /// and the request came back unacked) joins that rebuild and answers
+    /// with its result, instead of "a rebuild is already running".
+    private func controlRebuild(redelivered: Bool) async throws -> ProjectorControl.RebuildResult {
+        let task = controlRebuilds.withLock { current -> Task<ProjectorControl.RebuildResult, any Error> in
+            if redelivered, let current { return current }
+            let task = Task { try await self.rebuild() }
+            if current == nil { current = task }
+            return task
+        }
+        defer { controlRebuilds.withLock { if $0 == task { $0 = nil } } }
+        return try await task.value
+    }
+
     func handleControl(_ delivery: AMQPDelivery) async {
         let reply: ProjectorControl.Reply
         let type = delivery.properties.type ?? ""
@@ -296,7 +322,7 @@ public final class Rebuilder: Sendable {
             reply = .init(error: ReplyError(code: .unknownCommand, text: "unknown projector command '\(type.prefix(100))'"))
         } else {
             do {
-                reply = .init(rebuild: try await rebuild())
+                reply = .init(rebuild: try await controlRebuild(redelivered: delivery.redelivered))
             } catch let error as ReplyError {
                 reply = .init(error: error)
             } catch {
