@@ -93,7 +93,9 @@ public struct FailedConsole: Sendable {
     /// exchange and routing key it originally came by (RabbitMQ's `x-death`,
     /// else the booking handler's `x-original-exchange`/`-routing-key`, else
     /// straight into the queue it died in), as its original sender, with a
-    /// publisher confirm; only then is the dead copy removed. A
+    /// publisher confirm; only then is the dead copy removed. Its
+    /// `traceparent` gets a new span id in the same trace
+    /// (``MessageTracing/continueTrace(in:)``). A
     /// `passes.failed` message goes back to the pass sender as an operator
     /// retry (`pass-sender.retry`, attempts reset), as `bookingctl passes
     /// failed retry` does.
@@ -115,6 +117,8 @@ public struct FailedConsole: Sendable {
             properties.headers["x-retried-from"] = .string(message.queue)
             properties.headers["x-retried-by"] = .string(operatorName)
             properties.headers["x-retried-at"] = .string(ContractFormat.timestamp(Date()))
+            // Same trace, a span id of its own: the retry is a send of its own.
+            MessageTracing.continueTrace(in: &properties.headers)
             properties.userID = message.originalUser
             // Dead-lettering dropped any expiration already; a retry is an
             // operator's decision to run it now, so none is set again.

@@ -74,7 +74,8 @@ public struct FailedPassQueue: Sendable {
     }
 
     /// Publishes an operator retry of `entry` to `pass-sender.retry` (attempts
-    /// reset, a fresh retry token) and waits for the broker's confirm.
+    /// reset, a fresh retry token; in `entry`'s trace with a span id of its
+    /// own) and waits for the broker's confirm.
     /// Returns false, publishing nothing, when the body is not a
     /// `passes.failed` message.
     public func sendRetry(of entry: FailedPassEntry) async throws -> Bool {
@@ -83,6 +84,11 @@ public struct FailedPassQueue: Sendable {
         var properties = AMQPProperties.persistentJSON(type: PassQueues.retryMessageType, messageID: RandomID.uuidString(),
                                                        headers: message.headers)
         properties.appID = "bookingctl"
+        // The retry goes on in the failed pass's trace, as a send of its own.
+        for header in [MessageTracing.traceParentHeader, MessageTracing.traceStateHeader] {
+            properties.headers[header] = entry.headers[header]
+        }
+        MessageTracing.continueTrace(in: &properties.headers)
         // The pass sender takes retries only from itself and ADMIN_USERS.
         properties.userID = connection.user
         try await connection.publish([UInt8](try ContractJSON.encode(message)), exchange: Topology.defaultExchange,

@@ -183,13 +183,17 @@ struct FailedConsoleTests {
     }
 
     /// Events stay the booking handler's, retry messages the pass sender's;
-    /// discard keeps an audit copy that purge-archived removes by age; the
+    /// a retried event and an operator retry of a failed pass go on in
+    /// their message's trace with a span id of their own; discard keeps an audit copy that purge-archived removes by age; the
     /// exit statuses of the passes commands.
     @Test func eventsAndPassRetriesKeepTheirSenderDiscardArchives() async throws {
         let w = try await World()
         let handlerUser = try await w.connection("booking-handler")
         var event = AMQPProperties.persistentJSON(type: "booking.confirmed", messageID: "ev-1")
         event.userID = "booking-handler"
+        let eventTrace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        event.headers["traceparent"] = .string(eventTrace)
+        event.headers["tracestate"] = .string("vendor=kept")
         try await handlerUser.publish(Array(#"{"booking": {"id": "b-1", "version": 2}}"#.utf8), exchange: Topology.eventsExchange,
                                       routingKey: "booking.confirmed", properties: event, mandatory: true)
         try await w.deadLetter(from: Topology.passSenderEventsQueue, count: 1)
@@ -212,6 +216,8 @@ struct FailedConsoleTests {
                                     start: "09:00", end: "10:00", title: "T")
         var failedProperties = AMQPProperties.persistentJSON(type: Topology.passesFailedQueue, messageID: failedPass.passKey)
         failedProperties.userID = "pass-sender"
+        let passTrace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        failedProperties.headers["traceparent"] = .string(passTrace)
         try await passSender.publish([UInt8](try ContractJSON.encode(failedPass)), routingKey: Topology.passesFailedQueue,
                                      properties: failedProperties, mandatory: true)
 
@@ -236,6 +242,7 @@ struct FailedConsoleTests {
         #expect(operatorRetry.properties.userID == "bookingctl")
         let message = try ContractJSON.decode(PassRetryMessage.self, from: operatorRetry.body)
         #expect(message.kind == .operator && message.bookingId == "b-1" && message.passes.map(\.attempts) == [0])
+        Self.expectChild(operatorRetry.properties.headers["traceparent"]?.stringValue, of: passTrace)
         try await operatorRetry.ack()
 
         let events = try await cli.run(["failed", "retry", "--queue", "pass-sender.events.dead", "--all"])
@@ -243,6 +250,10 @@ struct FailedConsoleTests {
         let back = try #require(try await w.admin.get(queue: Topology.passSenderEventsQueue))
         #expect(back.properties.userID == "booking-handler", "the event is still the booking handler's")
         #expect(back.routingKey == "booking.confirmed" && back.properties.messageID == "ev-1")
+        // A send of its own in the event's trace: same trace id and flags,
+        // a new span id; the tracestate as it was.
+        Self.expectChild(back.properties.headers["traceparent"]?.stringValue, of: eventTrace)
+        #expect(back.properties.headers["tracestate"]?.stringValue == "vendor=kept")
         try await back.ack()
         let projector = try #require(try await w.admin.get(queue: Topology.projectorEventsQueue),
                                      "republished to booking.events: every subscriber sees it (and drops it by version)")
@@ -285,6 +296,15 @@ struct FailedConsoleTests {
         #expect(try json(old)["purged"] as? Int == 1)
         #expect(try await w.admin.queueInfo(FailedQueues.archive).messageCount == 0)
         await w.stop()
+    }
+
+    /// `retried` is a `traceparent` in the trace of `original` (same trace
+    /// id and flags) with a span id of its own.
+    static func expectChild(_ retried: String?, of original: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        let parts = (retried ?? "").split(separator: "-"), originalParts = original.split(separator: "-")
+        #expect(parts.count == 4 && parts[0] == "00" && parts[1] == originalParts[1] && parts[3] == originalParts[3]
+                && parts[2].count == 16 && parts[2] != originalParts[2] && parts[2] != "0000000000000000",
+                "retried with \(retried ?? "no traceparent"), the original was \(original)", sourceLocation: sourceLocation)
     }
 
     /// Who may do what around the console, with the shipped users: an

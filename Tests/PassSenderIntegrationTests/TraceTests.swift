@@ -1,6 +1,9 @@
 import AMQPClient
 import BookingContracts
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Testing
 import TestSupport
 
@@ -15,6 +18,9 @@ import TestSupport
 /// right parent. The reply, the events on both exchanges and the gateway
 /// request carry the trace id; `booking.public` carries no `tracestate`;
 /// the pass sender's JSON log line about the failed call names the trace.
+/// The pass ledger's transactions are spans under the consume span they
+/// ran for; a `booking.get` and an HTTP query of the projector, each sent
+/// with a `traceparent`, continue the caller's trace (read span, server span).
 @Suite("Traces across the set", .serialized)
 struct TraceTests {
     static func randomHex(_ bytes: Int) -> String {
@@ -79,6 +85,7 @@ struct TraceTests {
             return trace.allSatisfy { $0.parentSpanID == callerSpan || ids.contains($0.parentSpanID) }
                 && has("booking-handler", "process booking-handler.commands")
                 && has("pass-sender", "process pass-sender.events") && has("pass-sender", "process pass-sender.retry")
+                && has("pass-sender", "store admit event") && has("pass-sender", "store admit retry")
                 && trace.count { $0.service == "pass-sender" && $0.name == "gateway /sendpass" } >= 2
                 && trace.count { $0.service == "pass-sender" && $0.name == "POST" } >= 2
                 && has("availability-projector", "process availability-projector.events")
@@ -99,6 +106,8 @@ struct TraceTests {
         #expect(consume.attributes["messaging.destination.name"] == Topology.commandsExchange)
         #expect(consume.attributes["messaging.message.id"] == properties.messageID)
         let store = try #require(spans("booking-handler", "store booking.create", parent: consume.spanID).first, "\(dump)")
+        #expect(store.attributes["db.system.name"] == "sqlite" && store.attributes["db.operation.name"] == "transaction",
+                "\(store.attributes)")
         let handlerPublishes = trace.filter { $0.service == "booking-handler" && $0.kind == 4 }
         let eventPublishes = handlerPublishes.filter { $0.parentSpanID == store.spanID }
         #expect(Set(eventPublishes.map(\.name)) == ["publish booking.events", "publish booking.public"], "\(dump)")
@@ -120,6 +129,16 @@ struct TraceTests {
                 "\(dump)")
         #expect(gatewayCalls.contains { $0.parentSpanID == retryConsume.spanID }, "\(dump)")
         let httpSpans = trace.filter { $0.service == "pass-sender" && $0.kind == 3 && $0.name == "POST" }
+        // The ledger's transactions ← the consume span they ran for: the
+        // event's admission and the first call's result; the retry's
+        // admission and the second call's result.
+        let admission = try #require(spans("pass-sender", "store admit event", parent: passConsume.spanID).first, "\(dump)")
+        #expect(admission.kind == 1 && admission.attributes["db.system.name"] == "sqlite"
+                && admission.attributes["db.operation.name"] == "transaction" && admission.attributes["booking.id"] == booked.id,
+                "\(admission.attributes)")
+        #expect(!spans("pass-sender", "store record", parent: passConsume.spanID).isEmpty, "\(dump)")
+        #expect(!spans("pass-sender", "store admit retry", parent: retryConsume.spanID).isEmpty, "\(dump)")
+        #expect(!spans("pass-sender", "store record", parent: retryConsume.spanID).isEmpty, "\(dump)")
         #expect(Set(httpSpans.map(\.parentSpanID)) == Set(gatewayCalls.map(\.spanID)), "\(dump)")
         // The gateway saw the HTTP spans' ids in `traceparent`.
         let sent = gateway.state.current.traceParents
@@ -157,6 +176,46 @@ struct TraceTests {
         #expect(line["trace_id"] as? String == traceID)
         #expect([passConsume.spanID, retryConsume.spanID].contains(line["span_id"] as? String ?? ""), "\(failedCall)")
 
+        // A booking.get sent with a traceparent: the handler's read span ←
+        // its consume span ← the caller.
+        let queryTrace = Self.randomHex(16), querySpan = Self.randomHex(8)
+        var query = AMQPProperties.persistentJSON(type: "booking.get", messageID: UUID().uuidString)
+        query.headers["traceparent"] = .string("00-\(queryTrace)-\(querySpan)-01")
+        let got = try await client.call(Array(#"{"bookingId": "\#(booked.id)"}"#.utf8), exchange: Topology.bookingQueriesExchange,
+                                        routingKey: "booking.get", properties: query, timeout: .seconds(30))
+        #expect(String(decoding: got.body, as: UTF8.self).contains(booked.id))
+        try await receiver.spans.wait("the query's trace", timeout: 30) { spans in
+            let trace = spans.filter { $0.traceID == queryTrace }
+            return trace.contains { $0.name == "store read booking.get" } && trace.contains { $0.parentSpanID == querySpan }
+        }
+        let queryDump = receiver.spans.current.filter { $0.traceID == queryTrace }.map(\.description).joined(separator: "\n")
+        let queryConsume = try #require(receiver.spans.current.first {
+            $0.traceID == queryTrace && $0.name == "process \(Topology.bookingQueriesQueue)" && $0.parentSpanID == querySpan
+        }, "\(queryDump)")
+        let read = try #require(receiver.spans.current.first { $0.traceID == queryTrace && $0.name == "store read booking.get" },
+                                "\(queryDump)")
+        #expect(read.service == "booking-handler" && read.parentSpanID == queryConsume.spanID, "\(queryDump)")
+        #expect(read.attributes["db.system.name"] == "sqlite" && read.attributes["db.operation.name"] == "read"
+                && read.attributes["booking.query.type"] == "booking.get", "\(read.attributes)")
+
+        // An HTTP query of the projector with a traceparent: a server span
+        // `/rooms` ← the caller. The page's poll (`/api/revision`), asked
+        // first with a traceparent of its own, makes none.
+        let httpTrace = Self.randomHex(16), httpSpan = Self.randomHex(8), pollTrace = Self.randomHex(16)
+        let poll = try await Self.get(projector.base + "/api/revision", traceParent: "00-\(pollTrace)-\(Self.randomHex(8))-01")
+        #expect(poll == 200)
+        let rooms = try await Self.get(projector.base + "/rooms?date=\(date)", traceParent: "00-\(httpTrace)-\(httpSpan)-01")
+        #expect(rooms == 200)
+        try await receiver.spans.wait("the HTTP query's span", timeout: 30) { spans in
+            spans.contains { $0.traceID == httpTrace }
+        }
+        let server = try #require(receiver.spans.current.first { $0.traceID == httpTrace })
+        #expect(server.service == "availability-projector" && server.name == "/rooms" && server.kind == 2
+                && server.parentSpanID == httpSpan, "\(server)")
+        #expect(server.attributes["http.request.method"] == "GET" && server.attributes["http.response.status_code"] == "200",
+                "\(server.attributes)")
+        #expect(!receiver.spans.current.contains { $0.traceID == pollTrace }, "the poll was traced")
+
         // Without a traceparent the handler starts the trace: its consume
         // span is the root, and the reply carries its trace id.
         let untraced = AMQPProperties.persistentJSON(type: "booking.create", messageID: UUID().uuidString)
@@ -172,6 +231,14 @@ struct TraceTests {
         await client.close()
         await gateway.stop()
         await receiver.stop()
+    }
+
+    /// GET `url` with a `traceparent` header; the status.
+    static func get(_ url: String, traceParent: String) async throws -> Int {
+        var request = URLRequest(url: URL(string: url)!)
+        request.setValue(traceParent, forHTTPHeaderField: "traceparent")
+        let (_, response) = try await URLSession.shared.data(for: request)
+        return (response as? HTTPURLResponse)?.statusCode ?? 0
     }
 
     /// The first message of `queue` about `booking` (the copies of its events).

@@ -25,6 +25,8 @@ public enum ProjectorRoutes {
     static let json: HTTPFields = [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"]
 
     public static func add(to router: Router<BasicRequestContext>, engine: QueryEngine, booker: PageBooker? = nil) {
+        // First: it applies to the routes added after it only.
+        router.add(middleware: QueryTracingMiddleware())
         addPage(to: router, engine: engine, booker: booker)
         router.get("rooms") { request, _ -> Response in
             let started = DispatchTime.now()

@@ -116,7 +116,8 @@ public struct EventConsumer: Sendable {
                 // makes are published in its trace (ChangePublisher runs
                 // in a task of its own).
                 let outcome = try await withSpan("store apply", ofKind: .internal) { span in
-                    if span.isRecording { span.attributes["db.operation.name"] = "transaction" }
+                    // The read model is SQLite only.
+                    if span.isRecording { span.attributes = StoreSpans.attributes(system: StoreSpans.sqlite, operation: "transaction") }
                     let trace = ServiceContext.current
                     return try await store.apply(change) { changes in
                         box.ticket = publisher.enqueue(changes, cause: cause, trace: trace)

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import Metrics
 import ServiceSupport
+import Tracing
 
 /// Answers `booking.get` and `booking.list` on `booking.queries` (RPC,
 /// contract v1.1) with ``BookingReader``, through the set's one
@@ -57,15 +58,33 @@ public struct QueryResponder: Sendable {
                 code: .unknownCommand, text: "unknown query type '\(name.prefix(100))'; one of booking.get, booking.list, room.closures")))
         }
         do {
-            switch type {
-            case .get: return try BookingReader.encoded(try await reader.get(try ContractJSON.decode(GetBooking.self, from: body), caller: caller))
-            case .list: return try await reader.listReply(try ContractJSON.decode(ListBookings.self, from: body), caller: caller)
-            case .closures:
-                return try BookingReader.encoded(try await reader.closures(try ContractJSON.decode(ListClosures.self, from: body),
-                                                                           caller: caller))
+            return try await withReadSpan(type, store: reader.store) {
+                switch type {
+                case .get: return try BookingReader.encoded(try await reader.get(try ContractJSON.decode(GetBooking.self, from: body),
+                                                                                 caller: caller))
+                case .list: return try await reader.listReply(try ContractJSON.decode(ListBookings.self, from: body), caller: caller)
+                case .closures:
+                    return try BookingReader.encoded(try await reader.closures(try ContractJSON.decode(ListClosures.self, from: body),
+                                                                               caller: caller))
+                }
             }
         } catch let error as DecodingError {
             return try BookingReader.encoded(.error(ContractJSON.replyError(for: error)))
+        }
+    }
+
+    /// One query's reads in a span `store read <query type>` under the
+    /// consume span (``StoreSpans``): a query reads a few times (a booking,
+    /// its room, a waitlist; a page's rows), all on committed state, so one
+    /// span per query says how long the database took of the answer.
+    private static func withReadSpan(_ type: BookingQueryType, store: any ReadStore,
+                                     _ body: () async throws -> [UInt8]) async throws -> [UInt8] {
+        try await withSpan("store read \(type.rawValue)", ofKind: .internal) { span in
+            if span.isRecording {
+                span.attributes = StoreSpans.attributes(system: store.systemName, operation: "read")
+                span.attributes["booking.query.type"] = type.rawValue
+            }
+            return try await body()
         }
     }
 

@@ -25,6 +25,8 @@ protocol CommitBackend: Sendable {
     /// reuse a broken connection. `commands` is the size of the failed
     /// group, nil for a plain transaction or a hand-over switch.
     func writeFailed(_ error: any Error, commands: Int?)
+    /// `db.system.name` in the store spans (``StoreSpans``).
+    static var systemName: String { get }
 }
 
 /// The write connection inside ``CommitBackend/withWriteConnection(_:)``:
@@ -153,7 +155,7 @@ final class CommitEngine<Backend: CommitBackend>: Sendable {
         // A span from the submit to the answer: the wait for the group and
         // the group's transaction. Its context goes with the events.
         return try await withSpan("store \(commandType)", ofKind: .internal) { span in
-            if span.isRecording { span.attributes = StoredTrace.storeAttributes(commandType: commandType) }
+            if span.isRecording { span.attributes = StoredTrace.storeAttributes(commandType: commandType, system: Backend.systemName) }
             let trace = StoredTrace(span.context)
             return try await withCheckedThrowingContinuation { (promise: CheckedContinuation<StoreOutcome, any Error>) in
                 let (lead, pending) = queue.submit(StoreJob(key: key, commandType: commandType, body: body, promise: promise,
@@ -251,7 +253,7 @@ final class CommitEngine<Backend: CommitBackend>: Sendable {
     /// writer queue, between command groups, its events handed over.
     func transaction<T: Sendable>(_ body: @Sendable @escaping (any StoreTransaction) throws -> T) async throws -> T {
         try await withSpan("store transaction", ofKind: .internal) { span in
-            if span.isRecording { span.attributes = StoredTrace.storeAttributes(commandType: nil) }
+            if span.isRecording { span.attributes = StoredTrace.storeAttributes(commandType: nil, system: Backend.systemName) }
             let trace = StoredTrace(span.context)
             return try await plainTransaction(trace: trace, body)
         }

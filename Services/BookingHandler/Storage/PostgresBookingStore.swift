@@ -46,6 +46,7 @@ public final class PostgresBookingStore: BookingStore {
     let commits: CommitEngine<PostgresCommitBackend>
     /// Events committed by this process, handed to its relay in memory.
     var handOver: OutboxHandOver { commits.handOver }
+    public var systemName: String? { PostgresCommitBackend.systemName }
     /// The write connection and the queue that owns it.
     private var writer: PostgresWriter { commits.backend.writer }
     private let reader: ReadConnection

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import PostgresSupport
+import ServiceSupport
 
 /// The PostgreSQL side of ``CommitEngine``: ``PostgresWriter``'s serial
 /// queue, which owns the write connection (see its ownership rule).
@@ -12,6 +13,7 @@ struct PostgresCommitBackend: CommitBackend {
     let rooms: RoomCache
     /// Key text of the advisory lock that serialises writers (per schema).
     let writeLockKey: String
+    static var systemName: String { StoreSpans.postgresql }
 
     func onWriterQueue(_ work: @escaping @Sendable () -> Void) {
         writer.enqueue(work)

@@ -28,6 +28,7 @@ public final class SQLiteBookingStore: BookingStore {
     let commits: CommitEngine<SQLiteWriter>
     /// Events committed by this process, handed to its relay in memory.
     var handOver: OutboxHandOver { commits.handOver }
+    public var systemName: String? { SQLiteWriter.systemName }
 
     /// GRDB closes the pool when the store is released.
     public func close() async {}

@@ -1,6 +1,7 @@
 import BookingContracts
 import Foundation
 import GRDB
+import ServiceSupport
 import Synchronization
 
 /// The SQLite side of ``CommitEngine``: a plain serial queue calling GRDB's
@@ -16,6 +17,7 @@ struct SQLiteWriter: CommitBackend {
     let rooms: RoomCache
     let queue = DispatchQueue(label: "booking-store.writer")
     let checkpoints: WALCheckpointer
+    static var systemName: String { StoreSpans.sqlite }
 
     func onWriterQueue(_ work: @escaping @Sendable () -> Void) {
         queue.async(execute: work)

@@ -87,6 +87,8 @@ public protocol ReadStore: Sendable {
     /// The room's waitlisted bookings in waitlist order, as committed (for
     /// the positions reads show).
     func waiters(room: String) async throws -> [Booking]
+    /// `db.system.name` in the read spans (``StoreSpans``); nil: not said.
+    var systemName: String? { get }
 }
 
 /// What the outbox relay needs of the store: the events to publish, from
@@ -136,6 +138,9 @@ extension CommandStore {
 }
 
 extension ReadStore {
+    /// A store that does not say what it is (test doubles).
+    public var systemName: String? { nil }
+
     /// ``listVersions(at:from:to:room:statuses:requestedBy:seriesId:after:limit:)`` of any series.
     public func listVersions(at seq: Int64, from: Date, to: Date, room: String?, statuses: [BookingStatus]?,
                              requestedBy: String?, after: (startsAt: Int64, id: String)?, limit: Int)

@@ -21,10 +21,9 @@ struct StoredTrace: Sendable, Equatable {
         self.traceState = traceState
     }
 
-    /// The attributes of a store span.
-    static func storeAttributes(commandType: String?) -> SpanAttributes {
-        var attributes = SpanAttributes()
-        attributes["db.operation.name"] = "transaction"
+    /// The attributes of a store span (``StoreSpans``).
+    static func storeAttributes(commandType: String?, system: String) -> SpanAttributes {
+        var attributes = StoreSpans.attributes(system: system, operation: "transaction")
         if let commandType { attributes["booking.command.type"] = commandType }
         return attributes
     }

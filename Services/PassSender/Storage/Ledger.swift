@@ -102,7 +102,7 @@ public final class PassLedger: Sendable {
     public func record(bookingId: String, version: Int, kind: NoticeKind = .pass, delivered: [String], deliveredAt: String,
                        failures: [FailureUpdate], outbox: [OutboxMessage]) async throws -> [OutboxRow] {
         let owner = self.owner, lease = claimLease, clock = self.now
-        return try await database.write(lockKey: bookingId) { db in
+        return try await storeWrite("record", lockKey: bookingId) { db in
             let now = clock().timeIntervalSince1970
             let lost = try Self.notClaimed(db, bookingId: bookingId, version: version, kind: kind, emails: failures.map(\.email),
                                            owner: owner)
@@ -147,7 +147,7 @@ public final class PassLedger: Sendable {
     /// rest.
     public func renewClaims(bookingId: String, version: Int, kind: NoticeKind, emails: [String]) async throws -> Set<String> {
         let owner = self.owner, lease = claimLease, clock = self.now
-        return try await database.write(lockKey: bookingId) { db in
+        return try await storeWrite("renew claims", lockKey: bookingId) { db in
             let now = clock().timeIntervalSince1970
             let lost = try Self.notClaimed(db, bookingId: bookingId, version: version, kind: kind, emails: emails, owner: owner)
             try Self.renewLease(db, bookingId: bookingId, version: version, owner: owner, until: now + lease)
@@ -181,7 +181,7 @@ public final class PassLedger: Sendable {
     /// Outbox messages not yet confirmed by the broker, oldest first: of one
     /// booking, or of all (at start-up).
     public func unpublished(bookingId: String? = nil, limit: Int = 1000) async throws -> [OutboxRow] {
-        try await database.read { db in try Self.unpublished(db, bookingId: bookingId, limit: limit) }
+        try await storeRead("read unpublished", bookingId: bookingId) { db in try Self.unpublished(db, bookingId: bookingId, limit: limit) }
     }
 
     /// Bookings with outbox rows unpublished since before `createdBefore`
@@ -189,7 +189,7 @@ public final class PassLedger: Sendable {
     /// a lost mark or a commit that landed after its caller gave up left
     /// behind (``OutboxSweep``).
     public func bookingsWithUnpublishedRows(createdBefore: Double, limit: Int = 100) async throws -> [String] {
-        try await database.read { db in
+        try await storeRead("find unpublished") { db in
             try db.rows("""
                 SELECT bookingId, MIN(id) AS firstId FROM outbox
                 WHERE publishedAt IS NULL AND createdAt < ?
@@ -202,7 +202,7 @@ public final class PassLedger: Sendable {
     /// queue: after every write queued before it, such as a mark
     /// (``markPublishedSoon(_:onError:)``) not yet committed.
     public func unpublishedQueued(bookingId: String, limit: Int = 1000) async throws -> [OutboxRow] {
-        try await database.write(lockKey: bookingId) { db in try Self.unpublished(db, bookingId: bookingId, limit: limit) }
+        try await storeWrite("read unpublished", lockKey: bookingId) { db in try Self.unpublished(db, bookingId: bookingId, limit: limit) }
     }
 
     /// ``unpublished(bookingId:limit:)`` inside a transaction (admissions
@@ -229,7 +229,7 @@ public final class PassLedger: Sendable {
     /// Marks outbox rows as published (confirmed by the broker).
     public func markPublished(_ ids: [Int64]) async throws {
         guard !ids.isEmpty else { return }
-        try await database.write(lockKey: nil) { db in try Self.setPublished(ids, db) }
+        try await storeWrite("mark published", lockKey: nil) { db in try Self.setPublished(ids, db) }
     }
 
     /// Marks outbox rows as published without waiting for the commit: the
@@ -241,7 +241,7 @@ public final class PassLedger: Sendable {
     /// message repeated is ignored by the attempt count.
     public func markPublishedSoon(_ ids: [Int64], onError: @escaping @Sendable (any Error) -> Void) {
         guard !ids.isEmpty else { return }
-        database.submit(lockKey: nil, { db in try Self.setPublished(ids, db) },
+        storeSubmit("mark published", lockKey: nil, { db in try Self.setPublished(ids, db) },
                         settle: { error in if let error { onError(error) } })
     }
 
@@ -260,7 +260,7 @@ public final class PassLedger: Sendable {
     /// row that had it before.
     @discardableResult
     public func prunePublished(olderThan age: TimeInterval) async throws -> Int {
-        try await database.write(lockKey: nil) { db in
+        try await storeWrite("prune outbox", lockKey: nil) { db in
             try db.rows("""
                 DELETE FROM outbox WHERE publishedAt IS NOT NULL AND publishedAt < ?
                   AND id < (SELECT MAX(id) FROM outbox) RETURNING id
@@ -331,7 +331,7 @@ public final class PassLedger: Sendable {
 
     /// The occurrences of a series the ledger has seen, by original start.
     public func seriesOccurrences(seriesId: String) async throws -> [SeriesOccurrence] {
-        try await database.read { db in
+        try await storeRead("read series") { db in
             try db.rows("SELECT original, latest FROM series_occurrence WHERE seriesId = ?", seriesId).compactMap { row in
                 guard let original = try? ContractJSON.decode(Booking.self, from: row.data("original") ?? Data()),
                       let latest = try? ContractJSON.decode(Booking.self, from: row.data("latest") ?? Data()) else { return nil }

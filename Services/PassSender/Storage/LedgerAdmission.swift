@@ -37,7 +37,7 @@ extension PassLedger {
     /// ``admit(event:booking:previous:)`` and the booking's leftovers (``Admitted``).
     public func admitCollecting(event type: EventType, booking: Booking, previous: BookingSnapshot?) async throws -> Admitted {
         let claimer = Claimer(owner: owner, lease: claimLease, now: now())
-        return try await database.write(lockKey: booking.id) { db in
+        return try await storeWrite("admit event", lockKey: booking.id) { db in
             Admitted(admission: try Self.admission(db, event: type, booking: booking, previous: previous, claimer: claimer),
                      leftovers: try Self.unpublished(db, bookingId: booking.id, limit: Self.leftoverLimit))
         }
@@ -129,7 +129,7 @@ extension PassLedger {
     /// unusable message throws ``UnusableMessage`` and returns no leftovers.
     public func admitCollecting(retry message: PassRetryMessage) async throws -> Admitted {
         let claimer = Claimer(owner: owner, lease: claimLease, now: now())
-        return try await database.write(lockKey: message.bookingId) { db in
+        return try await storeWrite("admit retry", lockKey: message.bookingId) { db in
             Admitted(admission: try Self.admission(db, retry: message, claimer: claimer),
                      leftovers: try Self.unpublished(db, bookingId: message.bookingId, limit: Self.leftoverLimit))
         }

@@ -145,4 +145,6 @@ public protocol LedgerDatabase: Sendable {
     func read<T: Sendable>(_ body: @Sendable @escaping (any LedgerSQL) throws -> T) async throws -> T
     /// Closes connections (PostgreSQL); nothing for SQLite.
     func close() async
+    /// `db.system.name` in the ledger's spans (``StoreSpans``).
+    var systemName: String { get }
 }

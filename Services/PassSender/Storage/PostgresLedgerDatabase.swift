@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import PostgresSupport
+import ServiceSupport
 
 /// The ledger in PostgreSQL (`DATABASE_URL=postgres://…`), shared by
 /// pass-sender instances on several hosts. Its tables live in a schema of
@@ -88,6 +89,8 @@ public final class PostgresLedgerDatabase: LedgerDatabase {
     }
 
     /// Waits for queued writes (``submit(lockKey:_:settle:)``), then closes the connection.
+    public var systemName: String { StoreSpans.postgresql }
+
     public func close() async {
         await groupCommit.idle()
         await writer.close()

@@ -59,6 +59,8 @@ public final class SQLiteLedgerDatabase: LedgerDatabase {
 
     /// Waits for queued writes (``submit(lockKey:_:settle:)``); the pool
     /// closes when it is released.
+    public var systemName: String { StoreSpans.sqlite }
+
     public func close() async {
         await groupCommit.idle()
     }
