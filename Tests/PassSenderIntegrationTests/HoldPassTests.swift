@@ -101,9 +101,20 @@ struct HoldPassTests {
             #"{"room": "Board", "date": "\#(localDate(daysFromNow: 3))", "start": "\#(start)", "end": "\#(end)", "title": "T", "attendees": [\#(HandlerNoticeTests.person(person))]\#(extra)}"#
         }
 
-        // The test's broker user is requester and approver alike.
+        // The approver is a broker user of its own (a requester may not approve).
+        let approver = try await AMQPConnection.connect(
+            configuration: AMQPConfiguration(url: try TestBroker.addUser(uniqueName("approver"), to: h.url), connectionName: "approver"),
+            logger: testLogger("approver"))
+        func approve(_ id: String) async throws -> Booking {
+            let reply = try await approver.call(Array(#"{"bookingId": "\#(id)"}"#.utf8), exchange: Topology.commandsExchange,
+                                                routingKey: CommandType.confirmBooking.rawValue,
+                                                properties: .persistentJSON(type: CommandType.confirmBooking.rawValue,
+                                                                            messageID: UUID().uuidString, userID: approver.user),
+                                                timeout: .seconds(30))
+            return try HandlerNoticeTests.booking(try ContractJSON.decode(CommandReply.self, from: reply.body))
+        }
         _ = try await HandlerNoticeTests.command(h, .registerRoom, #"""
-            {"name": "Board", "capacity": 8, "opens": "07:00", "closes": "19:00", "requiresApproval": true, "approvers": ["\#(h.client.user)"]}
+            {"name": "Board", "capacity": 8, "opens": "07:00", "closes": "19:00", "requiresApproval": true, "approvers": ["\#(approver.user)"]}
             """#)
         let hold = try await command(.createBooking, create("12:00", "13:00", person: 0, extra: #", "hold": {}"#))
         let blocker = try await command(.createBooking, create("09:00", "10:00", person: 1))
@@ -122,8 +133,8 @@ struct HoldPassTests {
         #expect(settledSubmitted.allSatisfy { $0.outcome == .acked }, "\(settledSubmitted.map(\.outcome))")
 
         // The approvals send the passes, once each.
-        let approvedHold = try await command(.confirmBooking, #"{"bookingId": "\#(hold.id)"}"#)
-        let approvedWaiter = try await command(.confirmBooking, #"{"bookingId": "\#(waiter.id)"}"#)
+        let approvedHold = try await approve(hold.id)
+        let approvedWaiter = try await approve(waiter.id)
         #expect(approvedHold.status == .confirmed && approvedWaiter.status == .confirmed)
         try await h.waitDelivered(approvedHold, indexes: [0])
         try await h.waitDelivered(approvedWaiter, indexes: [0])
@@ -132,6 +143,7 @@ struct HoldPassTests {
                     == ["\(hold.id):\(approvedHold.version)", "\(waiter.id):\(approvedWaiter.version)"].sorted(), "\(s.sent)")
         #expect(h.settled.current.allSatisfy { if case .deadLettered = $0.outcome { false } else { true } },
                 "\(h.settled.current.map { "\($0.type) \($0.outcome)" })")
+        await approver.close()
         await h.stop()
     }
 }

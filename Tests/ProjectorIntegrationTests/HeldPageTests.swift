@@ -71,7 +71,7 @@ struct HeldPageTests {
           };
           const bar = sel => [...document.querySelectorAll(sel)].map(s => s.dataset.from + " " + s.dataset.to + " " + s.dataset.state);
           await until("the bars", () => document.querySelector("#rooms[data-loaded]"));
-          const out = { berlin: bar('#rooms .seg[data-room="Berlin"]'), heldSegments: document.querySelectorAll(".seg.held").length };
+          const out = { berlin: bar('#rooms .seg[data-room="Berlin"]'), heldSegments: document.querySelectorAll("#rooms .seg.held").length };
           document.querySelector('[data-week="Berlin"]').click();
           await until("the week", () => document.querySelectorAll("#rooms .row[data-date]").length === 7);
           out.week = bar('.seg[data-room="Berlin"][data-date="\#(date)"]');
