@@ -282,6 +282,7 @@ let package = Package(
             name: "BookingHandlerTests",
             dependencies: ["ServiceSettings", "BookingHandler", "BookingContracts", "PostgresSupport", "ServiceSupport", "TestSupport", .product(name: "GRDB", package: "GRDB.swift"),
                            .product(name: "Logging", package: "swift-log"), "AMQPClient",
+                           .product(name: "MetricsTestKit", package: "swift-metrics"),
                            .product(name: "Tracing", package: "swift-distributed-tracing")],
             path: "Tests/BookingHandlerTests"
         ),

@@ -21,22 +21,8 @@ enum HandlerMetrics {
     static let outboxBacklog = Gauge(label: "booking_outbox_backlog")
     /// Lifecycle transitions the timers applied.
     static let timerTransitions = Counter(label: "booking_timer_transitions_total")
-    /// Holds created (v1.2).
-    static let holdsCreated = Counter(label: "booking_holds_created_total")
-    /// Holds confirmed by their requester or an admin.
-    static let holdsConfirmed = Counter(label: "booking_holds_confirmed_total")
-    /// Holds cancelled by their timer, unconfirmed.
-    static let holdsExpired = Counter(label: "booking_holds_expired_total")
-    /// Waitlisted bookings promoted.
-    static let promotions = Counter(label: "booking_waitlist_promotions_total")
-    /// How long promoted bookings waited, from queueing to promotion.
-    static let promotionWait = Timer(label: "booking_waitlist_wait_seconds")
-
-    /// Waitlisted bookings of `room`, as this process last counted them
-    /// (after each change to that waitlist it made).
-    static func waitlistLength(room: String) -> Gauge {
-        Gauge(label: "booking_waitlist_length", dimensions: [("room", room)])
-    }
+    // The hold and waitlist metrics (v1.2) are ``WaitlistMetrics``:
+    // counted after commit, and injectable for tests.
 }
 
 /// Where a command's time goes inside the handler, one timer per stage

@@ -13,7 +13,8 @@ struct PassSenderMetrics: Sendable {
     static let shared = PassSenderMetrics()
 
     /// Messages by type (event type, `retry`) and outcome (ok, requeued,
-    /// dead-lettered).
+    /// dead-lettered; `no-pass` for `booking.submitted`, acknowledged
+    /// without ledger work).
     let messages: CounterFamily
     /// Messages the ledger dropped, by reason (cancelled, stale,
     /// notConfirmed).

@@ -112,10 +112,24 @@ enum Output {
     /// A fixed-width table: one row per room with its free ranges.
     static func table(_ rooms: [RoomAvailability]) -> String {
         if rooms.isEmpty { return "no rooms match" }
+        // v1.2 `days` > 1: one line per room and day, in the reply's order.
+        if rooms.contains(where: { ($0.days?.count ?? 0) > 1 }) {
+            return columns(header: ["DATE", "ROOM", "CAP", "EQUIPMENT", "FREE"], rows: rooms.flatMap { room in
+                (room.days ?? []).map { day in
+                    [day.date, room.name, String(room.capacity), room.equipment.joined(separator: ","),
+                     free(day.avail, closed: day.closed)]
+                }
+            })
+        }
         return columns(header: ["ROOM", "CAP", "EQUIPMENT", "FREE"], rows: rooms.map { room in
-            [room.name, String(room.capacity), room.equipment.joined(separator: ","),
-             room.avail.isEmpty ? "(fully booked)" : room.avail.joined(separator: ", ")]
+            [room.name, String(room.capacity), room.equipment.joined(separator: ","), free(room.avail, closed: room.closed)]
         })
+    }
+
+    /// A day's free ranges, or why there are none.
+    static func free(_ avail: [String], closed: String?) -> String {
+        if !avail.isEmpty { return avail.joined(separator: ", ") }
+        return closed.map { "(closed: \($0))" } ?? "(fully booked)"
     }
 
     /// Rows under a header, every column but the last padded to its widest cell.

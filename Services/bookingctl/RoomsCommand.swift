@@ -14,6 +14,7 @@ struct RoomsCommand: AsyncParsableCommand {
               bookingctl rooms --date 2026-11-23
               bookingctl rooms --date today --equipment beamer --min-capacity 6 --free-from 10:00 --free-to 11:00
               bookingctl rooms --available-next-hour --json
+              bookingctl rooms --date 2026-11-23 --days 5 --name berlin
             """)
 
     @OptionGroup var global: GlobalOptions
@@ -25,6 +26,7 @@ struct RoomsCommand: AsyncParsableCommand {
     @Option(name: .customLong("free-to"), help: "… until HH:mm.") var freeTo: String?
     @Flag(name: .customLong("available-next-hour"), help: "Free for the next hour, in the room's zone.")
     var availableNextHour = false
+    @Option(help: "How many days from --date on (1–31, default 1): one line per room and day.") var days: Int?
 
     func query() throws -> AvailabilityQuery {
         var parsedDate: AvailabilityDate?
@@ -34,11 +36,14 @@ struct RoomsCommand: AsyncParsableCommand {
             }
             parsedDate = value
         }
+        if let days, !(1...31).contains(days) {
+            throw ValidationError("--days must be 1 to 31, not \(days)")
+        }
         return AvailabilityQuery(
             date: parsedDate, name: name,
             equipment: equipment.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } },
             minCapacity: minCapacity, freeFrom: freeFrom, freeTo: freeTo,
-            availableNextHour: availableNextHour ? true : nil)
+            availableNextHour: availableNextHour ? true : nil, days: days)
     }
 
     func validate() throws { _ = try query() }

@@ -100,6 +100,9 @@ public enum Topology {
         EventType.bookingRejected.rawValue,
         // v1.1: attendees added (a pass) or removed (a notice) by booking.update.
         EventType.bookingUpdated.rawValue,
+        // v1.2: a hold or waiter now awaiting approval. Acknowledged without
+        // a pass (none is due before the approval's booking.confirmed).
+        EventType.bookingSubmitted.rawValue,
     ]
     /// Binding keys of ``projectorEventsQueue`` on ``eventsExchange``.
     public static let projectorEventsBindingKeys: [String] = ["room.#", "booking.#"]

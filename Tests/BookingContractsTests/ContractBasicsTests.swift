@@ -23,7 +23,8 @@ struct ContractBasicsTests {
                     == ["room.register", "booking.create", "booking.confirm", "booking.cancel", "booking.reject",
                         "booking.reschedule", "booking.update", "booking.checkin", "booking.replay", "room.close", "room.reopen"])
         #expect(Set(Topology.passSenderEventsBindingKeys)
-                    == ["booking.confirmed", "booking.rescheduled", "booking.cancelled", "booking.rejected", "booking.updated"])
+                    == ["booking.confirmed", "booking.rescheduled", "booking.cancelled", "booking.rejected", "booking.updated",
+                        "booking.submitted"])
         #expect(Topology.projectorEventsBindingKeys == ["room.#", "booking.#"])
         #expect(Topology.exchanges.map(\.kind) == [.fanout, .direct, .topic, .topic, .direct, .topic])
         #expect(Topology.exchanges.last?.name == "booking.public")

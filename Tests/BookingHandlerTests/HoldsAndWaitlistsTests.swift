@@ -140,11 +140,12 @@ struct HoldsAndWaitlistsTests {
          {"name": "Quota", "capacity": 8, "maxActiveBookings": 2}]
         """#
 
-    func setup(_ fixture: StoreFixture, now: Date = utc("2026-11-22T10:00:00Z")) async throws -> Setup {
+    func setup(_ fixture: StoreFixture, now: Date = utc("2026-11-22T10:00:00Z"),
+               metrics: WaitlistMetrics = .shared) async throws -> Setup {
         let store = try await fixture.open()
         let clock = LockedBox(now)
         let processor = CommandProcessor(store: store, policy: CallerPolicy(administrators: ["root"], roomManagers: ["desk"]),
-                                         now: { clock.withLock { $0 } })
+                                         now: { clock.withLock { $0 } }, waitlistMetrics: metrics)
         _ = try await processor.upsertRooms(fileContents: Data(Self.rooms.utf8))
         let setup = Setup(store: store, processor: processor, clock: clock)
         _ = setup.events()

@@ -136,6 +136,21 @@ struct RebuildAndPageTests {
         #expect(table.status == 0)
         #expect(table.out.contains("Berlin") && table.out.contains("07:00 - 09:00, 10:30 - 19:00"), "\(table.out)")
         #expect(!table.out.contains("Boardroom"))
+        // --days: one line per room and day; --json carries each room's days.
+        let week = try await Self.bookingctl(h, ["rooms", "--date", date, "--days", "3", "--name", "berl"])
+        #expect(week.status == 0, "\(week.err)")
+        let lines = week.out.split(separator: "\n").map(String.init)
+        let next = LocalClock.adding(days: 1, to: date)!, third = LocalClock.adding(days: 2, to: date)!
+        #expect(lines.first?.hasPrefix("DATE") == true && lines.count == 4, "\(week.out)")
+        #expect(lines.count == 4 && lines[1].hasPrefix(date) && lines[1].contains("Berlin")
+                    && lines[1].hasSuffix("07:00 - 09:00, 10:30 - 19:00"), "\(week.out)")
+        #expect(lines.count == 4 && lines[2].hasPrefix(next) && lines[3].hasPrefix(third) && lines[3].contains("Berlin"), "\(week.out)")
+        let weekJSON = try await Self.bookingctl(h, ["rooms", "--date", date, "--days", "3", "--name", "berl", "--json"])
+        let berlinDays = room(try ContractJSON.decode(AvailabilityReply.self, from: Data(weekJSON.out.utf8)), "Berlin")?.days
+        #expect(berlinDays?.map(\.date) == [date, next, third], "\(weekJSON.out)")
+        #expect(berlinDays?.first?.avail == ["07:00 - 09:00", "10:30 - 19:00"])
+        let tooMany = try await Self.bookingctl(h, ["rooms", "--days", "32"])
+        #expect(tooMany.status == 64 && tooMany.err.contains("--days"), "\(tooMany.err)")
         // A query the projector refuses: exit 1 with the contract's code.
         let bad = try await Self.bookingctl(h, ["rooms", "--date", date, "--free-from", "11:00", "--free-to", "10:00"])
         #expect(bad.status == 1 && bad.err.contains("error 1104"), "\(bad.err)")

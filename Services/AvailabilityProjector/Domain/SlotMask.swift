@@ -110,50 +110,92 @@ public struct SlotMask: Hashable, Sendable, CustomStringConvertible {
     public var description: String { availStrings.joined(separator: ", ") }
 }
 
-/// What occupies one room on one local date: confirmed, pending and
-/// in-progress bookings (a completed booking counts as confirmed: the room
-/// was used).
+/// What occupies one room on one local date: confirmed, pending,
+/// in-progress and held bookings (a completed booking counts as confirmed:
+/// the room was used).
+///
+/// The four masks are packed into 48 bytes — what three ``SlotMask``s
+/// took before held got its own — because the index keeps one of these
+/// per room-day with bookings (2,000 rooms × a year is 730,000 of them):
+/// each mask's slots 0…63 have a word of their own, and the slots 64…95 of
+/// two masks share one.
 public struct DayOccupancy: Hashable, Sendable {
-    /// Slots of confirmed (and completed) bookings.
-    public var confirmed: SlotMask
-    /// Slots of pending bookings (not confirmed ones).
-    public var pending: SlotMask
-    /// Slots of bookings in progress (v1.1): checked in or started.
-    public var inProgress: SlotMask
+    private var confirmedLo: UInt64 = 0
+    private var pendingLo: UInt64 = 0
+    private var inProgressLo: UInt64 = 0
+    private var heldLo: UInt64 = 0
+    /// Slots 64…95 of `confirmed` (low half) and `pending` (high half).
+    private var confirmedPendingHi: UInt64 = 0
+    /// Slots 64…95 of `inProgress` (low half) and `held` (high half).
+    private var inProgressHeldHi: UInt64 = 0
 
-    public init(confirmed: SlotMask = .empty, pending: SlotMask = .empty, inProgress: SlotMask = .empty) {
+    private static let lowHalf: UInt64 = 0xFFFF_FFFF
+
+    /// Slots of confirmed (and completed) bookings.
+    public var confirmed: SlotMask {
+        get { SlotMask(lo: confirmedLo, hi: confirmedPendingHi & Self.lowHalf) }
+        set { confirmedLo = newValue.lo; confirmedPendingHi = (confirmedPendingHi & ~Self.lowHalf) | newValue.hi }
+    }
+    /// Slots of pending bookings (awaiting the room's approvers).
+    public var pending: SlotMask {
+        get { SlotMask(lo: pendingLo, hi: confirmedPendingHi >> 32) }
+        set { pendingLo = newValue.lo; confirmedPendingHi = (confirmedPendingHi & Self.lowHalf) | (newValue.hi << 32) }
+    }
+    /// Slots of bookings in progress (v1.1): checked in or started.
+    public var inProgress: SlotMask {
+        get { SlotMask(lo: inProgressLo, hi: inProgressHeldHi & Self.lowHalf) }
+        set { inProgressLo = newValue.lo; inProgressHeldHi = (inProgressHeldHi & ~Self.lowHalf) | newValue.hi }
+    }
+    /// Slots of held bookings (v1.2): reserved for minutes, awaiting their
+    /// requester's confirmation. Taken like the others; only the page
+    /// tells them apart.
+    public var held: SlotMask {
+        get { SlotMask(lo: heldLo, hi: inProgressHeldHi >> 32) }
+        set { heldLo = newValue.lo; inProgressHeldHi = (inProgressHeldHi & Self.lowHalf) | (newValue.hi << 32) }
+    }
+
+    public init(confirmed: SlotMask = .empty, pending: SlotMask = .empty, inProgress: SlotMask = .empty,
+                held: SlotMask = .empty) {
         self.confirmed = confirmed
         self.pending = pending
         self.inProgress = inProgress
+        self.held = held
     }
 
     public static let free = DayOccupancy()
-    /// Slots not bookable because a booking holds them.
-    public var busy: SlotMask { confirmed.union(pending).union(inProgress) }
-    public var isEmpty: Bool { confirmed.isEmpty && pending.isEmpty && inProgress.isEmpty }
+    /// Slots not bookable because a booking holds them (held ones included).
+    public var busy: SlotMask {
+        SlotMask(lo: confirmedLo | pendingLo | inProgressLo | heldLo,
+                 hi: (confirmedPendingHi | inProgressHeldHi | (confirmedPendingHi >> 32) | (inProgressHeldHi >> 32)) & Self.lowHalf)
+    }
+    public var isEmpty: Bool {
+        confirmedLo == 0 && pendingLo == 0 && inProgressLo == 0 && heldLo == 0 && confirmedPendingHi == 0 && inProgressHeldHi == 0
+    }
 
-    /// The statuses that hold a slot.
-    /// A held booking (v1.2) blocks like a pending one and is shown with
-    /// them; a waitlisted one holds nothing.
+    /// The statuses that hold a slot. A waitlisted booking (v1.2) holds
+    /// nothing.
     public static let holdingStatuses: [BookingStatus] = [.pending, .confirmed, .inProgress, .completed, .held]
 
     /// Occupancy of a set of bookings (the ``holdingStatuses`` count;
     /// overlaps, which replay or out-of-order events may bring, merge: a
     /// slot shows the most definite state, in progress before confirmed
-    /// before pending).
+    /// before pending before held).
     public init(bookings: [(start: Int, end: Int, status: BookingStatus)]) {
-        self.init()
+        var confirmed = SlotMask.empty, pending = SlotMask.empty, inProgress = SlotMask.empty, held = SlotMask.empty
         for b in bookings {
             let mask = SlotMask(fromMinute: b.start, toMinute: b.end)
             switch b.status {
             case .confirmed, .completed: confirmed = confirmed.union(mask)
-            case .pending, .held: pending = pending.union(mask)
+            case .pending: pending = pending.union(mask)
+            case .held: held = held.union(mask)
             case .inProgress: inProgress = inProgress.union(mask)
             case .cancelled, .rejected, .waitlisted: break
             }
         }
         confirmed = confirmed.subtracting(inProgress)
         pending = pending.subtracting(confirmed).subtracting(inProgress)
+        held = held.subtracting(pending).subtracting(confirmed).subtracting(inProgress)
+        self.init(confirmed: confirmed, pending: pending, inProgress: inProgress, held: held)
     }
 }
 

@@ -2,7 +2,9 @@
 /// external resources. It reads its state from the URL
 /// (`?date=&name=&equipment=`, `&room=` for one room's week), draws one bar
 /// per room for 07:00–19:00 from `GET /api/day` (or one bar per day from
-/// `GET /api/week`), and polls `GET /api/revision` every 2 seconds to
+/// `GET /api/week`) — free, booked, pending, held (a hold awaiting its
+/// requester's confirmation, in its own style), in use, between bookings,
+/// closed — and polls `GET /api/revision` every 2 seconds to
 /// redraw when availability changes. The "Find a room" form asks
 /// `GET /suggest` and, when the projector books for the page
 /// (`GET /api/page`), books a suggestion with `POST /api/book` and shows
@@ -18,7 +20,7 @@ public enum ProjectorPage {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Room availability</title>
 <style>
-  :root { --free: #3fa34d; --booked: #c8423b; --pending: #e8a33d; --inprogress: #7b3fa0; --closed: #d5d8dc; --closure: #aab1b9; --ink: #1f2933; --muted: #66727f; }
+  :root { --free: #3fa34d; --booked: #c8423b; --pending: #e8a33d; --inprogress: #7b3fa0; --held: #2f6fb0; --closed: #d5d8dc; --closure: #aab1b9; --ink: #1f2933; --muted: #66727f; }
   * { box-sizing: border-box; }
   body { margin: 0; font: 15px/1.4 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--ink); background: #f6f7f9; }
   header { position: sticky; top: 0; z-index: 2; background: #fff; border-bottom: 1px solid #e3e6ea; padding: 10px 14px; }
@@ -40,6 +42,8 @@ public enum ProjectorPage {
   .seg.free { background: var(--free); } .seg.booked { background: var(--booked); }
   .seg.pending { background: repeating-linear-gradient(45deg, var(--pending), var(--pending) 6px, #f3c77e 6px, #f3c77e 12px); }
   .seg.inProgress { background: var(--inprogress); }
+  /* Held: taken for minutes while its requester confirms; blue stripes, unlike pending's orange. */
+  .seg.held { background: repeating-linear-gradient(-45deg, var(--held), var(--held) 6px, #9cc0e6 6px, #9cc0e6 12px); }
   .seg.closed { background: var(--closed); }
   .seg.closure { background: var(--closure); overflow: hidden; }
   .seg .reason { display: block; font-size: 11px; line-height: 26px; padding: 0 4px; color: var(--ink); white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
@@ -84,7 +88,7 @@ public enum ProjectorPage {
     <button id="all-rooms" hidden>All rooms</button>
   </div>
   <div class="legend"><span><i style="background:var(--free)"></i>free</span><span><i style="background:var(--booked)"></i>booked</span>
-    <span><i style="background:var(--pending)"></i>pending</span><span><i style="background:var(--inprogress)"></i>in use</span><span><i style="background:var(--closed)"></i>closed</span><span><i class="seg buffer"></i>between bookings</span><span><i style="background:var(--closure)"></i>closure</span></div>
+    <span><i style="background:var(--pending)"></i>pending</span><span><i style="background:var(--inprogress)"></i>in use</span><span data-legend="held"><i class="seg held"></i>held — awaiting confirmation</span><span><i style="background:var(--closed)"></i>closed</span><span><i class="seg buffer"></i>between bookings</span><span><i style="background:var(--closure)"></i>closure</span></div>
 </header>
 <section id="find">
   <details id="find-details">
@@ -117,6 +121,8 @@ public enum ProjectorPage {
   var params = new URLSearchParams(location.search);
   var state = { date: params.get("date") || "", name: params.get("name") || "", equipment: params.get("equipment") || "",
                 room: params.get("room") || "", revision: -1, booking: false };
+  // How a segment's tooltip names its state (others by their own name).
+  var STATE_WORDS = { held: "held — awaiting confirmation", inProgress: "in use" };
   var DAYS = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
   function dayLabel(date) { var d = new Date(date + "T12:00:00"); return DAYS[d.getDay()] + " " + date; }
   function addDays(date, n) { var d = new Date(date + "T12:00:00"); d.setDate(d.getDate() + n); return iso(d); }
@@ -177,7 +183,7 @@ public enum ProjectorPage {
         var seg = el("div", "seg " + s.state);
         var width = (minutes(s.to) - minutes(s.from)) / (WINDOW_TO - WINDOW_FROM) * 100;
         seg.style.width = width + "%";
-        seg.title = s.from + "–" + s.to + " " + (s.reason || (s.state === "closed" && room.closed ? room.closed : s.state));
+        seg.title = s.from + "–" + s.to + " " + (s.reason || (s.state === "closed" && room.closed ? room.closed : (STATE_WORDS[s.state] || s.state)));
         seg.setAttribute("data-room", room.name);
         if (week) seg.setAttribute("data-date", room.date);
         seg.setAttribute("data-from", s.from);

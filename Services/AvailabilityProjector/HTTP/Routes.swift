@@ -12,7 +12,7 @@ import Metrics
 /// - `GET /rooms/{name}?date=…` — one room's entry; 404 (1101) when unknown;
 /// - `GET /api/day?date=YYYY-MM-DD&name=…&equipment=…` — what the page
 ///   draws: per room the segments of 07:00–19:00 (free, booked, pending,
-///   closed);
+///   in progress, held, buffer, closed);
 /// - `GET /api/week?room=…&date=…` — one room's seven days from `date`
 ///   in the shape of `/api/day` (the page's week view);
 /// - `GET /api/revision` — `{"revision":N}`, grows with every change (the
@@ -106,7 +106,8 @@ public struct DayView: Codable, Sendable, Equatable {
     public struct Segment: Codable, Sendable, Equatable {
         public var from: String
         public var to: String
-        /// `free`, `booked`, `pending`, `inProgress`, `buffer` (v1.2: the
+        /// `free`, `booked`, `pending`, `inProgress`, `held` (v1.2: a hold
+        /// awaiting its requester's confirmation), `buffer` (v1.2: the
         /// room's time between bookings) or `closed`.
         public var state: String
         /// For time a closure covers (v1.2): its reason.
@@ -156,6 +157,7 @@ public struct DayView: Codable, Sendable, Equatable {
             if a.occupancy.inProgress.contains(slot) { state = "inProgress" }
             else if a.occupancy.confirmed.contains(slot) { state = "booked" }
             else if a.occupancy.pending.contains(slot) { state = "pending" }
+            else if a.occupancy.held.contains(slot) { state = "held" }
             else if a.closed.contains(slot) { state = "closed" }
             else if !a.free.contains(slot) { state = "buffer" }
             else { state = "free" }

@@ -75,8 +75,9 @@ public struct ApplyOutcome: Sendable {
 ///
 /// Tables: `room` (name, json, occurredAt), `booking` (id, room, date,
 /// startMin, endMin, status, version, prevDate — cancelled bookings stay
-/// as tombstones with their version), `roomday` (occupancy bitmaps of every
-/// room-day with pending/confirmed bookings). A rebuild fills `rebuild_*`
+/// as tombstones with their version), `roomday` (occupancy bitmaps —
+/// confirmed, pending, in progress, held — of every room-day with bookings
+/// that take time). A rebuild fills `rebuild_*`
 /// copies of the three tables, which replace the live ones in one
 /// transaction. Every write runs on GRDB's single writer, and the index
 /// is updated there right after the commit, so it follows commit order.
@@ -143,6 +144,7 @@ public final class ProjectorStore: Sendable {
             CREATE TABLE \(ine)\(p)roomday (room TEXT NOT NULL, date TEXT NOT NULL, confirmedLo INTEGER NOT NULL,
               confirmedHi INTEGER NOT NULL, pendingLo INTEGER NOT NULL, pendingHi INTEGER NOT NULL,
               inProgressLo INTEGER NOT NULL DEFAULT 0, inProgressHi INTEGER NOT NULL DEFAULT 0,
+              heldLo INTEGER NOT NULL DEFAULT 0, heldHi INTEGER NOT NULL DEFAULT 0,
               PRIMARY KEY (room, date)) WITHOUT ROWID;
             CREATE TABLE \(ine)\(p)closure (id TEXT PRIMARY KEY, room TEXT NOT NULL, json BLOB NOT NULL,
               removed INTEGER NOT NULL DEFAULT 0);
@@ -155,6 +157,17 @@ public final class ProjectorStore: Sendable {
                 ALTER TABLE \(p)roomday ADD COLUMN inProgressLo INTEGER NOT NULL DEFAULT 0;
                 ALTER TABLE \(p)roomday ADD COLUMN inProgressHi INTEGER NOT NULL DEFAULT 0;
                 """)
+        }
+        // A model written before held slots had their own mask counted
+        // them as pending: add the columns and recompute the days that
+        // have held bookings (only those; every other row is right as it is).
+        if !columns.contains("heldLo") {
+            try db.execute(sql: """
+                ALTER TABLE \(p)roomday ADD COLUMN heldLo INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE \(p)roomday ADD COLUMN heldHi INTEGER NOT NULL DEFAULT 0;
+                """)
+            let days = try Row.fetchAll(db, sql: "SELECT DISTINCT room, date FROM \(p)booking WHERE status = 'held'")
+            for row in days { try recompute(RoomDay(room: row[0], date: row[1]), db, prefix: p) }
         }
         // Index names must be unique in the file: a rebuilt table keeps its
         // index's name when renamed, so every generation gets its own.
@@ -178,13 +191,15 @@ public final class ProjectorStore: Sendable {
             state.setClosure(try ContractJSON.decode(RoomClosure.self, from: data), removed: false)
         }
         let rows = try Row.fetchCursor(db, sql: """
-            SELECT room, date, confirmedLo, confirmedHi, pendingLo, pendingHi, inProgressLo, inProgressHi FROM roomday
+            SELECT room, date, confirmedLo, confirmedHi, pendingLo, pendingHi, inProgressLo, inProgressHi, heldLo, heldHi
+            FROM roomday
             """)
         while let row = try rows.next() {
             let occupancy = DayOccupancy(
                 confirmed: SlotMask(lo: UInt64(bitPattern: row[2] as Int64), hi: UInt64(bitPattern: row[3] as Int64)),
                 pending: SlotMask(lo: UInt64(bitPattern: row[4] as Int64), hi: UInt64(bitPattern: row[5] as Int64)),
-                inProgress: SlotMask(lo: UInt64(bitPattern: row[6] as Int64), hi: UInt64(bitPattern: row[7] as Int64)))
+                inProgress: SlotMask(lo: UInt64(bitPattern: row[6] as Int64), hi: UInt64(bitPattern: row[7] as Int64)),
+                held: SlotMask(lo: UInt64(bitPattern: row[8] as Int64), hi: UInt64(bitPattern: row[9] as Int64)))
             state.set(RoomDay(room: row[0], date: row[1]), occupancy)
         }
         return state
@@ -368,26 +383,30 @@ public final class ProjectorStore: Sendable {
             try db.cachedStatement(sql: "DELETE FROM \(p)roomday WHERE room = ? AND date = ?").execute(arguments: [day.room, day.date])
         } else {
             try db.cachedStatement(sql: """
-                INSERT INTO \(p)roomday (room, date, confirmedLo, confirmedHi, pendingLo, pendingHi, inProgressLo, inProgressHi)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO \(p)roomday (room, date, confirmedLo, confirmedHi, pendingLo, pendingHi, inProgressLo, inProgressHi,
+                  heldLo, heldHi)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(room, date) DO UPDATE SET confirmedLo = excluded.confirmedLo, confirmedHi = excluded.confirmedHi,
                   pendingLo = excluded.pendingLo, pendingHi = excluded.pendingHi,
-                  inProgressLo = excluded.inProgressLo, inProgressHi = excluded.inProgressHi
+                  inProgressLo = excluded.inProgressLo, inProgressHi = excluded.inProgressHi,
+                  heldLo = excluded.heldLo, heldHi = excluded.heldHi
                 """).execute(arguments: [day.room, day.date,
                                          Int64(bitPattern: occupancy.confirmed.lo), Int64(bitPattern: occupancy.confirmed.hi),
                                          Int64(bitPattern: occupancy.pending.lo), Int64(bitPattern: occupancy.pending.hi),
-                                         Int64(bitPattern: occupancy.inProgress.lo), Int64(bitPattern: occupancy.inProgress.hi)])
+                                         Int64(bitPattern: occupancy.inProgress.lo), Int64(bitPattern: occupancy.inProgress.hi),
+                                         Int64(bitPattern: occupancy.held.lo), Int64(bitPattern: occupancy.held.hi)])
         }
     }
 
     static func occupancy(_ day: RoomDay, _ db: Database, prefix p: String) throws -> DayOccupancy {
         guard let row = try Row.fetchOne(db.cachedStatement(sql: """
-            SELECT confirmedLo, confirmedHi, pendingLo, pendingHi, inProgressLo, inProgressHi FROM \(p)roomday
+            SELECT confirmedLo, confirmedHi, pendingLo, pendingHi, inProgressLo, inProgressHi, heldLo, heldHi FROM \(p)roomday
             WHERE room = ? AND date = ?
             """), arguments: [day.room, day.date]) else { return .free }
         return DayOccupancy(confirmed: SlotMask(lo: UInt64(bitPattern: row[0] as Int64), hi: UInt64(bitPattern: row[1] as Int64)),
                             pending: SlotMask(lo: UInt64(bitPattern: row[2] as Int64), hi: UInt64(bitPattern: row[3] as Int64)),
-                            inProgress: SlotMask(lo: UInt64(bitPattern: row[4] as Int64), hi: UInt64(bitPattern: row[5] as Int64)))
+                            inProgress: SlotMask(lo: UInt64(bitPattern: row[4] as Int64), hi: UInt64(bitPattern: row[5] as Int64)),
+                            held: SlotMask(lo: UInt64(bitPattern: row[6] as Int64), hi: UInt64(bitPattern: row[7] as Int64)))
     }
 
     // MARK: Rebuild

@@ -58,6 +58,8 @@ public struct CommandProcessor: Sendable {
     public let policy: CallerPolicy
     let now: @Sendable () -> Date
     let newID: @Sendable () -> String
+    /// Where holds and promotions are counted.
+    let waitlistMetrics: WaitlistMetrics
 
     /// - Parameters:
     ///   - policy: the caller model: admins, room managers, replayers,
@@ -65,10 +67,16 @@ public struct CommandProcessor: Sendable {
     public init(store: any BookingStore, policy: CallerPolicy = CallerPolicy(),
                 now: @escaping @Sendable () -> Date = { Date() },
                 newID: @escaping @Sendable () -> String = { RandomID.uuidString() }) {
+        self.init(store: store, policy: policy, now: now, newID: newID, waitlistMetrics: .shared)
+    }
+
+    init(store: any BookingStore, policy: CallerPolicy = CallerPolicy(), now: @escaping @Sendable () -> Date = { Date() },
+         newID: @escaping @Sendable () -> String = { RandomID.uuidString() }, waitlistMetrics: WaitlistMetrics) {
         self.store = store
         self.policy = policy
         self.now = now
         self.newID = newID
+        self.waitlistMetrics = waitlistMetrics
     }
 
     /// Processes one command. Throws only for infrastructure failures
@@ -225,7 +233,10 @@ public struct CommandProcessor: Sendable {
             return try enqueueWaiter(prepared.encoded.booking, room: prepared.room, slot: prepared.slot, tx, caller: caller, now: now)
         }
         try tx.save(prepared.encoded, startsAt: prepared.slot.startsAt, endsAt: prepared.slot.endsAt)
-        if prepared.encoded.booking.status == .held { HandlerMetrics.holdsCreated.increment() }
+        if prepared.encoded.booking.status == .held {
+            let metrics = waitlistMetrics
+            tx.afterCommit { metrics.holdsCreated.increment() }
+        }
         try tx.enqueueAll(prepared.events.map { event in
             NewOutboxEvent(routingKey: event.type.rawValue, messageID: event.id, body: event.body,
                            orderKey: OutboxKey.booking(prepared.encoded.booking.id), value: event.value)
@@ -320,7 +331,8 @@ public struct CommandProcessor: Sendable {
                 // A hold confirmed by its requester (v1.2): confirmed, or
                 // submitted to the approvers of a room that requires them.
                 if let lapsed = BookingRules.holdLapsed(booking, now: now) { throw lapsed }
-                HandlerMetrics.holdsConfirmed.increment()
+                let metrics = waitlistMetrics
+                tx.afterCommit { metrics.holdsConfirmed.increment() }
                 return (booking, room.requiresApproval ? .bookingSubmitted : .bookingConfirmed)
             }
 

@@ -28,7 +28,8 @@ extension CommandProcessor {
                        orderKey: OutboxKey.booking(waiting.id),
                        value: BookingEvent(eventId: id, occurredAt: occurredAt, booking: waiting))
         let waiters = try tx.waiters(room: room.name).map(\.booking)
-        HandlerMetrics.waitlistLength(room: room.name).record(waiters.count)
+        let metrics = waitlistMetrics, length = waiters.count
+        tx.afterCommit { metrics.waitlistLength(room: room.name).record(length) }
         var reply = waiting
         reply.waitlist = WaitlistPlace(position: BookingRules.waitlistPosition(of: waiting.id, in: waiters,
                                                                              bufferSeconds: room.bufferSeconds))
@@ -57,13 +58,13 @@ extension CommandProcessor {
             return true
         }
         let since = Dictionary(waiters.map { ($0.booking.id, $0.waitingSince) }, uniquingKeysWith: { a, _ in a })
-        for booking in promoted {
-            HandlerMetrics.promotions.increment()
-            if let start = since[booking.id] ?? nil {
-                HandlerMetrics.promotionWait.recordSeconds(max(0, now.timeIntervalSince(start)))
-            }
+        let waited = promoted.compactMap { since[$0.id] ?? nil }.map { max(0, now.timeIntervalSince($0)) }
+        let metrics = waitlistMetrics, promotions = promoted.count, length = waiters.count - promoted.count
+        tx.afterCommit {
+            metrics.promotions.increment(by: promotions)
+            for seconds in waited { metrics.promotionWait.recordSeconds(seconds) }
+            metrics.waitlistLength(room: name).record(length)
         }
-        HandlerMetrics.waitlistLength(room: name).record(waiters.count - promoted.count)
         return promoted
     }
 

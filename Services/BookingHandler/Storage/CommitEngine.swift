@@ -74,6 +74,10 @@ final class QueuedEvents {
     /// The trace of the command or transaction queuing them, stored with
     /// each row.
     var trace: StoredTrace?
+    /// What to do once this command's or transaction's changes are
+    /// committed (``StoreTransaction/afterCommit(_:)``); dropped with them
+    /// when they roll back.
+    var afterCommit: [() -> Void] = []
 }
 
 /// An inbox row as the commit engine reads it.
@@ -181,6 +185,7 @@ final class CommitEngine<Backend: CommitBackend>: Sendable {
             let results = try backend.withWriteConnection { connection -> [Result<StoreOutcome, any Error>] in
                 let claim = handOver.claimOnInsert()
                 var events: [OutboxEvent] = []
+                var afterCommit: [() -> Void] = []
                 let results = try connection.inWriteTransaction { () throws -> [Result<StoreOutcome, any Error>] in
                     if group.count == 1 {
                         let tx = connection.makeTransaction(claim: claim)
@@ -188,6 +193,7 @@ final class CommitEngine<Backend: CommitBackend>: Sendable {
                         do {
                             let outcome = try Self.run(group[0], tx, connection)
                             events += tx.events.list
+                            afterCommit += tx.events.afterCommit
                             return [.success(outcome)]
                         } catch {
                             loneFailure = error
@@ -203,11 +209,15 @@ final class CommitEngine<Backend: CommitBackend>: Sendable {
                         let result = try connection.inSavepoint { try Self.run(job, tx, connection) }
                         // Only the events of jobs kept: a job rolled back to
                         // its savepoint keeps none.
-                        if case .success = result { events += tx.events.list }
+                        if case .success = result {
+                            events += tx.events.list
+                            afterCommit += tx.events.afterCommit
+                        }
                         results.append(result)
                     }
                     return results
                 }
+                for action in afterCommit { action() }
                 notify(.committed(commands: group.count, failed: results.count { if case .failure = $0 { true } else { false } }))
                 handOver(events, connection)
                 backend.groupCommitted()
@@ -265,6 +275,7 @@ final class CommitEngine<Backend: CommitBackend>: Sendable {
             let tx = connection.makeTransaction(claim: self.handOver.claimOnInsert())
             tx.events.trace = trace
             let result = try connection.inWriteTransaction { try body(tx) }
+            for action in tx.events.afterCommit { action() }
             self.handOver(tx.events.list, connection)
             return result
         }

@@ -248,6 +248,20 @@ extension StoreTransaction {
         }
     }
 
+    /// Runs `action` on the writer once this transaction (for a command in
+    /// a group: its savepoint and the group) has committed, never when it
+    /// rolls back: what must happen once per committed change — the hold
+    /// and waitlist metrics — and not again when a rolled-back command is
+    /// redelivered or a timer step retried. A transaction not run by the
+    /// commit engine (an in-memory test double) runs it at once.
+    func afterCommit(_ action: @escaping () -> Void) {
+        if let queuing = self as? any QueuingTransaction {
+            queuing.events.afterCommit.append(action)
+        } else {
+            action()
+        }
+    }
+
     /// Queues an event whose value the relay need not see (not a booking
     /// event, or one read back from elsewhere).
     public func enqueue(routingKey: String, messageID: String, body: Data, orderKey: String?) throws {

@@ -61,7 +61,10 @@ extension CommandProcessor {
             if let reason = next.transition.reason { changed.cancelReason = reason }
             let encoded = try record(changed, from: booking, event: next.transition.event, tx, now: now,
                                      released: next.transition == .release)
-            if next.transition == .lapse { HandlerMetrics.holdsExpired.increment() }
+            if next.transition == .lapse {
+                let metrics = waitlistMetrics
+                tx.afterCommit { metrics.holdsExpired.increment() }
+            }
             // A cancelled hold, a release or a rejection frees time: the
             // room's waiters are offered it in this transaction (v1.2).
             if next.transition.status == .cancelled || next.transition.status == .rejected {

@@ -94,6 +94,10 @@ public struct PassConsumer: Sendable {
                               outcome: .deadLettered("untrusted sender"), summary: nil))
             return
         }
+        if typeText == EventType.bookingSubmitted.rawValue {
+            await acknowledgeSubmitted(delivery, logger: logger)
+            return
+        }
         guard let type = EventType(rawValue: typeText),
               [.bookingConfirmed, .bookingRescheduled, .bookingUpdated, .bookingCancelled, .bookingRejected].contains(type) else {
             await poison(delivery, reason: "unexpected event type '\(typeText.prefix(100))'", logger: logger, label: "unknown")
@@ -123,6 +127,10 @@ public struct PassConsumer: Sendable {
         }
         logger[metadataKey: "booking.id"] = .string(booking.id)
         logger[metadataKey: "booking.version"] = "\(booking.version)"
+        // A waiter's promotion (v1.2) is a confirmation like any other:
+        // its pass goes out once, through the same ledger. The legacy
+        // sendpass body has no place for the flag; the logs carry it.
+        if event.promoted == true { logger[metadataKey: "booking.promoted"] = "true" }
         let eventLogger = logger
         await settle(delivery, queue: Topology.passSenderEventsQueue, bookingId: booking.id, logger: logger,
                      label: type.rawValue) { () async throws -> PassDispatcher.Summary? in
@@ -131,6 +139,28 @@ public struct PassConsumer: Sendable {
             log(summary, logger: logger)
             return summary
         }
+    }
+
+    /// `booking.submitted` (v1.2): a held or waitlisted booking now awaits
+    /// its room's approvers. Nobody has a pass for it (held and waitlisted
+    /// bookings get none) and none is due until the approval's
+    /// `booking.confirmed`, so it is acknowledged without touching the
+    /// ledger — bound deliberately, so that it is known here rather than
+    /// dead-lettered as an unknown type should it arrive.
+    private func acknowledgeSubmitted(_ delivery: AMQPDelivery, logger: Logger) async {
+        let type = EventType.bookingSubmitted.rawValue
+        // Only the id, for the log and the observer: the body is not acted on.
+        let id = (try? ContractJSON.decode(BookingEvent.self, from: delivery.body))?.booking.id
+        logger.debug("awaiting approval: no pass until it is confirmed",
+                     metadata: ["booking.id": .string(id.map { String($0.prefix(128)) } ?? "?")])
+        do {
+            try await delivery.ack()
+            PassSenderMetrics.shared.messages.increment(type, "no-pass")
+        } catch {
+            logger.warning("ack failed; the message will come again", metadata: ["error": "\(error)"])
+        }
+        observer?(Settled(queue: Topology.passSenderEventsQueue, type: type, bookingId: id.map { String($0.prefix(128)) },
+                          outcome: .acked, summary: nil))
     }
 
     /// Handles one `pass-sender.retry` delivery.
