@@ -13,6 +13,19 @@ import TestSupport
 /// passes of the contract's table.
 @Suite("Notices from the booking handler's own events", .serialized)
 struct HandlerNoticeTests {
+    /// The real `booking-handler` binary on `h`'s broker, its data in
+    /// `dataDirectory` and its log beside it. Its queues are declared
+    /// first, so commands sent before it consumes wait for it.
+    static func launchHandler(_ h: PassHarness, dataDirectory: TemporaryDirectory) async throws -> Process {
+        try await h.client.declare(ContractTopology.declarations(queues: [Topology.handlerCommandsQueue,
+                                                                          Topology.bookingQueriesQueue]))
+        return try ServiceProcess.launch(
+            handlerBinary,
+            environment: ["AMQP_URL": h.url.urlStringWithCredentials, "DATA_DIR": dataDirectory.path, "HTTP_PORT": "0",
+                          "LOG_LEVEL": "warning"],
+            log: dataDirectory.appending("handler.log"))
+    }
+
     static var handlerBinary: URL { ServiceProcess.binary("booking-handler") }
 
     static func command(_ h: PassHarness, _ type: CommandType, _ json: String) async throws -> CommandReply {
@@ -40,16 +53,9 @@ struct HandlerNoticeTests {
         // is tried again although the gateway already told the person: the
         // documented timeout window, which would fail "nobody told twice".
         let h = try await PassHarness.start(gateway: gateway, timeout: .seconds(5), name: "handler-notices", notify: true)
-        // The handler's queues exist before it runs, so commands wait for it.
-        try await h.client.declare(ContractTopology.declarations(queues: [Topology.handlerCommandsQueue,
-                                                                          Topology.bookingQueriesQueue]))
         let dataDirectory = try TemporaryDirectory("handler")
         defer { dataDirectory.remove() }
-        let process = try ServiceProcess.launch(
-            Self.handlerBinary,
-            environment: ["AMQP_URL": h.url.urlStringWithCredentials, "DATA_DIR": dataDirectory.path, "HTTP_PORT": "0",
-                          "LOG_LEVEL": "warning"],
-            log: dataDirectory.appending("handler.log"))
+        let process = try await Self.launchHandler(h, dataDirectory: dataDirectory)
         defer { if process.isRunning { process.terminate(); process.waitUntilExit() } }
 
         let date = localDate(daysFromNow: 3)
@@ -98,15 +104,9 @@ struct HandlerNoticeTests {
         try #require(FileManager.default.isExecutableFile(atPath: Self.handlerBinary.path), "build booking-handler first")
         let gateway = try await FaultGateway.start(notices: true)
         let h = try await PassHarness.start(gateway: gateway, timeout: .seconds(5), name: "closure-notices", notify: true)
-        try await h.client.declare(ContractTopology.declarations(queues: [Topology.handlerCommandsQueue,
-                                                                          Topology.bookingQueriesQueue]))
         let dataDirectory = try TemporaryDirectory("handler")
         defer { dataDirectory.remove() }
-        let process = try ServiceProcess.launch(
-            Self.handlerBinary,
-            environment: ["AMQP_URL": h.url.urlStringWithCredentials, "DATA_DIR": dataDirectory.path, "HTTP_PORT": "0",
-                          "LOG_LEVEL": "warning"],
-            log: dataDirectory.appending("handler.log"))
+        let process = try await Self.launchHandler(h, dataDirectory: dataDirectory)
         defer { if process.isRunning { process.terminate(); process.waitUntilExit() } }
 
         let date = localDate(daysFromNow: 3), after = localDate(daysFromNow: 4)

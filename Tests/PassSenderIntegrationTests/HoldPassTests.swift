@@ -19,15 +19,9 @@ struct HoldPassTests {
         try #require(FileManager.default.isExecutableFile(atPath: HandlerNoticeTests.handlerBinary.path), "build booking-handler first")
         let gateway = try await FaultGateway.start(notices: true)
         let h = try await PassHarness.start(gateway: gateway, timeout: .seconds(5), name: "hold-passes", notify: true)
-        try await h.client.declare(ContractTopology.declarations(queues: [Topology.handlerCommandsQueue,
-                                                                          Topology.bookingQueriesQueue]))
         let dataDirectory = try TemporaryDirectory("handler")
         defer { dataDirectory.remove() }
-        let process = try ServiceProcess.launch(
-            HandlerNoticeTests.handlerBinary,
-            environment: ["AMQP_URL": h.url.urlStringWithCredentials, "DATA_DIR": dataDirectory.path, "HTTP_PORT": "0",
-                          "LOG_LEVEL": "warning"],
-            log: dataDirectory.appending("handler.log"))
+        let process = try await HandlerNoticeTests.launchHandler(h, dataDirectory: dataDirectory)
         defer { if process.isRunning { process.terminate(); process.waitUntilExit() } }
         func command(_ type: CommandType, _ json: String) async throws -> Booking {
             try HandlerNoticeTests.booking(try await HandlerNoticeTests.command(h, type, json))
@@ -84,15 +78,9 @@ struct HoldPassTests {
         try #require(FileManager.default.isExecutableFile(atPath: HandlerNoticeTests.handlerBinary.path), "build booking-handler first")
         let gateway = try await FaultGateway.start(notices: true)
         let h = try await PassHarness.start(gateway: gateway, timeout: .seconds(5), name: "submitted-passes", notify: true)
-        try await h.client.declare(ContractTopology.declarations(queues: [Topology.handlerCommandsQueue,
-                                                                          Topology.bookingQueriesQueue]))
         let dataDirectory = try TemporaryDirectory("handler")
         defer { dataDirectory.remove() }
-        let process = try ServiceProcess.launch(
-            HandlerNoticeTests.handlerBinary,
-            environment: ["AMQP_URL": h.url.urlStringWithCredentials, "DATA_DIR": dataDirectory.path, "HTTP_PORT": "0",
-                          "LOG_LEVEL": "warning"],
-            log: dataDirectory.appending("handler.log"))
+        let process = try await HandlerNoticeTests.launchHandler(h, dataDirectory: dataDirectory)
         defer { if process.isRunning { process.terminate(); process.waitUntilExit() } }
         func command(_ type: CommandType, _ json: String) async throws -> Booking {
             try HandlerNoticeTests.booking(try await HandlerNoticeTests.command(h, type, json))

@@ -293,8 +293,10 @@ struct PostgresTransaction: QueuingTransaction {
         try checkOrderKeys(new.compactMap(\.orderKey))
         // A key still not clear is held elsewhere: its events go one by one
         // (and wait unclaimed); the rest in multi-row inserts, in order.
-        let (together, alone) = (new.filter { $0.orderKey.map(events.clearKeys.contains) ?? true },
-                                 new.filter { !($0.orderKey.map(events.clearKeys.contains) ?? true) })
+        var together: [NewOutboxEvent] = [], alone: [NewOutboxEvent] = []
+        for event in new {
+            if event.orderKey.map(events.clearKeys.contains) ?? true { together.append(event) } else { alone.append(event) }
+        }
         for event in alone {
             try enqueue(routingKey: event.routingKey, messageID: event.messageID, body: event.body, orderKey: event.orderKey,
                         value: event.value)
