@@ -47,22 +47,31 @@ public struct CursorKey: Sendable {
             return CursorKey(text: setting)
         }
         let path = dataDirectory + "/list-cursor.key"
+        if FileManager.default.fileExists(atPath: path) { return try stored(at: path) }
         let text = SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }.map { String(format: "%02x", $0) }.joined()
-        // Created exclusively: two processes starting on one DATA_DIR both
-        // end up with the key of whichever wrote it first.
-        let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
-        if fd >= 0 {
-            let bytes = Array((text + "\n").utf8)
-            let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            let synced = fsync(fd) == 0
-            Glibc.close(fd)
-            guard written == bytes.count, synced else {
-                unlink(path)
-                throw SettingsError("\(path): cannot write the cursor key (DATA_DIR full or not writable?)")
-            }
-            return CursorKey(text: text)
+        // Written whole to a file of its own, then linked into place: two
+        // processes starting on one DATA_DIR both end up with the key of
+        // whichever linked first, and neither can read a key half written
+        // (created in place with O_EXCL, the other process could open it
+        // between the create and the write and find it empty).
+        let temporary = path + ".\(getpid()).\(UInt64.random(in: 0 ... .max))"
+        let fd = Glibc.open(temporary, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        guard fd >= 0 else { throw SettingsError("\(path): cannot create the cursor key: \(String(cString: strerror(errno)))") }
+        defer { unlink(temporary) }
+        let bytes = Array((text + "\n").utf8)
+        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        let synced = fsync(fd) == 0
+        Glibc.close(fd)
+        guard written == bytes.count, synced else {
+            throw SettingsError("\(path): cannot write the cursor key (DATA_DIR full or not writable?)")
         }
+        if link(temporary, path) == 0 { return CursorKey(text: text) }
         guard errno == EEXIST else { throw SettingsError("\(path): cannot create the cursor key: \(String(cString: strerror(errno)))") }
+        return try stored(at: path)
+    }
+
+    /// The key kept at `path` (always written whole, see ``resolve(setting:dataDirectory:)``).
+    private static func stored(at path: String) throws -> CursorKey {
         guard let existing = FileManager.default.contents(atPath: path), existing.count >= minimumLength,
               let stored = String(data: existing, encoding: .utf8) else {
             throw SettingsError("\(path): not a cursor key (delete it to make a new one)")
