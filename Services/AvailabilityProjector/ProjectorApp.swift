@@ -50,6 +50,7 @@ public struct ProjectorApp: Sendable {
         return try await build(
             connection: connection, dataDirectory: try common.ensureDataDirectory(), httpPort: common.httpPort,
             httpHost: common.httpBind, logger: start.logger, rebuildStallTimeout: settings.rebuildStallTimeout,
+            replayPageSize: settings.replayPageSize,
             eventSender: settings.eventSender(ownUser: connection.user), requireUserID: settings.requireUserID,
             queues: settings.queues, callerRate: settings.callerRate, rateExempt: settings.rateExempt(ownUser: connection.user),
             pageConnection: pageConnection)
@@ -59,7 +60,7 @@ public struct ProjectorApp: Sendable {
         connection: AMQPConnection, dataDirectory: String, httpPort: Int? = nil,
         httpHost: String = CommonSettings.defaultBindAddress, logger: Logger,
         now: @escaping @Sendable () -> Date = { Date() }, rebuildStallTimeout: Duration = Rebuilder.defaultStallTimeout,
-        eventConcurrency: Int = 32, eventSender: SenderCheck? = nil, requireUserID: Bool = false,
+        replayPageSize: Int = Rebuilder.defaultReplayPageSize, eventConcurrency: Int = 32, eventSender: SenderCheck? = nil, requireUserID: Bool = false,
         queues: ProjectorQueues = .shipped, callerRate: CallerRate? = nil, rateExempt: Set<String> = [],
         pageConnection: AMQPConnection? = nil
     ) async throws -> ProjectorApp {
@@ -78,7 +79,8 @@ public struct ProjectorApp: Sendable {
                                      limiter: CallerRateLimiter(rate: callerRate, exempt: rateExempt.union([connection.user])))
             .service()
         let rebuilder = Rebuilder(connection: connection, store: store, publisher: publisher, logger: logger,
-                                  stallTimeout: rebuildStallTimeout, sender: sender, queues: queues)
+                                  stallTimeout: rebuildStallTimeout, replayPageSize: replayPageSize, sender: sender,
+                                  queues: queues)
         var services: [any Service] = [connection, publisher, events, queries]
         // The page's own connection (PAGE_USER), closed just before the HTTP server.
         let booker = pageConnection.map { PageBooker(connection: $0, logger: logger) }

@@ -1,3 +1,4 @@
+import BookingContracts
 import BrokerObjects
 import Foundation
 import ServiceSettings
@@ -22,6 +23,9 @@ public struct ProjectorSettings: Sendable {
     /// fails when its replay delivers nothing for this long; there is no
     /// limit on the rebuild as a whole.
     public var rebuildStallTimeout: Duration
+    /// `REPLAY_PAGE_SIZE` (1–1000, default 500): bookings per replayed
+    /// message a rebuild asks the handler for; 1 = one event per booking.
+    public var replayPageSize: Int
     /// `PAGE_USER` and `PAGE_PASSWORD` (or `PAGE_PASSWORD_FILE`): the page
     /// books as this broker user over a connection of its own; nil (the
     /// default): the page only reads. Never an admin or a service user.
@@ -37,6 +41,9 @@ public struct ProjectorSettings: Sendable {
         callerRate = try CallerRate.parse(environment["CALLER_RATE"])
         let stall = environment["REBUILD_STALL_TIMEOUT"].map { $0.trimmingCharacters(in: .whitespaces) }.flatMap { $0.isEmpty ? nil : $0 }
         rebuildStallTimeout = .seconds(try CommonSettings.integer(stall, name: "REBUILD_STALL_TIMEOUT", default: 120, range: 1...3600))
+        let pageSize = environment["REPLAY_PAGE_SIZE"].map { $0.trimmingCharacters(in: .whitespaces) }.flatMap { $0.isEmpty ? nil : $0 }
+        replayPageSize = try CommonSettings.integer(pageSize, name: "REPLAY_PAGE_SIZE", default: Rebuilder.defaultReplayPageSize,
+                                                    range: 1...ReplayStream.maxBookingsPerMessage)
         pageBooking = try Self.pageBooking(environment, administrators: administrators, handlerUser: bookingHandlerUser)
     }
 

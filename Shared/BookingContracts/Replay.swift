@@ -14,11 +14,51 @@ public struct ReplayBookings: Codable, Sendable, Equatable {
     /// message's `x-replay-id` header, the end marker and the reply.
     /// The handler makes one up when absent.
     public var replayId: String?
+    /// How many bookings one replayed message carries: absent or 1, one
+    /// booking event per booking (the v1 stream); 2 to
+    /// ``ReplayStream/maxBookingsPerMessage``, ``ReplayStream/pageType``
+    /// messages of up to that many bookings each (see
+    /// docs/contract/README.md, "Replay pages"). Anything else: 1100.
+    public var bookingsPerMessage: Int?
 
     /// Creates the command.
-    public init(queue: String, replayId: String? = nil) {
+    public init(queue: String, replayId: String? = nil, bookingsPerMessage: Int? = nil) {
         self.queue = queue
         self.replayId = replayId
+        self.bookingsPerMessage = bookingsPerMessage
+    }
+}
+
+/// The body of a ``ReplayStream/pageType`` message: the current state of
+/// up to ``ReplayBookings/bookingsPerMessage`` bookings, in id order, each
+/// exactly the `booking` member its one-booking replay event would carry.
+/// The event type a consumer would have seen follows from each booking's
+/// status (``ReplayStream/eventType(for:)``).
+public struct ReplayPage: Codable, Sendable, Equatable {
+    /// The bookings of this page.
+    public var bookings: [Booking]
+
+    /// Creates a page.
+    public init(bookings: [Booking]) {
+        self.bookings = bookings
+    }
+
+    /// A page body from bookings already encoded by ``ContractJSON``
+    /// (the handler keeps each booking's JSON as stored): the same bytes
+    /// ``ContractJSON`` writes for a ``ReplayPage`` of those bookings,
+    /// without decoding and encoding every booking again.
+    public static func body<C: Collection>(encodedBookings: C) -> [UInt8] where C.Element == [UInt8] {
+        var body: [UInt8] = []
+        body.reserveCapacity(encodedBookings.reduce(14) { $0 + $1.count + 1 })
+        body.append(contentsOf: #"{"bookings":["#.utf8)
+        var first = true
+        for booking in encodedBookings {
+            if !first { body.append(UInt8(ascii: ",")) }
+            first = false
+            body.append(contentsOf: booking)
+        }
+        body.append(contentsOf: "]}".utf8)
+        return body
     }
 }
 
@@ -68,6 +108,13 @@ public enum ReplayStream {
     public static let replayIdHeader = "x-replay-id"
     /// `type` of the end marker (body ``ReplaySummary``).
     public static let endType = "booking.replay.done"
+    /// `type` of a message carrying several bookings (body ``ReplayPage``),
+    /// sent instead of one event per booking when the request asks for
+    /// ``ReplayBookings/bookingsPerMessage`` above 1.
+    public static let pageType = "booking.replay.page"
+    /// The most bookings one ``pageType`` message may carry: a page of
+    /// bookings with full attendee lists stays well under a megabyte.
+    public static let maxBookingsPerMessage = 1_000
 
     /// The event type under which a booking in `status` is replayed.
     public static func eventType(for status: BookingStatus) -> EventType {

@@ -17,3 +17,19 @@ struct ProjectorSettingsTests {
         #expect("\(error.map { "\($0)" } ?? "")".hasPrefix("REBUILD_STALL_TIMEOUT"))
     }
 }
+
+/// `REPLAY_PAGE_SIZE`: how many bookings one replayed message carries.
+@Suite("Replay page size setting")
+struct ReplayPageSizeSettingTests {
+    @Test func defaultsToPagesOf500AndOneMeansSingleEvents() throws {
+        #expect(try ProjectorSettings(environment: [:]).replayPageSize == 500)
+        #expect(try ProjectorSettings(environment: ["REPLAY_PAGE_SIZE": "1"]).replayPageSize == 1)
+        #expect(try ProjectorSettings(environment: ["REPLAY_PAGE_SIZE": " 1000 "]).replayPageSize == 1_000)
+    }
+
+    @Test(arguments: ["0", "1001", "many", "-1"])
+    func aBadPageSizeNamesTheVariable(_ value: String) {
+        let error = #expect(throws: SettingsError.self) { try ProjectorSettings(environment: ["REPLAY_PAGE_SIZE": value]) }
+        #expect("\(error.map { "\($0)" } ?? "")".hasPrefix("REPLAY_PAGE_SIZE"))
+    }
+}

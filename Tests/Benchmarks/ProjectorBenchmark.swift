@@ -177,7 +177,7 @@ struct ProjectorBenchmark: AsyncParsableCommand {
         return count
     }
 
-    func launch(url: AMQPURL, dataDirectory: String, port: Int) throws -> Process {
+    func launch(url: AMQPURL, dataDirectory: String, port: Int, environment extra: [String: String] = [:]) throws -> Process {
         let binDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         let process = Process()
         process.executableURL = binDirectory.appendingPathComponent("availability-projector")
@@ -189,6 +189,7 @@ struct ProjectorBenchmark: AsyncParsableCommand {
         environment["DATA_DIR"] = dataDirectory
         environment["HTTP_PORT"] = String(port)
         environment["LOG_LEVEL"] = "warning"
+        environment.merge(extra) { $1 }
         process.environment = environment
         process.standardOutput = FileHandle.nullDevice
         try process.run()

@@ -51,6 +51,8 @@ struct ScaleBenchmark: AsyncParsableCommand {
     var postgresSeed: SeedPath = .copy
     @Option(help: "Bookings seeded both ways to check that the PostgreSQL copy path writes the store's rows (0: no check).")
     var checkBulk = 3_000
+    @Flag(help: "Also rebuild the seeded store with one replayed event per booking (REPLAY_PAGE_SIZE=1), the baseline of the replay pages.")
+    var rebuildBaseline = false
 
     func run() async throws {
         // The services it starts measure capacity, not the per-caller limit
@@ -224,21 +226,15 @@ struct ScaleBenchmark: AsyncParsableCommand {
         phase.projectorEmptyStartSeconds = emptyStart
         do {
             defer { if projector.isRunning { projector.terminate(); projector.waitUntilExit() } }
-            var properties = AMQPProperties.persistentJSON(type: ProjectorControl.rebuildType, messageID: UUID().uuidString)
-            properties.deliveryMode = .transient
-            let t0 = monotonicNow()
-            let answer = try await client.call(Array("{}".utf8), exchange: "", routingKey: ProjectorControl.queue,
-                                               properties: properties, timeout: .seconds(7_200))
-            let seconds = Double(monotonicNow() - t0) / 1e9
-            let reply = try ContractJSON.decode(ProjectorControl.Reply.self, from: answer.body)
-            if let result = reply.rebuild {
-                phase.rebuildBookings = result.bookings
+            switch try await rebuild(client) {
+            case .success(let (bookings, seconds)):
+                phase.rebuildBookings = bookings
                 phase.rebuildSeconds = seconds
-                phase.rebuildRate = Double(result.bookings) / seconds
-            } else {
+                phase.rebuildRate = Double(bookings) / seconds
+            case .failure(let failure):
                 // The other figures of the phase still count: note it, go on.
-                phase.failure = "rebuild failed after \(Int(seconds)) s: \(String(decoding: answer.body, as: UTF8.self).prefix(300))"
-                print(phase.failure!)
+                phase.failure = failure.description
+                print(failure)
             }
             var filtered = 0, all = 0
             phase.availabilityFiltered = try await timed(queries) { _ in
@@ -266,6 +262,20 @@ struct ScaleBenchmark: AsyncParsableCommand {
         phase.projectorStoreBytes = directorySize(projectorDirectory)
         restarted.terminate()
         restarted.waitUntilExit()
+        if rebuildBaseline && seeded {
+            // The same rebuild as one event per booking (what a handler
+            // before replay pages sends), against the same handler.
+            let (single, _) = try await startProjector(broker: broker, directory: projectorDirectory,
+                                                       environment: ["REPLAY_PAGE_SIZE": "1"])
+            defer { single.terminate(); single.waitUntilExit() }
+            switch try await rebuild(client) {
+            case .success(let (bookings, seconds)):
+                phase.rebuildSingleEventsRate = Double(bookings) / seconds
+            case .failure(let failure):
+                phase.failure = "one event per booking: " + failure.description
+                print(phase.failure!)
+            }
+        }
         handler.terminate()
         handler.waitUntilExit()
 
@@ -360,10 +370,27 @@ struct ScaleBenchmark: AsyncParsableCommand {
     }
 
     /// A release projector on `directory`; seconds until `/readyz` answers 200.
-    func startProjector(broker: BenchmarkBroker, directory: URL) async throws -> (Process, Double) {
+    /// Asks the running projector for a rebuild and waits for its answer:
+    /// the bookings it rebuilt and the seconds the caller waited.
+    func rebuild(_ client: AMQPConnection) async throws -> Result<(Int, Double), ValidationError> {
+        var properties = AMQPProperties.persistentJSON(type: ProjectorControl.rebuildType, messageID: UUID().uuidString)
+        properties.deliveryMode = .transient
+        let t0 = monotonicNow()
+        let answer = try await client.call(Array("{}".utf8), exchange: "", routingKey: ProjectorControl.queue,
+                                           properties: properties, timeout: .seconds(7_200))
+        let seconds = Double(monotonicNow() - t0) / 1e9
+        let reply = try ContractJSON.decode(ProjectorControl.Reply.self, from: answer.body)
+        guard let result = reply.rebuild else {
+            return .failure(ValidationError("rebuild failed after \(Int(seconds)) s: \(String(decoding: answer.body, as: UTF8.self).prefix(300))"))
+        }
+        return .success((result.bookings, seconds))
+    }
+
+    func startProjector(broker: BenchmarkBroker, directory: URL, environment: [String: String] = [:]) async throws -> (Process, Double) {
         let port = try freeTCPPort()
         let t0 = monotonicNow()
-        let projector = try ProjectorBenchmark().launch(url: broker.url, dataDirectory: directory.path, port: port)
+        let projector = try ProjectorBenchmark().launch(url: broker.url, dataDirectory: directory.path, port: port,
+                                                        environment: environment)
         while (try? RawHTTPClient(port: port).get("/readyz").status) != 200 {
             guard projector.isRunning else { throw ValidationError("availability-projector exited (\(projector.terminationStatus))") }
             try await Task.sleep(for: .milliseconds(10))
@@ -495,6 +522,8 @@ struct ScaleBenchmark: AsyncParsableCommand {
         var rebuildBookings = 0
         var rebuildSeconds = 0.0
         var rebuildRate = 0.0
+        /// With `--rebuild-baseline`: the same rebuild as one event per booking.
+        var rebuildSingleEventsRate: Double?
         var handlerRSSMiB: Double?
         var handlerPeakRSSMiB: Double?
         var projectorRSSMiB: Double?
@@ -559,6 +588,7 @@ struct ScaleBenchmark: AsyncParsableCommand {
                 ("  bytes per booking", { f($0.bytesPerBooking, "%.0f") }),
                 ("projector store on disk", { mib($0.projectorStoreBytes) }),
                 ("rebuild bookings/s", { f($0.rebuildRate, "%.0f") + " (" + String($0.rebuildBookings) + " in " + f($0.rebuildSeconds, "%.1f") + " s)" }),
+                ("  one event per booking (baseline) /s", { f($0.rebuildSingleEventsRate, "%.0f") }),
                 ("inbox rows / outbox pending after", { "\($0.inboxRows) / \($0.outboxPending)" }),
             ]
             func pad(_ s: String, _ w: Int) -> String { s + String(repeating: " ", count: max(0, w - s.count)) }

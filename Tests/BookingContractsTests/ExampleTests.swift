@@ -41,6 +41,7 @@ struct ExampleTests {
             case "booking.reschedule": reencoded = try Self.reencode(RescheduleBooking.self, data)
             case "booking.replay": reencoded = try Self.reencode(ReplayBookings.self, data)
             case "booking.replay.done": reencoded = try Self.reencode(ReplaySummary.self, data)
+            case "booking.replay.page": reencoded = try Self.reencode(ReplayPage.self, data)
             case "reply": reencoded = try Self.reencode(CommandReply.self, data)
             case "room.registered": reencoded = try Self.reencode(RoomRegistered.self, data)
             case "room.close": reencoded = try Self.reencode(CloseRoom.self, data)

@@ -73,6 +73,56 @@ struct ReplayPermissionTests {
         #expect(error.field == "queue")
     }
 
+    @Test(arguments: [0, -1, ReplayStream.maxBookingsPerMessage + 1])
+    func pageSizeOutOfRangeIsRefused(_ size: Int) async throws {
+        let (processor, dir) = try Self.processor()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let result = try await processor.process(Self.command(
+            #"{"queue":"availability-projector.replay","bookingsPerMessage":\#(size)}"#, userID: "ops"))
+        guard case .handled(.error(let error), .replayBookings, false, _) = result else {
+            Issue.record("expected 1100, got \(result)")
+            return
+        }
+        #expect(error.code == .invalidField)
+        #expect(error.field == "bookingsPerMessage")
+        let fine = try await processor.process(Self.command(
+            #"{"queue":"availability-projector.replay","bookingsPerMessage":\#(ReplayStream.maxBookingsPerMessage)}"#, userID: "ops"))
+        guard case .replay(let request) = fine else {
+            Issue.record("expected a replay, got \(fine)")
+            return
+        }
+        #expect(request.bookingsPerMessage == ReplayStream.maxBookingsPerMessage)
+    }
+
+    /// The stored JSON a page passes on is each booking as its replay event
+    /// would carry it, in the same order and pages.
+    @Test func storedJSONPagesMatchTheDecodedPages() async throws {
+        let (processor, dir) = try Self.processor()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await processor.store.transaction { tx in
+            try tx.upsertRoom(Fixture.berlin)
+            for i in 0..<7 {
+                var b = Fixture.booking(id: "b-\(i)", status: i == 3 ? .cancelled : .confirmed)
+                b.version = i + 1
+                try tx.save(b, startsAt: Date(), endsAt: Date())
+            }
+        }
+        var after: String?
+        var pages = 0
+        while true {
+            let rows = try await processor.store.replayBookingJSON(after: after, limit: 3)
+            let decoded = try await processor.store.replayBookings(after: after, limit: 3)
+            #expect(rows.map(\.id) == decoded.map(\.id))
+            #expect(try rows.map { try ContractJSON.decode(Booking.self, from: $0.json) } == decoded)
+            let body = ReplayPage.body(encodedBookings: rows.map(\.json))
+            #expect(try ContractJSON.decode(ReplayPage.self, from: body) == ReplayPage(bookings: decoded))
+            if rows.isEmpty { break }
+            pages += 1
+            after = rows.last?.id
+        }
+        #expect(pages == 3)
+    }
+
     @Test func storePagesEveryBooking() async throws {
         let (processor, dir) = try Self.processor()
         defer { try? FileManager.default.removeItem(at: dir) }

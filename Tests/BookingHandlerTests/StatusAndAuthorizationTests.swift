@@ -290,6 +290,20 @@ struct ReplayPacerTests {
         #expect(pacer.sent(500, now: start + .milliseconds(1_200)) == .milliseconds(300))
     }
 
+    /// The backlog bound is in replayed items: pages of 500 bookings stop
+    /// the replay at 20 waiting messages, as 10,000 single events would.
+    @Test func theBacklogBoundCountsBookingsNotMessages() {
+        let start = ContinuousClock.now
+        #expect(ReplayPacer(rate: 0, start: start).backlogMessages == ReplayPacer.maxBacklog)
+        #expect(ReplayPacer(rate: 0, start: start, itemsPerMessage: 500).backlogMessages == ReplayPacer.maxBacklog / 500)
+        #expect(ReplayPacer(rate: 0, start: start, itemsPerMessage: 1_000).backlogMessages == 10)
+        // Never fewer than two pages waiting: one to take while the next is published.
+        #expect(ReplayPacer(rate: 0, start: start, itemsPerMessage: 1_000_000).backlogMessages == 2)
+        // The fixed rate counts items whatever the message size.
+        var pacer = ReplayPacer(rate: 1_000, start: start, itemsPerMessage: 500)
+        #expect(pacer.sent(500, now: start) == .milliseconds(500))
+    }
+
     @Test func rateZeroNeverWaits() {
         let start = ContinuousClock.now
         var pacer = ReplayPacer(rate: 0, start: start)

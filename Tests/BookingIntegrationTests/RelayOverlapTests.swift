@@ -141,6 +141,9 @@ private final class RecordingStore: BookingStore {
     func replayBookings(after id: String?, limit: Int) async throws -> [Booking] {
         try await inner.replayBookings(after: id, limit: limit)
     }
+    func replayBookingJSON(after id: String?, limit: Int) async throws -> [(id: String, json: [UInt8])] {
+        try await inner.replayBookingJSON(after: id, limit: limit)
+    }
     func booking(id: String) async throws -> Booking? { try await inner.booking(id: id) }
     func snapshotSeq() async throws -> Int64 { try await inner.snapshotSeq() }
     func listVersions(at seq: Int64, from: Date, to: Date, room: String?, statuses: [BookingStatus]?,

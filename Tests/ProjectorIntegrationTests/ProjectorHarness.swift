@@ -93,12 +93,13 @@ final class ProjectorHarness: Sendable {
 
     func startProjector(eventConcurrency: Int = 32, requireUserID: Bool = false,
                         rebuildStallTimeout: Duration = .seconds(50), callerRate: CallerRate? = nil,
-                        rateExempt: Set<String> = []) async throws {
+                        rateExempt: Set<String> = [], replayPageSize: Int = Rebuilder.defaultReplayPageSize) async throws {
         let logger = testLogger("projector")
         let connection = try await AMQPConnection.connect(
             configuration: AMQPConfiguration(url: url, connectionName: "projector"), logger: logger)
         let app = try await ProjectorApp.build(connection: connection, dataDirectory: projectorDirectory, httpPort: httpPort,
-                                               logger: logger, rebuildStallTimeout: rebuildStallTimeout, eventConcurrency: eventConcurrency,
+                                               logger: logger, rebuildStallTimeout: rebuildStallTimeout, replayPageSize: replayPageSize,
+                                               eventConcurrency: eventConcurrency,
                                                requireUserID: requireUserID, callerRate: callerRate, rateExempt: rateExempt)
         projector.withLock { $0 = app }
         projectorRun.withLock { $0 = ServiceGroup.startInProcess(app.services, logger: logger) }

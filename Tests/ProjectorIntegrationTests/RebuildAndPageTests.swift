@@ -99,13 +99,16 @@ struct RebuildAndPageTests {
         await h.stop()
     }
 
-    @Test func rebuildRecoversEventsTheProjectorNeverSaw() async throws {
+    /// Both replay forms: pages (the default) and one event per booking
+    /// (`REPLAY_PAGE_SIZE=1`, what a handler before pages sends).
+    @Test(arguments: [Rebuilder.defaultReplayPageSize, 1])
+    func rebuildRecoversEventsTheProjectorNeverSaw(_ pageSize: Int) async throws {
         // The handler runs alone first: the projector's queue does not exist,
         // so these events never reach it.
         let h = try await ProjectorHarness.start(startProjector: false)
         let date = localDate(daysFromNow: 10)
         _ = try await h.create(date: date, start: "13:00", end: "15:00")
-        try await h.startProjector()
+        try await h.startProjector(replayPageSize: pageSize)
         #expect(try await h.rooms("date=\(date)").isEmpty)  // not even the rooms
         let (status, out, err) = try await Self.bookingctl(h, ["projector", "rebuild", "--json"])
         #expect(status == 0, "bookingctl: \(err)")

@@ -71,6 +71,78 @@ struct ReplayBacklogTests {
         await h.stop()
     }
 
+    /// The same replay in pages of 500 bookings: the queue stops at the same
+    /// backlog counted in bookings (20 pages), every booking arrives once
+    /// in id order and exactly as stored, each page within its size, and
+    /// the end marker counts bookings, not pages.
+    @Test func pagesStopAtTheSameBacklogInBookingsAndCarryEveryBookingOnce() async throws {
+        let h = try await ProjectorHarness.start(startProjector: false)
+        let rooms = try await Self.seed(h.handlerDirectory)
+        let queue = ProjectorControl.replayQueue + ".pages"
+        try await h.client.declare([.queue(QueueDeclaration(queue, type: .classic))])
+        let user = h.client.user
+        let perPage = 500
+        let replay = Task {
+            try await h.send(.replayBookings, ReplayBookings(queue: queue, replayId: "pages", bookingsPerMessage: perPage),
+                             userID: user)
+        }
+        let bound = ReplayPacer.maxBacklog / perPage
+        // Rooms are single messages: the bound is reached by pages on top of them.
+        let reached = try await withTimeout(120, "the replay queue reaching the backlog bound") {
+            while true {
+                let count = try await h.client.queueInfo(queue).messageCount
+                if count > bound { return count }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        }
+        let watchUntil = ContinuousClock.now + .seconds(2)
+        var highest = reached
+        while ContinuousClock.now < watchUntil {
+            highest = max(highest, try await h.client.queueInfo(queue).messageCount)
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let everything = rooms + (Self.bookings + perPage - 1) / perPage
+        #expect(highest < everything, "the whole replay (\(everything) messages) was published without a reader")
+        #expect(highest <= rooms + bound + 1, "the replay queue grew to \(highest) messages with nobody reading it")
+
+        let store = try SQLiteBookingStore(path: h.handlerDirectory + "/booking-handler.sqlite")
+        let consumer = try await h.client.consume(queue: queue, prefetch: 50)
+        let (ids, pages, oversized, mismatched, summary) = try await withTimeout(120, "the whole replay") {
+            var ids: [String] = []
+            var pages = 0, oversized = 0, mismatched = 0
+            for try await delivery in consumer {
+                try await delivery.ack()
+                switch delivery.properties.type {
+                case ReplayStream.endType?:
+                    return (ids, pages, oversized, mismatched, try ContractJSON.decode(ReplaySummary.self, from: delivery.body) as ReplaySummary?)
+                case ReplayStream.pageType?:
+                    #expect(delivery.properties.headers[ReplayStream.replayIdHeader] == .string("pages"))
+                    let page = try ContractJSON.decode(ReplayPage.self, from: delivery.body)
+                    pages += 1
+                    if page.bookings.count > perPage { oversized += 1 }
+                    for booking in page.bookings {
+                        if try await store.booking(id: booking.id) != booking { mismatched += 1 }
+                    }
+                    ids += page.bookings.map(\.id)
+                case EventType.roomRegistered.rawValue?:
+                    break
+                default:
+                    Issue.record("unexpected \(delivery.properties.type ?? "untyped") in a paged replay")
+                }
+            }
+            return (ids, pages, oversized, mismatched, nil)
+        }
+        consumer.stop()
+        await store.close()
+        #expect(summary == ReplaySummary(replayId: "pages", queue: queue, rooms: rooms, bookings: Self.bookings, closures: 0))
+        #expect(ids.count == Self.bookings && Set(ids).count == Self.bookings, "\(ids.count) bookings, \(Set(ids).count) distinct")
+        #expect(ids == ids.sorted(), "pages come in booking id order")
+        #expect(pages == (Self.bookings + perPage - 1) / perPage && oversized == 0)
+        #expect(mismatched == 0, "a replayed booking differs from the stored one")
+        #expect(try await replay.value == .replay(ReplaySummary(replayId: "pages", queue: queue, rooms: rooms, bookings: Self.bookings, closures: 0)))
+        await h.stop()
+    }
+
     /// ``bookings`` confirmed bookings written through the handler's store
     /// (the path its commands take), beside the running handler; the rooms.
     static func seed(_ directory: String) async throws -> Int {

@@ -43,6 +43,41 @@ enum EventReader {
             return .ignored
         }
     }
+
+    /// A replay page's bookings (``ReplayPage``) as changes, in page order;
+    /// nil when the body does not decode or one of its bookings has an
+    /// unreadable date or time.
+    ///
+    /// Only the fields the read model keeps are decoded: a page of 500
+    /// bookings with their attendees is mostly fields the projector never
+    /// looks at, and decoding them whole was most of a rebuild's time.
+    static func readPage(_ body: [UInt8]) -> [ModelChange]? {
+        guard let page = try? ContractJSON.decode(SlotPage.self, from: body) else { return nil }
+        var changes: [ModelChange] = []
+        changes.reserveCapacity(page.bookings.count)
+        for booking in page.bookings {
+            guard ContractFormat.calendarDate(booking.date) != nil,
+                  let start = ContractFormat.minutes(ofTime: booking.start),
+                  let end = ContractFormat.minutes(ofTime: booking.end), !booking.id.isEmpty else { return nil }
+            changes.append(.booking(BookingState(id: booking.id, room: booking.room, date: booking.date, startMinute: start,
+                                                 endMinute: end, status: booking.status, version: booking.version)))
+        }
+        return changes
+    }
+
+    /// What the read model keeps of a replayed booking.
+    private struct SlotPage: Decodable {
+        struct Slot: Decodable {
+            let id: String
+            let room: String
+            let date: String
+            let start: String
+            let end: String
+            let status: BookingStatus
+            let version: Int
+        }
+        let bookings: [Slot]
+    }
 }
 
 /// Consumes `availability-projector.events` (`room.#`, `booking.#`) into

@@ -34,6 +34,9 @@ public final class Rebuilder: Sendable {
     /// How long the replay may deliver nothing before the rebuild fails
     /// (`REBUILD_STALL_TIMEOUT`).
     let stallTimeout: Duration
+    /// Bookings per replayed message the rebuild asks for
+    /// (`REPLAY_PAGE_SIZE`; 1 = one event per booking).
+    let replayPageSize: Int
     /// The replay and control queues (``ProjectorQueues``).
     let queues: ProjectorQueues
     /// Replayed state counts only when the booking handler's user sent it.
@@ -59,6 +62,10 @@ public final class Rebuilder: Sendable {
 
     /// The default ``stallTimeout``: two minutes without a replayed message.
     public static let defaultStallTimeout = Duration.seconds(120)
+    /// The default ``replayPageSize``: a page of 500 bookings is one
+    /// message of about 300 KB, and the replay runs at about four times the
+    /// rate of one event per booking (docs/performance.md).
+    public static let defaultReplayPageSize = 500
     /// How long the projector waits for the handler's answer to
     /// `booking.replay`, which comes only after the whole replay; the
     /// rebuild does not wait for it (the end marker decides), so this only
@@ -66,8 +73,9 @@ public final class Rebuilder: Sendable {
     static let replayAnswerWait = Duration.seconds(86_400)
 
     public init(connection: AMQPConnection, store: ProjectorStore, publisher: ChangePublisher, logger: Logger,
-                stallTimeout: Duration = Rebuilder.defaultStallTimeout, sender: SenderCheck? = nil,
-                queues: ProjectorQueues = .shipped) {
+                stallTimeout: Duration = Rebuilder.defaultStallTimeout, replayPageSize: Int = Rebuilder.defaultReplayPageSize,
+                sender: SenderCheck? = nil, queues: ProjectorQueues = .shipped) {
+        self.replayPageSize = min(max(1, replayPageSize), ReplayStream.maxBookingsPerMessage)
         self.sender = sender ?? SenderCheck(trustedUser: connection.user)
         self.queues = queues
         self.connection = connection
@@ -80,9 +88,14 @@ public final class Rebuilder: Sendable {
 
     /// The control and replay consumers. The control queue takes a few
     /// requests at once, so that status and cancel are answered while a
-    /// rebuild runs (a second rebuild is refused by the store).
+    /// rebuild runs (a second rebuild is refused by the store). The replay
+    /// consumer's prefetch is 500 one-booking events, or 50 pages: enough
+    /// to batch, and at most some 15 MB of pages in this process. (A
+    /// handler that ignores the page size sends single events; then 50 are
+    /// in flight, slower but correct.)
     public func services() -> [AMQPConsumerService] {
-        [AMQPConsumerService(connection: connection, queue: queues.replay, prefetch: 500, concurrency: 1,
+        [AMQPConsumerService(connection: connection, queue: queues.replay,
+                             prefetch: replayPageSize == 1 ? 500 : 50, concurrency: 1,
                              logger: logger) { [self] delivery in await handleReplayed(delivery) },
          AMQPConsumerService(connection: connection, queue: queues.control, prefetch: 8, concurrency: 8,
                              logger: logger) { [self] delivery in await handleControl(delivery) }]
@@ -226,8 +239,16 @@ public final class Rebuilder: Sendable {
         }
     }
 
+    /// The `booking.replay` a rebuild sends: pages of `pageSize` bookings,
+    /// or (1) the field left out, so that the handler sends one event per
+    /// booking exactly as a handler before pages does.
+    static func replayRequest(queue: String, replayId: String, pageSize: Int) -> ReplayBookings {
+        ReplayBookings(queue: queue, replayId: replayId, bookingsPerMessage: pageSize == 1 ? nil : pageSize)
+    }
+
     private func requestReplay(_ replayId: String) async throws {
-        let body = [UInt8](try ContractJSON.encode(ReplayBookings(queue: queues.replay, replayId: replayId)))
+        let body = [UInt8](try ContractJSON.encode(Self.replayRequest(queue: queues.replay, replayId: replayId,
+                                                                      pageSize: replayPageSize)))
         var properties = AMQPProperties.persistentJSON(type: CommandType.replayBookings.rawValue,
                                                        messageID: RandomID.uuidString())
         properties.appID = "availability-projector"
@@ -288,9 +309,21 @@ public final class Rebuilder: Sendable {
             finish(replayId, with: result)
             return
         }
+        if type == ReplayStream.pageType {
+            guard let changes = EventReader.readPage(delivery.body) else {
+                // Acked, not applied: the counts against the end marker
+                // fail the rebuild, which is what an unreadable page means.
+                logger.error("unreadable replay page dropped", metadata: ["replay.id": .string(replayId),
+                                                                          "bytes": "\(delivery.body.count)"])
+                try? await delivery.ack()
+                return
+            }
+            batcher.add(changes, replayId: replayId, delivery: delivery)
+            return
+        }
         switch EventReader.read(type: type, body: delivery.body) {
         case .change(let change):
-            batcher.add(change, replayId: replayId, delivery: delivery)
+            batcher.add([change], replayId: replayId, delivery: delivery)
         case .ignored, .poison, .untrusted:
             try? await delivery.ack()
         }

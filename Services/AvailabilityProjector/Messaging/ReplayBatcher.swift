@@ -15,7 +15,8 @@ import Synchronization
 /// only writer to the store for replayed changes.
 final class ReplayBatcher: Sendable {
     private struct Item: Sendable {
-        let change: ModelChange
+        /// One replayed event's change, or a page's.
+        let changes: [ModelChange]
         let replayId: String
         let delivery: AMQPDelivery
     }
@@ -35,11 +36,12 @@ final class ReplayBatcher: Sendable {
         self.logger = logger
     }
 
-    /// Queues `change` of `replayId`; `delivery` is acked once it is applied
-    /// (or failed: a failure is logged and the rebuild reports it missing).
-    func add(_ change: ModelChange, replayId: String, delivery: AMQPDelivery) {
+    /// Queues the `changes` of one delivery of `replayId`; `delivery` is
+    /// acked once they are applied (or failed: a failure is logged and the
+    /// rebuild reports what is missing).
+    func add(_ changes: [ModelChange], replayId: String, delivery: AMQPDelivery) {
         let start = state.withLock { s -> Bool in
-            s.pending.append(Item(change: change, replayId: replayId, delivery: delivery))
+            s.pending.append(Item(changes: changes, replayId: replayId, delivery: delivery))
             if s.draining { return false }
             s.draining = true
             return true
@@ -82,7 +84,7 @@ final class ReplayBatcher: Sendable {
                 while end < batch.count && batch[end].replayId == replayId { end += 1 }
                 let part = batch[start..<end]
                 do {
-                    _ = try await store.applyReplayed(part.map(\.change), replayId: replayId)
+                    _ = try await store.applyReplayed(part.flatMap(\.changes), replayId: replayId)
                 } catch {
                     logger.error("replayed change failed; the rebuild will report missing items",
                                  metadata: ["error": "\(error)", "batch": "\(part.count)"])

@@ -297,6 +297,11 @@ public struct CommandProcessor: Sendable {
             return .handled(.failure(.invalidField, "replayId must be 1 to 200 bytes", field: "replayId"),
                             type: type, duplicate: false)
         }
+        if let size = request.bookingsPerMessage, !(1...ReplayStream.maxBookingsPerMessage).contains(size) {
+            return .handled(.failure(.invalidField, "bookingsPerMessage must be 1 to \(ReplayStream.maxBookingsPerMessage)",
+                                     field: "bookingsPerMessage"),
+                            type: type, duplicate: false)
+        }
         var filled = request
         filled.replayId = request.replayId ?? newID()
         return .replay(filled)

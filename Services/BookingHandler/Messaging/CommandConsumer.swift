@@ -158,36 +158,43 @@ public struct CommandConsumer: Sendable {
         HandlerMetrics.commandDuration.recordInterval(since: started)
     }
 
-    /// How many messages one ordered, confirmed batch of a replay holds.
+    /// How many bookings one ordered, confirmed batch of a replay holds
+    /// (at least one whole page of ``ReplayBookings/bookingsPerMessage``).
     static let replayPage = 500
 
     /// Publishes the current state to `request.queue` through the default
-    /// exchange: every room, every booking (pages of ``replayPage``, each
-    /// confirmed before the next is read), then the end marker. Throws a
-    /// `ReplyError` when the queue does not exist, an `AMQPError` when the
-    /// broker did not confirm (the command is then redelivered and replays
-    /// again — consumers drop versions they already have).
+    /// exchange: every room, every closure, every booking (read in pages of
+    /// ``replayPage``, each confirmed before the next is read; one event
+    /// per booking, or ``ReplayStream/pageType`` messages when the request
+    /// asks for several bookings per message), then the end marker. Throws
+    /// a `ReplyError` when the queue does not exist, an `AMQPError` when the broker did not confirm (the command
+    /// is then redelivered and replays again — consumers drop versions they
+    /// already have).
     func replay(_ request: ReplayBookings, logger: Logger) async throws -> ReplaySummary {
         let queue = request.queue
         let replayId = request.replayId ?? RandomID.uuidString()
+        // Checked by ``CommandProcessor`` (1100 out of range); clamped so a
+        // caller of this method alone cannot send a page the contract forbids.
+        let perMessage = min(max(1, request.bookingsPerMessage ?? 1), ReplayStream.maxBookingsPerMessage)
         do {
             _ = try await connection.queueInfo(queue)
         } catch {
             throw ReplyError(code: .invalidField, text: "queue '\(queue.prefix(255))' does not exist", field: "queue")
         }
         let headers: AMQPTable = [ReplayStream.replayIdHeader: .string(replayId)]
-        func message(_ type: String, _ body: Data) -> OutgoingMessage {
+        func message(_ type: String, _ body: [UInt8]) -> OutgoingMessage {
             var properties = AMQPProperties.persistentJSON(type: type, messageID: RandomID.uuidString(), headers: headers)
             properties.appID = "booking-handler"
             properties.userID = connection.user
-            return OutgoingMessage(body: [UInt8](body), routingKey: queue, properties: properties)
+            return OutgoingMessage(body: body, routingKey: queue, properties: properties)
         }
+        func message(_ type: String, _ body: Data) -> OutgoingMessage { message(type, [UInt8](body)) }
         func publish(_ batch: [OutgoingMessage]) async throws {
             guard !batch.isEmpty else { return }
             if let error = await connection.publish(batch: batch).compactMap({ $0 }).first { throw error }
         }
         let now = ContractFormat.timestamp(Date())
-        var pacer = ReplayPacer(rate: replayRate, start: ContinuousClock.now)
+        var pacer = ReplayPacer(rate: replayRate, start: ContinuousClock.now, itemsPerMessage: perMessage)
         let rooms = try await processor.store.replayRooms()
         try await publish(try rooms.map { entry in
             message(EventType.roomRegistered.rawValue, try ContractJSON.encode(
@@ -205,25 +212,41 @@ public struct CommandConsumer: Sendable {
         try await pace(&pacer, sent: closures.count, queue: queue)
         var bookings = 0
         var after: String?
+        let readSize = max(Self.replayPage, perMessage)
         while true {
-            let page = try await processor.store.replayBookings(after: after, limit: Self.replayPage)
-            if page.isEmpty { break }
-            try await publish(try page.map { booking in
-                message(ReplayStream.eventType(for: booking.status).rawValue, try ContractJSON.encode(
-                    BookingEvent(eventId: RandomID.uuidString(), occurredAt: now, booking: booking)))
-            })
-            bookings += page.count
-            after = page.last?.id
+            let count: Int
+            if perMessage == 1 {
+                let page = try await processor.store.replayBookings(after: after, limit: readSize)
+                if page.isEmpty { break }
+                try await publish(try page.map { booking in
+                    message(ReplayStream.eventType(for: booking.status).rawValue, try ContractJSON.encode(
+                        BookingEvent(eventId: RandomID.uuidString(), occurredAt: now, booking: booking)))
+                })
+                count = page.count
+                after = page.last?.id
+            } else {
+                // The stored JSON goes out as it is: a page costs the handler
+                // a read and a copy, not a decode and an encode per booking.
+                let rows = try await processor.store.replayBookingJSON(after: after, limit: readSize)
+                if rows.isEmpty { break }
+                try await publish(stride(from: 0, to: rows.count, by: perMessage).map { start in
+                    let part = rows[start..<min(start + perMessage, rows.count)]
+                    return message(ReplayStream.pageType, ReplayPage.body(encodedBookings: part.lazy.map(\.json)))
+                })
+                count = rows.count
+                after = rows.last?.id
+            }
+            bookings += count
             // Paced (``ReplayPacer``): no faster than the projector takes it,
             // and no faster than REPLAY_MAX_RATE when set.
-            try await pace(&pacer, sent: page.count, queue: queue)
+            try await pace(&pacer, sent: count, queue: queue)
         }
         let summary = ReplaySummary(replayId: replayId, queue: queue, rooms: rooms.count, bookings: bookings,
                                     closures: closures.count)
         try await publish([message(ReplayStream.endType, try ContractJSON.encode(summary))])
         logger.info("replayed state", metadata: ["replay.id": .string(replayId), "amqp.queue": .string(queue),
                                                  "rooms": "\(rooms.count)", "closures": "\(closures.count)",
-                                                 "bookings": "\(bookings)"])
+                                                 "bookings": "\(bookings)", "bookings_per_message": "\(perMessage)"])
         return summary
     }
 

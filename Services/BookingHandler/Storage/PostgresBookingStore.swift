@@ -116,6 +116,14 @@ public final class PostgresBookingStore: BookingStore {
             .map { try ContractJSON.decode(Booking.self, from: Data(try $0.decode(String.self).utf8)) }
     }
 
+    public func replayBookingJSON(after id: String?, limit: Int) async throws -> [(id: String, json: [UInt8])] {
+        try await reader.rows("SELECT id, json FROM booking WHERE id > \(id ?? "") ORDER BY id LIMIT \(limit)")
+            .map { row in
+                let (id, json) = try row.decode((String, String).self)
+                return (id: id, json: Array(json.utf8))
+            }
+    }
+
     public func booking(id: String) async throws -> Booking? {
         try await reader.rows("SELECT json FROM booking WHERE id = \(id)").first
             .map { try ContractJSON.decode(Booking.self, from: Data(try $0.decode(String.self).utf8)) }

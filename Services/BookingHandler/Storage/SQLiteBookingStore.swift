@@ -118,6 +118,16 @@ public final class SQLiteBookingStore: BookingStore {
         }
     }
 
+    public func replayBookingJSON(after id: String?, limit: Int) async throws -> [(id: String, json: [UInt8])] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT id, json FROM booking WHERE id > ? ORDER BY id LIMIT ?",
+                             arguments: [id ?? "", limit]).map { row in
+                let json: Data = row[1]
+                return (id: row[0], json: [UInt8](json))
+            }
+        }
+    }
+
     /// One booking as committed, or nil.
     public func booking(id: String) async throws -> Booking? {
         try await pool.read { db in

@@ -67,6 +67,10 @@ public protocol ReadStore: Sendable {
     func replayRooms() async throws -> [(room: Room, updatedAt: Date)]
     /// Up to `limit` bookings with ids after `id`, in id order.
     func replayBookings(after id: String?, limit: Int) async throws -> [Booking]
+    /// Like ``replayBookings(after:limit:)`` but each booking as its stored
+    /// JSON (what ``ContractJSON`` wrote when the version was saved), for a
+    /// replay page that passes it on without decoding it.
+    func replayBookingJSON(after id: String?, limit: Int) async throws -> [(id: String, json: [UInt8])]
     /// One booking as committed, or nil.
     func booking(id: String) async throws -> Booking?
     /// The newest committed version's `seq`: the snapshot a first page fixes.
