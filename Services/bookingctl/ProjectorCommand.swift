@@ -211,6 +211,9 @@ struct ProjectorRebuildCommand: AsyncParsableCommand {
         } else if let result = reply.rebuild {
             print(String(format: "rebuilt the read model in %.1f s: %d rooms, %d bookings replayed, %d live events during the rebuild, %d room-days changed",
                          result.seconds, result.rooms, result.bookings, result.liveEvents, result.changedDays))
+            if let finish = result.finishSeconds {
+                print(String(format: "replay %.1f s, room-days and swap %.1f s", result.seconds - finish, finish))
+            }
             print("replay id: \(result.replayId)")
         } else if let error = reply.error {
             FileHandle.standardError.write(Data("bookingctl: rebuild failed (\(error.code)): \(error.text)\n".utf8))

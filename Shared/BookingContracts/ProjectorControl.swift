@@ -78,14 +78,20 @@ public enum ProjectorControl {
         /// Room-days whose `avail` differed after the swap (normally 0).
         public var changedDays: Int
         public var seconds: Double
+        /// Of ``seconds``, the last step: computing every room-day of the
+        /// rebuilt bookings and swapping the tables (nil from a projector
+        /// that does not say).
+        public var finishSeconds: Double?
 
-        public init(replayId: String, rooms: Int, bookings: Int, liveEvents: Int, changedDays: Int, seconds: Double) {
+        public init(replayId: String, rooms: Int, bookings: Int, liveEvents: Int, changedDays: Int, seconds: Double,
+                    finishSeconds: Double? = nil) {
             self.replayId = replayId
             self.rooms = rooms
             self.bookings = bookings
             self.liveEvents = liveEvents
             self.changedDays = changedDays
             self.seconds = seconds
+            self.finishSeconds = finishSeconds
         }
     }
 

@@ -176,6 +176,11 @@ struct ScaleBenchmark: AsyncParsableCommand {
         phase.handlerStartSeconds = Double(monotonicNow() - launched) / 1e9
         let pid = handler.processIdentifier
         let slots = ScaleSlots(rooms: rooms)
+        // Warm-up, not counted: the first creates after a start read the
+        // store's pages into a cold process (30 samples at 200,000 bookings
+        // gave a p50 of 10.9 ms with them and 2.4 ms without); the goal is
+        // the steady state, for the empty and the seeded store alike.
+        _ = try await book(client, slots: slots, count: Self.createWarmUp, inFlight: 1)
         var cpu = cpuNanos(pid: pid), pg = kind == .postgres ? StoresBenchmark().postgresCPUNanos() : 0
         let one = try await book(client, slots: slots, count: single, inFlight: 1)
         phase.createSingle = Timing(one.latencies, failures: one.failures, rate: one.rate,
@@ -222,15 +227,25 @@ struct ScaleBenchmark: AsyncParsableCommand {
         // A control request or replay a stopped run left behind would start
         // a rebuild of its own.
         for queue in [ProjectorControl.queue, ProjectorControl.replayQueue] { _ = try? await client.purgeQueue(queue) }
-        let (projector, emptyStart) = try await startProjector(broker: broker, directory: projectorDirectory)
+        let (projector, emptyStart, projectorPort) = try await startProjector(broker: broker, directory: projectorDirectory)
         phase.projectorEmptyStartSeconds = emptyStart
         do {
             defer { if projector.isRunning { projector.terminate(); projector.waitUntilExit() } }
-            switch try await rebuild(client) {
-            case .success(let (bookings, seconds)):
+            let changedBefore = try await changesPublished(port: projectorPort)
+            let asked = monotonicNow()
+            switch try await rebuild(client, cpuOf: [pid, projector.processIdentifier, broker.node?.pid]) {
+            case .success(let (bookings, seconds, finish, cpu, changedDays)):
                 phase.rebuildBookings = bookings
                 phase.rebuildSeconds = seconds
+                phase.rebuildFinishSeconds = finish
+                phase.rebuildChangedDays = changedDays
+                // The rebuild's availability.changed go out after its answer.
+                while try await changesPublished(port: projectorPort) < changedBefore + Double(changedDays) {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                phase.rebuildAnnouncedSeconds = Double(monotonicNow() - asked) / 1e9
                 phase.rebuildRate = Double(bookings) / seconds
+                phase.rebuildCPUMicros = cpu
             case .failure(let failure):
                 // The other figures of the phase still count: note it, go on.
                 phase.failure = failure.description
@@ -253,7 +268,7 @@ struct ScaleBenchmark: AsyncParsableCommand {
             projector.terminate()
             projector.waitUntilExit()
         }
-        let (restarted, fullStart) = try await startProjector(broker: broker, directory: projectorDirectory)
+        let (restarted, fullStart, _) = try await startProjector(broker: broker, directory: projectorDirectory)
         phase.projectorStartSeconds = fullStart
         // One query so that the figure includes what a first answer loads.
         _ = try await availability(client, #"{"date":"\#(queryDate)"}"#)
@@ -265,12 +280,13 @@ struct ScaleBenchmark: AsyncParsableCommand {
         if rebuildBaseline && seeded {
             // The same rebuild as one event per booking (what a handler
             // before replay pages sends), against the same handler.
-            let (single, _) = try await startProjector(broker: broker, directory: projectorDirectory,
+            let (single, _, _) = try await startProjector(broker: broker, directory: projectorDirectory,
                                                        environment: ["REPLAY_PAGE_SIZE": "1"])
             defer { single.terminate(); single.waitUntilExit() }
-            switch try await rebuild(client) {
-            case .success(let (bookings, seconds)):
+            switch try await rebuild(client, cpuOf: [pid, single.processIdentifier, broker.node?.pid]) {
+            case .success(let (bookings, seconds, _, cpu, _)):
                 phase.rebuildSingleEventsRate = Double(bookings) / seconds
+                phase.rebuildSingleEventsCPUMicros = cpu
             case .failure(let failure):
                 phase.failure = "one event per booking: " + failure.description
                 print(phase.failure!)
@@ -370,9 +386,14 @@ struct ScaleBenchmark: AsyncParsableCommand {
     }
 
     /// A release projector on `directory`; seconds until `/readyz` answers 200.
+    /// Creates one at a time before the measured ones, in each phase.
+    static let createWarmUp = 50
+
     /// Asks the running projector for a rebuild and waits for its answer:
     /// the bookings it rebuilt and the seconds the caller waited.
-    func rebuild(_ client: AMQPConnection) async throws -> Result<(Int, Double), ValidationError> {
+    func rebuild(_ client: AMQPConnection, cpuOf pids: [Int32?] = []) async throws
+        -> Result<(bookings: Int, seconds: Double, finishSeconds: Double?, cpuMicros: [Double?], changedDays: Int), ValidationError> {
+        let before = pids.map { $0.map { cpuNanos(pid: $0) } }
         var properties = AMQPProperties.persistentJSON(type: ProjectorControl.rebuildType, messageID: UUID().uuidString)
         properties.deliveryMode = .transient
         let t0 = monotonicNow()
@@ -383,10 +404,15 @@ struct ScaleBenchmark: AsyncParsableCommand {
         guard let result = reply.rebuild else {
             return .failure(ValidationError("rebuild failed after \(Int(seconds)) s: \(String(decoding: answer.body, as: UTF8.self).prefix(300))"))
         }
-        return .success((result.bookings, seconds))
+        let cpu = zip(pids, before).map { pid, start -> Double? in
+            guard let pid, let start, result.bookings > 0 else { return nil }
+            return Double(cpuNanos(pid: pid) &- start) / Double(result.bookings) / 1000
+        }
+        return .success((result.bookings, seconds, result.finishSeconds, cpu, result.changedDays))
     }
 
-    func startProjector(broker: BenchmarkBroker, directory: URL, environment: [String: String] = [:]) async throws -> (Process, Double) {
+    func startProjector(broker: BenchmarkBroker, directory: URL, environment: [String: String] = [:]) async throws
+        -> (Process, Double, port: Int) {
         let port = try freeTCPPort()
         let t0 = monotonicNow()
         let projector = try ProjectorBenchmark().launch(url: broker.url, dataDirectory: directory.path, port: port,
@@ -395,7 +421,16 @@ struct ScaleBenchmark: AsyncParsableCommand {
             guard projector.isRunning else { throw ValidationError("availability-projector exited (\(projector.terminationStatus))") }
             try await Task.sleep(for: .milliseconds(10))
         }
-        return (projector, Double(monotonicNow() - t0) / 1e9)
+        return (projector, Double(monotonicNow() - t0) / 1e9, port)
+    }
+
+    /// The projector's `projector_availability_changed_total`.
+    func changesPublished(port: Int) async throws -> Double {
+        let body = try await metricsText("http://127.0.0.1:\(port)/metrics")
+        for line in body.split(separator: "\n") where line.hasPrefix("projector_availability_changed_total ") {
+            return line.split(separator: " ").last.flatMap { Double($0) } ?? 0
+        }
+        return 0
     }
 
     /// `availability.suggest` over RPC as other systems ask it; the suggestions answered.
@@ -524,6 +559,16 @@ struct ScaleBenchmark: AsyncParsableCommand {
         var rebuildRate = 0.0
         /// With `--rebuild-baseline`: the same rebuild as one event per booking.
         var rebuildSingleEventsRate: Double?
+        /// Of `rebuildSeconds`, the projector's last step (room-days and swap).
+        var rebuildFinishSeconds: Double?
+        /// Room-days the rebuild changed (all booked ones, from an empty model).
+        var rebuildChangedDays = 0
+        /// From the request until the projector had published the rebuild's
+        /// `availability.changed` (two messages per changed room-day).
+        var rebuildAnnouncedSeconds: Double?
+        /// CPU per rebuilt booking, µs: handler, projector, broker (nil when not measured).
+        var rebuildCPUMicros: [Double?] = []
+        var rebuildSingleEventsCPUMicros: [Double?] = []
         var handlerRSSMiB: Double?
         var handlerPeakRSSMiB: Double?
         var projectorRSSMiB: Double?
@@ -588,7 +633,11 @@ struct ScaleBenchmark: AsyncParsableCommand {
                 ("  bytes per booking", { f($0.bytesPerBooking, "%.0f") }),
                 ("projector store on disk", { mib($0.projectorStoreBytes) }),
                 ("rebuild bookings/s", { f($0.rebuildRate, "%.0f") + " (" + String($0.rebuildBookings) + " in " + f($0.rebuildSeconds, "%.1f") + " s)" }),
+                ("  of which room-days and swap s", { f($0.rebuildFinishSeconds, "%.1f") }),
+                ("  availability.changed all published after s", { f($0.rebuildAnnouncedSeconds, "%.1f") + " (" + String($0.rebuildChangedDays) + " days)" }),
+                ("  CPU µs per booking handler/projector/broker", { $0.rebuildCPUMicros.map { f($0, "%.0f") }.joined(separator: "/") }),
                 ("  one event per booking (baseline) /s", { f($0.rebuildSingleEventsRate, "%.0f") }),
+                ("  CPU µs per booking handler/projector/broker", { $0.rebuildSingleEventsCPUMicros.map { f($0, "%.0f") }.joined(separator: "/") }),
                 ("inbox rows / outbox pending after", { "\($0.inboxRows) / \($0.outboxPending)" }),
             ]
             func pad(_ s: String, _ w: Int) -> String { s + String(repeating: " ", count: max(0, w - s.count)) }
