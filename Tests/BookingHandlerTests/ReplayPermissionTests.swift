@@ -99,14 +99,7 @@ struct ReplayPermissionTests {
     @Test func storedJSONPagesMatchTheDecodedPages() async throws {
         let (processor, dir) = try Self.processor()
         defer { try? FileManager.default.removeItem(at: dir) }
-        try await processor.store.transaction { tx in
-            try tx.upsertRoom(Fixture.berlin)
-            for i in 0..<7 {
-                var b = Fixture.booking(id: "b-\(i)", status: i == 3 ? .cancelled : .confirmed)
-                b.version = i + 1
-                try tx.save(b, startsAt: Date(), endsAt: Date())
-            }
-        }
+        try await Self.seedSevenBookings(processor)
         var after: String?
         var pages = 0
         while true {
@@ -123,9 +116,8 @@ struct ReplayPermissionTests {
         #expect(pages == 3)
     }
 
-    @Test func storePagesEveryBooking() async throws {
-        let (processor, dir) = try Self.processor()
-        defer { try? FileManager.default.removeItem(at: dir) }
+    /// Berlin and bookings `b-0`…`b-6`, `b-3` cancelled, versions 1…7.
+    static func seedSevenBookings(_ processor: CommandProcessor) async throws {
         try await processor.store.transaction { tx in
             try tx.upsertRoom(Fixture.berlin)
             for i in 0..<7 {
@@ -134,6 +126,12 @@ struct ReplayPermissionTests {
                 try tx.save(b, startsAt: Date(), endsAt: Date())
             }
         }
+    }
+
+    @Test func storePagesEveryBooking() async throws {
+        let (processor, dir) = try Self.processor()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await Self.seedSevenBookings(processor)
         var ids: [String] = []
         var after: String?
         while true {

@@ -1,5 +1,6 @@
 import BookingContracts
 import Foundation
+import GRDB
 import Logging
 import PostgresSupport
 import TestSupport
@@ -565,5 +566,51 @@ struct StoreTests {
         }
         #expect(!duplicate)
         #expect(reply.isOK == false)
+    }
+
+    /// Versions no cursor can need any longer are pruned by an index on the
+    /// superseded ones (the prune runs on the writer: a scan of the whole
+    /// history there held every command behind it, 0.43 s at a million
+    /// bookings on PostgreSQL), and only they go: the current version stays.
+    @Test(arguments: StoreKind.allCases)
+    func supersededVersionsArePrunedThroughTheirIndex(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        defer { fixture.remove() }
+        let store = try await fixture.open()
+        try await store.transaction { tx in
+            try tx.upsertRoom(Fixture.berlin)
+            for version in 1...3 {
+                var booking = Fixture.booking(id: "b-1", status: .confirmed)
+                booking.version = version
+                try tx.save(booking, startsAt: Date(), endsAt: Date())
+            }
+        }
+        let predicate = "until IS NOT NULL AND supersededAt < 1e12"
+        let plan: String
+        let versions: () throws -> Int
+        switch kind {
+        case .sqlite:
+            let db = try DatabaseQueue(path: fixture.directory.appendingPathComponent("db.sqlite").path)
+            plan = try await db.read { db in
+                try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN DELETE FROM booking_version WHERE \(predicate)")
+                    .map { $0["detail"] as String }.joined(separator: "\n")
+            }
+            versions = { try db.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM booking_version") ?? -1 } }
+        case .postgres:
+            let schema = String(fixture.databaseURL!.split(separator: "=").last!)
+            // Sequential scans priced out: the plan names the index whenever it can use it.
+            plan = try TestPostgres.control("psql", ["-c", "SET search_path TO \(schema)", "-c", "SET enable_seqscan = off", "-c",
+                                                     "EXPLAIN SELECT ctid FROM booking_version WHERE \(predicate) LIMIT 5000"])
+            versions = {
+                Int(try TestPostgres.control("psql", ["-tA", "-c", "SELECT COUNT(*) FROM \(schema).booking_version"])
+                    .trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+            }
+        }
+        #expect(plan.contains("booking_version_superseded"), "the prune's plan: \(plan)")
+        #expect(try versions() == 3)
+        try await store.prune(olderThan: 60, now: Date().addingTimeInterval(StoreRules.cursorLifetime + 60))
+        #expect(try versions() == 1, "the superseded versions go, the current one stays")
+        #expect(try await store.booking(id: "b-1")?.version == 3)
+        await store.close()
     }
 }

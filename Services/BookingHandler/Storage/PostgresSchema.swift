@@ -127,6 +127,12 @@ enum PostgresSchema {
         ("v6-outbox-trace", """
             ALTER TABLE outbox ADD COLUMN traceParent TEXT, ADD COLUMN traceState TEXT;
             """),
+        // The prune of superseded versions, as SQLite's v12-superseded-index:
+        // without it every prune read the whole history (0.43 s at a million
+        // bookings, at each start and every prune after).
+        ("v7-superseded-index", """
+            CREATE INDEX booking_version_superseded ON booking_version (supersededAt) WHERE until IS NOT NULL;
+            """),
     ]
 
     /// Creates the schema when missing and applies the migrations it lacks.

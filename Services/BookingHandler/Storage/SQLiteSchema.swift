@@ -228,6 +228,13 @@ extension SQLiteBookingStore {
                 ALTER TABLE outbox ADD COLUMN traceState TEXT;
                 """)
         }
+        // The prune of versions no cursor can need reads only the superseded
+        // ones (a few days' changes), not the whole history: it runs on the
+        // writer, and a scan of a million versions there holds every command
+        // behind it.
+        migrator.registerMigration("v12-superseded-index") { db in
+            try db.execute(sql: "CREATE INDEX booking_version_superseded ON booking_version (supersededAt) WHERE until IS NOT NULL")
+        }
         return migrator
     }
 }
