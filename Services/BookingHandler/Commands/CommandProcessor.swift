@@ -190,13 +190,23 @@ public struct CommandProcessor: Sendable {
 
     func commit(_ prepared: PreparedCreate, _ create: CreateBooking, _ tx: any StoreTransaction,
                 caller: Caller, now: Date) throws -> ReplyBody {
-        guard try tx.roomJSON(named: create.room) == prepared.roomJSON else {
-            // Re-registered (perhaps by another process) since it was cached.
-            return try apply(.createBooking(create), tx, caller: caller, now: now)
-        }
         switch prepared.result {
-        case .failure(let error): return ReplyBody(.error(error))
-        case .success(let booking): return try insert(booking, tx, caller: caller, now: now)
+        case .failure(let error):
+            guard try tx.roomJSON(named: create.room) == prepared.roomJSON else {
+                // Re-registered (perhaps by another process) since it was cached.
+                return try apply(.createBooking(create), tx, caller: caller, now: now)
+            }
+            return ReplyBody(.error(error))
+        case .success(let booking):
+            // The room, its closures and the overlap read at once (one
+            // round trip on PostgreSQL instead of three); the checks still
+            // apply in their order.
+            let checks = try tx.createChecks(room: create.room, slot: DateInterval(start: booking.slot.startsAt, end: booking.slot.endsAt),
+                                             window: Self.overlapWindow(booking.room, booking.slot))
+            guard checks.roomJSON == prepared.roomJSON else {
+                return try apply(.createBooking(create), tx, caller: caller, now: now)
+            }
+            return try insert(booking, tx, caller: caller, now: now, checks: checks)
         }
     }
 
@@ -223,12 +233,17 @@ public struct CommandProcessor: Sendable {
     /// The locked part of a create: quota, closures and overlap, then the
     /// row and its events. Under the write lock, so no other command's
     /// insert can come between a check and this one's.
-    func insert(_ prepared: PreparedBooking, _ tx: any StoreTransaction, caller: Caller, now: Date) throws -> ReplyBody {
-        if let closed = try closedRefusal(prepared.room, prepared.slot, tx) { return ReplyBody(.error(closed)) }
+    /// `checks`: the reads of ``StoreTransaction/createChecks(room:slot:window:)``
+    /// when the caller made them in this transaction; nil reads them here.
+    func insert(_ prepared: PreparedBooking, _ tx: any StoreTransaction, caller: Caller, now: Date,
+                checks: CreateChecks? = nil) throws -> ReplyBody {
+        let closure = try checks.map { $0.closures.first }
+            ?? tx.closures(room: prepared.room.name, from: prepared.slot.startsAt, to: prepared.slot.endsAt).first
+        if let closure { return ReplyBody(.error(BookingRules.closedRefusal(closure, room: prepared.room.name))) }
         if let refusal = try quotaRefusal(prepared.room, caller: caller, adding: 1, tx, now: now) {
             return ReplyBody(.error(refusal))
         }
-        if let conflict = try overlap(prepared.room, prepared.slot, tx, excluding: nil) {
+        if let conflict = try overlap(prepared.room, prepared.slot, tx, excluding: nil, known: checks?.conflicts) {
             guard prepared.waitlist else { return ReplyBody(conflict) }
             return try enqueueWaiter(prepared.encoded.booking, room: prepared.room, slot: prepared.slot, tx, caller: caller, now: now)
         }
@@ -483,14 +498,22 @@ public struct CommandProcessor: Sendable {
     /// 2000 when a blocking booking of the room lies within the room's
     /// buffer of `slot` (contract v1.2: `a.start < b.end + buffer` and
     /// `b.start < a.end + buffer`, on instants), naming the neighbours.
-    func overlap(_ room: Room, _ slot: BookingSlot, _ tx: any StoreTransaction, excluding: String?) throws -> CommandReply? {
-        let ids = try tx.conflicts(room: room.name, startsAt: slot.startsAt.addingTimeInterval(-room.bufferSeconds),
-                                   endsAt: slot.endsAt.addingTimeInterval(room.bufferSeconds), excluding: excluding)
+    /// `known`: the conflicts already read for this window (and no `excluding`).
+    func overlap(_ room: Room, _ slot: BookingSlot, _ tx: any StoreTransaction, excluding: String?,
+                 known: [String]? = nil) throws -> CommandReply? {
+        let window = Self.overlapWindow(room, slot)
+        let ids = try known ?? tx.conflicts(room: room.name, startsAt: window.start, endsAt: window.end, excluding: excluding)
         guard let first = ids.first else { return nil }
         let existing = try tx.booking(id: first)
         let when = existing.map { "\($0.start)-\($0.end)" } ?? "\(slot.start)-\(slot.end)"
         let buffer = (room.bufferMinutes ?? 0) > 0 ? " (with its \(room.bufferMinutes ?? 0)-minute buffer between bookings)" : ""
         return .failure(.overlap, "\(room.name) is already booked \(when)\(buffer)", field: "start", conflicts: ids)
+    }
+
+    /// The instants a booking of `slot` must keep clear: the slot widened by
+    /// the room's buffer on both sides (contract v1.2).
+    static func overlapWindow(_ room: Room, _ slot: BookingSlot) -> DateInterval {
+        DateInterval(start: slot.startsAt.addingTimeInterval(-room.bufferSeconds), end: slot.endsAt.addingTimeInterval(room.bufferSeconds))
     }
 
     /// 1113 when the caller's active bookings of `room` plus `adding` go

@@ -193,6 +193,36 @@ struct PostgresTransaction: QueuingTransaction {
         try run("DELETE FROM closure WHERE id = \(id)")
     }
 
+    /// One statement for the three reads of a create (kind 0: the room,
+    /// 1: closures, 2: conflicts), each branch the same index look-up as
+    /// its own method's; ``roomJSON(named:)``, ``closures(room:from:to:)``
+    /// and ``conflicts(room:startsAt:endsAt:excluding:)`` stay for the
+    /// other commands.
+    func createChecks(room: String, slot: DateInterval, window: DateInterval) throws -> CreateChecks {
+        let slotStart = Int64(slot.start.timeIntervalSince1970), slotEnd = Int64(slot.end.timeIntervalSince1970)
+        let start = Int64(window.start.timeIntervalSince1970), end = Int64(window.end.timeIntervalSince1970)
+        var checks = CreateChecks(roomJSON: nil, closures: [], conflicts: [])
+        for row in try run("""
+            SELECT 0 AS kind, 0::BIGINT AS at, ''::TEXT COLLATE "C" AS id, json FROM room WHERE name = \(room)
+            UNION ALL
+            SELECT 1, fromAt, id COLLATE "C", json FROM closure
+            WHERE room = \(room) AND fromAt < \(slotEnd) AND toAt > \(slotStart)
+            UNION ALL
+            SELECT 2, startsAt, id COLLATE "C", NULL FROM booking
+            WHERE room = \(room) AND startsAt > \(start - StoreRules.longestBooking) AND startsAt < \(end) AND endsAt > \(start)
+              AND status IN ('pending', 'confirmed', 'inProgress', 'held')
+            ORDER BY kind, at, id
+            """) {
+            let (kind, _, id, json) = try row.decode((Int32, Int64, String, String?).self)
+            switch kind {
+            case 0: checks.roomJSON = json.map { Data($0.utf8) }
+            case 1: if let json { checks.closures.append(try ContractJSON.decode(RoomClosure.self, from: Data(json.utf8))) }
+            default: checks.conflicts.append(id)
+            }
+        }
+        return checks
+    }
+
     func closures(room: String, from: Date, to: Date) throws -> [RoomClosure] {
         try run("""
             SELECT json FROM closure

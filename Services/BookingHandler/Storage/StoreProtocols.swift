@@ -204,6 +204,12 @@ public protocol StoreTransaction {
     func deleteClosure(id: String) throws
     /// The closures of `room` overlapping [from, to), in start order.
     func closures(room: String, from: Date, to: Date) throws -> [RoomClosure]
+    /// What a create reads under the write lock, together: the room's
+    /// stored JSON, the closures overlapping the slot and the blocking
+    /// bookings overlapping the slot widened by the room's buffer (see
+    /// ``CreateChecks``). One statement on PostgreSQL, where each is a
+    /// round trip under the lock; the three reads in process elsewhere.
+    func createChecks(room: String, slot: DateInterval, window: DateInterval) throws -> CreateChecks
     /// Queues an event for the relay, in this transaction. Events of one
     /// `orderKey` (`booking:<id>`, `room:<name>`; see ``OutboxKey``) are
     /// published in the order they were queued, across processes too.
@@ -273,7 +279,29 @@ extension StoreTransaction {
     }
 }
 
+/// The reads of ``StoreTransaction/createChecks(room:slot:window:)``.
+public struct CreateChecks: Sendable {
+    /// The room's stored JSON (nil: no such room).
+    public var roomJSON: Data?
+    /// The room's closures overlapping the slot, in start order.
+    public var closures: [RoomClosure]
+    /// Ids of the room's blocking bookings overlapping the window, in start order.
+    public var conflicts: [String]
+
+    public init(roomJSON: Data?, closures: [RoomClosure], conflicts: [String]) {
+        self.roomJSON = roomJSON
+        self.closures = closures
+        self.conflicts = conflicts
+    }
+}
+
 extension StoreTransaction {
+    /// The three reads one after the other (in process, no round trips).
+    public func createChecks(room: String, slot: DateInterval, window: DateInterval) throws -> CreateChecks {
+        CreateChecks(roomJSON: try roomJSON(named: room), closures: try closures(room: room, from: slot.start, to: slot.end),
+                     conflicts: try conflicts(room: room, startsAt: window.start, endsAt: window.end, excluding: nil))
+    }
+
     /// Ids of the room's active bookings overlapping [startsAt, endsAt).
     public func conflicts(room: String, startsAt: Date, endsAt: Date) throws -> [String] {
         try conflicts(room: room, startsAt: startsAt, endsAt: endsAt, excluding: nil)
