@@ -238,17 +238,21 @@ struct PostgresTransaction: QueuingTransaction {
         let start = Int64(startsAt.timeIntervalSince1970), end = Int64(endsAt.timeIntervalSince1970)
         let json = Self.text(encoded.json)
         if booking.version == 1 { events.clearKeys.insert(OutboxKey.booking(booking.id)) }
-        try run("""
-            INSERT INTO booking (id, room, status, startsAt, endsAt, version, json, nextDueAt, seriesId)
-            VALUES (\(booking.id), \(booking.room), \(booking.status.rawValue), \(start), \(end), \(Int64(booking.version)), \(json),
-                    \(due), \(booking.series?.id))
-            ON CONFLICT (id) DO UPDATE SET room = excluded.room, status = excluded.status, startsAt = excluded.startsAt,
-              endsAt = excluded.endsAt, version = excluded.version, json = excluded.json, nextDueAt = excluded.nextDueAt,
-              seriesId = excluded.seriesId
-            """)
-        // The version for readers: appended (its seq assigned under the
-        // write lock, so in commit order), the one it replaces closed.
+        // The row and the version for readers in one statement (a round
+        // trip fewer under the write lock; PostgreSQL runs a data-modifying
+        // WITH exactly once whether or not the rest reads it). The version
+        // is appended, its seq assigned under the write lock, so in commit
+        // order; the one it replaces is closed below.
         let seq = try run("""
+            WITH saved AS (
+              INSERT INTO booking (id, room, status, startsAt, endsAt, version, json, nextDueAt, seriesId)
+              VALUES (\(booking.id), \(booking.room), \(booking.status.rawValue), \(start), \(end), \(Int64(booking.version)), \(json),
+                      \(due), \(booking.series?.id))
+              ON CONFLICT (id) DO UPDATE SET room = excluded.room, status = excluded.status, startsAt = excluded.startsAt,
+                endsAt = excluded.endsAt, version = excluded.version, json = excluded.json, nextDueAt = excluded.nextDueAt,
+                seriesId = excluded.seriesId
+              RETURNING 1
+            )
             INSERT INTO booking_version (id, version, room, status, startsAt, endsAt, requestedBy, json, seriesId)
             VALUES (\(booking.id), \(Int64(booking.version)), \(booking.room), \(booking.status.rawValue), \(start), \(end),
                     \(booking.requestedBy), \(json), \(booking.series?.id))
