@@ -201,7 +201,7 @@ public struct CommandProcessor: Sendable {
             // The room, its closures and the overlap read at once (one
             // round trip on PostgreSQL instead of three); the checks still
             // apply in their order.
-            let checks = try tx.createChecks(room: create.room, slot: DateInterval(start: booking.slot.startsAt, end: booking.slot.endsAt),
+            let checks = try tx.createChecks(room: booking.room.name, slot: DateInterval(start: booking.slot.startsAt, end: booking.slot.endsAt),
                                              window: Self.overlapWindow(booking.room, booking.slot))
             guard checks.roomJSON == prepared.roomJSON else {
                 return try apply(.createBooking(create), tx, caller: caller, now: now)
