@@ -12,9 +12,9 @@
 /// answered or dead-lettered.
 public enum ForeignRouting {
     /// Every event name of the contract: the types of ``EventType``, the
-    /// replay stream's end marker, and the v1.2 events.
+    /// replay stream's end marker and pages, and the v1.2 events.
     public static let eventNames: Set<String> = Set(EventType.allCases.map(\.rawValue)).union([
-        ReplayStream.endType, "availability.changed", "booking.submitted", "room.closed", "room.reopened",
+        ReplayStream.endType, ReplayStream.pageType, "availability.changed", "booking.submitted", "room.closed", "room.reopened",
     ])
 
     /// Whether a delivery with this `type` property and routing key is an

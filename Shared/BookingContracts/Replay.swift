@@ -112,9 +112,34 @@ public enum ReplayStream {
     /// sent instead of one event per booking when the request asks for
     /// ``ReplayBookings/bookingsPerMessage`` above 1.
     public static let pageType = "booking.replay.page"
-    /// The most bookings one ``pageType`` message may carry: a page of
-    /// bookings with full attendee lists stays well under a megabyte.
+    /// The most bookings one ``pageType`` message may carry.
     public static let maxBookingsPerMessage = 1_000
+    /// The most bytes of booking JSON one ``pageType`` message carries: a
+    /// page ends early rather than pass it (bookings with long
+    /// descriptions and many attendees run to several KB each, and the
+    /// broker refuses messages above its `max_message_size`, 1 MiB as
+    /// shipped). A booking larger than this alone is a page of one, no
+    /// larger than its single replay event would be.
+    public static let maxPageBytes = 512 * 1024
+
+    /// Splits `sizes` (each booking's encoded size, in order) into
+    /// consecutive pages of at most `perPage` bookings and, unless a page
+    /// holds a single booking, at most ``maxPageBytes`` bytes; returns each
+    /// page's range of indices.
+    public static func pages(sizes: [Int], perPage: Int, maxBytes: Int = maxPageBytes) -> [Range<Int>] {
+        var pages: [Range<Int>] = []
+        var start = 0, bytes = 0
+        for (index, size) in sizes.enumerated() {
+            if index > start && (index - start >= perPage || bytes + size + 1 > maxBytes) {
+                pages.append(start..<index)
+                start = index
+                bytes = 0
+            }
+            bytes += size + 1
+        }
+        if start < sizes.count { pages.append(start..<sizes.count) }
+        return pages
+    }
 
     /// The event type under which a booking in `status` is replayed.
     public static func eventType(for status: BookingStatus) -> EventType {

@@ -239,8 +239,15 @@ struct ScaleBenchmark: AsyncParsableCommand {
                 phase.rebuildSeconds = seconds
                 phase.rebuildFinishSeconds = finish
                 phase.rebuildChangedDays = changedDays
-                // The rebuild's availability.changed go out after its answer.
+                // The rebuild's availability.changed go out after its answer;
+                // the queries below wait for them (bounded: a batch the
+                // broker never confirmed is not published again).
+                let deadline = monotonicNow() + 1_800_000_000_000
                 while try await changesPublished(port: projectorPort) < changedBefore + Double(changedDays) {
+                    guard monotonicNow() < deadline else {
+                        phase.failure = "the rebuild's \(changedDays) availability.changed were not all published within 30 minutes"
+                        break
+                    }
                     try await Task.sleep(for: .milliseconds(20))
                 }
                 phase.rebuildAnnouncedSeconds = Double(monotonicNow() - asked) / 1e9

@@ -613,4 +613,45 @@ struct StoreTests {
         #expect(try await store.booking(id: "b-1")?.version == 3)
         await store.close()
     }
+
+    /// A create's checks read together (``StoreTransaction/createChecks(room:slot:window:)``,
+    /// one statement on PostgreSQL) keep their order and their windows:
+    /// closure (1112) before quota (1113) before overlap (2000), closures
+    /// by the slot, overlaps by the slot widened by the room's buffer.
+    /// Every create after the first runs on the cached room, the path
+    /// that reads them together.
+    @Test(arguments: StoreKind.allCases)
+    func aCreatesChecksKeepTheirOrderAndWindows(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        defer { fixture.remove() }
+        let store = try await fixture.open()
+        let now = ISO8601DateFormatter().date(from: "2026-11-22T10:00:00Z")!
+        let processor = CommandProcessor(store: store, now: { now })
+        _ = try await processor.upsertRooms(fileContents: Data(#"[{"name": "Berlin", "capacity": 8, "bufferMinutes": 15, "maxActiveBookings": 1}]"#.utf8))
+        func create(_ start: String, _ end: String, as user: String) async throws -> ErrorCode? {
+            let body = #"{"room":"Berlin","date":"2026-11-23","start":"\#(start)","end":"\#(end)","title":"T","attendees":[{"name":"Ada","email":"ada@example.com","phone":"0170 1234567"}]}"#
+            let command = IncomingCommand(body: Array(body.utf8), typeProperty: "booking.create", routingKey: "booking.create",
+                                          messageID: UUID().uuidString, idempotencyKeyHeader: nil, userID: user)
+            guard case .handled(let reply, _, _, _) = try await processor.process(command) else { throw CancellationError() }
+            if case .error(let error) = reply { return error.code }
+            return nil
+        }
+        #expect(try await create("09:00", "10:00", as: "alice") == nil)
+        #expect(store.cachedRoom(named: "Berlin") != nil, "the next creates take the cached path")
+        let closedFrom = ContractFormat.instant(date: "2026-11-23", time: "13:00", timeZone: "Europe/Berlin")!
+        let closedTo = ContractFormat.instant(date: "2026-11-23", time: "14:00", timeZone: "Europe/Berlin")!
+        try await store.transaction { tx in
+            try tx.insertClosure(RoomClosure(id: "c-1", room: "Berlin", from: ContractFormat.timestamp(closedFrom),
+                                             to: ContractFormat.timestamp(closedTo), reason: "floor polishing"),
+                                 from: closedFrom, to: closedTo)
+        }
+        #expect(try await create("13:00", "13:30", as: "bob") == .roomClosed)
+        #expect(try await create("13:30", "14:30", as: "alice") == .roomClosed, "closed before over quota")
+        #expect(try await create("15:00", "16:00", as: "alice") == .quotaExceeded)
+        #expect(try await create("10:00", "11:00", as: "bob") == .overlap, "inside the 15-minute buffer only")
+        #expect(try await create("08:00", "09:00", as: "bob") == .overlap, "inside the buffer before it")
+        #expect(try await create("14:00", "15:00", as: "bob") == nil, "the closure ends where this starts")
+        #expect(try await create("10:15", "11:00", as: "carol") == nil, "the buffer's edge is free")
+        await store.close()
+    }
 }

@@ -89,13 +89,15 @@ public final class Rebuilder: Sendable {
     /// The control and replay consumers. The control queue takes a few
     /// requests at once, so that status and cancel are answered while a
     /// rebuild runs (a second rebuild is refused by the store). The replay
-    /// consumer's prefetch is 500 one-booking events, or 50 pages: enough
-    /// to batch, and at most some 15 MB of pages in this process. (A
-    /// handler that ignores the page size sends single events; then 50 are
-    /// in flight, slower but correct.)
+    /// consumer's prefetch is 25,000 bookings' worth (at most 500
+    /// messages, at least 4): 500 single events, 50 pages of 500 — enough
+    /// to batch, and with pages of at most ``ReplayStream/maxPageBytes``
+    /// a bounded amount in this process. (A handler that ignores the page
+    /// size sends single events; then fewer are in flight, slower but
+    /// correct.)
     public func services() -> [AMQPConsumerService] {
         [AMQPConsumerService(connection: connection, queue: queues.replay,
-                             prefetch: replayPageSize == 1 ? 500 : 50, concurrency: 1,
+                             prefetch: UInt16(min(500, max(4, 25_000 / replayPageSize))), concurrency: 1,
                              logger: logger) { [self] delivery in await handleReplayed(delivery) },
          AMQPConsumerService(connection: connection, queue: queues.control, prefetch: 8, concurrency: 8,
                              logger: logger) { [self] delivery in await handleControl(delivery) }]

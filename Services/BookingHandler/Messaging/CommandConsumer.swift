@@ -212,7 +212,8 @@ public struct CommandConsumer: Sendable {
         try await pace(&pacer, sent: closures.count, queue: queue)
         var bookings = 0
         var after: String?
-        let readSize = max(Self.replayPage, perMessage)
+        // Whole pages per read: 500 bookings, or one page when pages are larger.
+        let readSize = perMessage * max(1, Self.replayPage / perMessage)
         while true {
             let count: Int
             if perMessage == 1 {
@@ -229,9 +230,8 @@ public struct CommandConsumer: Sendable {
                 // a read and a copy, not a decode and an encode per booking.
                 let rows = try await processor.store.replayBookingJSON(after: after, limit: readSize)
                 if rows.isEmpty { break }
-                try await publish(stride(from: 0, to: rows.count, by: perMessage).map { start in
-                    let part = rows[start..<min(start + perMessage, rows.count)]
-                    return message(ReplayStream.pageType, ReplayPage.body(encodedBookings: part.lazy.map(\.json)))
+                try await publish(ReplayStream.pages(sizes: rows.map(\.json.count), perPage: perMessage).map { range in
+                    message(ReplayStream.pageType, ReplayPage.body(encodedBookings: rows[range].lazy.map(\.json)))
                 })
                 count = rows.count
                 after = rows.last?.id
