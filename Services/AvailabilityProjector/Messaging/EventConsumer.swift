@@ -55,12 +55,10 @@ enum EventReader {
         guard let page = try? ContractJSON.decode(SlotPage.self, from: body) else { return nil }
         var changes: [ModelChange] = []
         changes.reserveCapacity(page.bookings.count)
-        for booking in page.bookings {
-            guard ContractFormat.calendarDate(booking.date) != nil,
-                  let start = ContractFormat.minutes(ofTime: booking.start),
-                  let end = ContractFormat.minutes(ofTime: booking.end), !booking.id.isEmpty else { return nil }
-            changes.append(.booking(BookingState(id: booking.id, room: booking.room, date: booking.date, startMinute: start,
-                                                 endMinute: end, status: booking.status, version: booking.version)))
+        for b in page.bookings {
+            guard let state = BookingState(id: b.id, room: b.room, date: b.date, start: b.start, end: b.end, status: b.status,
+                                           version: b.version) else { return nil }
+            changes.append(.booking(state))
         }
         return changes
     }

@@ -27,11 +27,17 @@ public struct BookingState: Sendable, Equatable {
 
     /// From an event's booking; nil when its date or times are unreadable.
     public init?(_ booking: Booking) {
-        guard ContractFormat.calendarDate(booking.date) != nil,
-              let start = ContractFormat.minutes(ofTime: booking.start),
-              let end = ContractFormat.minutes(ofTime: booking.end), !booking.id.isEmpty else { return nil }
-        self.init(id: booking.id, room: booking.room, date: booking.date, startMinute: start, endMinute: end,
+        self.init(id: booking.id, room: booking.room, date: booking.date, start: booking.start, end: booking.end,
                   status: booking.status, version: booking.version)
+    }
+
+    /// From a booking's fields as the contract writes them (`date`,
+    /// `start`, `end` local); nil when the id is empty or the date or a time
+    /// is unreadable.
+    public init?(id: String, room: String, date: String, start: String, end: String, status: BookingStatus, version: Int) {
+        guard ContractFormat.calendarDate(date) != nil, let startMinute = ContractFormat.minutes(ofTime: start),
+              let endMinute = ContractFormat.minutes(ofTime: end), !id.isEmpty else { return nil }
+        self.init(id: id, room: room, date: date, startMinute: startMinute, endMinute: endMinute, status: status, version: version)
     }
 }
 
