@@ -44,6 +44,44 @@ struct ProjectorTrustTests {
         await h.stop()
     }
 
+    /// An ordinary broker account that writes a replay page of its own into
+    /// the replay queue, under the running rebuild's replay id, changes
+    /// nothing: only the booking handler's user is trusted there, so the
+    /// rebuild ends with the handler's counts and without the forged booking.
+    @Test func aReplayPageFromAnotherUserIsNotApplied() async throws {
+        let h = try await ProjectorHarness.start(replayRate: 2)
+        let date = localDate(daysFromNow: 8)
+        try await h.waitForRooms("date=\(date)", "rooms registered") { $0.count == 6 }
+        _ = try await h.create(date: date, start: "09:00", end: "10:00")
+        let app = try #require(h.projector.withLock { $0 })
+        let rebuild = Task { try await app.rebuilder.rebuild() }
+        let replayId = try await withTimeout(30, "the rebuild running") {
+            while true {
+                if let id = app.rebuilder.status().replayId { return id }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        let zone = "Europe/Berlin"
+        let forged = Booking(id: "forged", room: "Hamburg", date: date, start: "11:00", end: "15:00", timeZone: zone,
+                             startsAt: ContractFormat.timestamp(ContractFormat.instant(date: date, time: "11:00", timeZone: zone)!),
+                             endsAt: ContractFormat.timestamp(ContractFormat.instant(date: date, time: "15:00", timeZone: zone)!),
+                             title: "t", status: .confirmed, attendees: [], version: 9)
+        let peerURL = try TestBroker.addUser(uniqueName("peer"), to: h.url)
+        let peer = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: peerURL, connectionName: "peer"),
+                                                    logger: testLogger("peer"))
+        try await peer.publish([UInt8](try ContractJSON.encode(ReplayPage(bookings: [forged]))), exchange: "",
+                               routingKey: ProjectorControl.replayQueue,
+                               properties: .persistentJSON(type: ReplayStream.pageType, messageID: "forged-page",
+                                                           headers: [ReplayStream.replayIdHeader: .string(replayId)],
+                                                           userID: peerURL.user))
+        let result = try await rebuild.value
+        #expect(result.rooms == 6 && result.bookings == 1, "\(result)")
+        #expect(room(try await h.rooms("date=\(date)&name=Hamburg"), "Hamburg")?.avail == ["07:00 - 19:00"],
+                "the forged booking is not in the rebuilt model")
+        await peer.close()
+        await h.stop()
+    }
+
     @Test func withRequireUserIDAnonymousQueriesGet2003() async throws {
         let h = try await ProjectorHarness.start(requireUserID: true)
         let anonymous = try await h.rpc(#"{"date": "today"}"#)
