@@ -280,7 +280,7 @@ public struct PassDispatcher: Sendable {
                                       email: a.email, phone: a.phone, channel: gateway.channel)
             outbox.append(OutboxMessage(exchange: Topology.eventsExchange, routingKey: EventType.passDelivered.rawValue,
                                         messageID: event.eventId, type: EventType.passDelivered.rawValue,
-                                        body: [UInt8](try ContractJSON.encode(event)),
+                                        body: event.jsonBytes,
                                         headers: ["booking-id": .string(booking.id), "attendee-index": .int64(Int64(work.attendeeIndex))]))
         }
         var updates: [FailureUpdate] = []

@@ -89,11 +89,15 @@ public final class HTTPPassGateway: PassGateway {
 
     private func call(_ endpoint: String, _ request: some Encodable, batch: PassBatch,
                       count: Int) async -> (status: Int?, outcome: GatewayOutcome) {
-        let body: Data
-        do {
-            body = try ContractJSON.encode(request)
-        } catch {
-            return (nil, .transient(code: nil, text: "could not encode the request: \(error)"))
+        let body: [UInt8]
+        if let pass = request as? SendPassRequest {
+            body = pass.jsonBytes  // the per-booking call: written directly (MessageJSON.swift)
+        } else {
+            do {
+                body = [UInt8](try ContractJSON.encode(request))
+            } catch {
+                return (nil, .transient(code: nil, text: "could not encode the request: \(error)"))
+            }
         }
         var http = HTTPClientRequest(url: endpoint)
         http.method = .POST
