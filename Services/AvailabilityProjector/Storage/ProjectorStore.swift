@@ -91,6 +91,14 @@ public final class ProjectorStore: Sendable {
     let pool: DatabasePool
     public let index: AvailabilityIndex
     let rebuild = Mutex<RebuildProgress?>(nil)
+    /// Changes waiting for the writer (``apply(_:onCommit:)``), and
+    /// whether a writer job that takes them is queued.
+    let queued = Mutex<QueuedApplies>(QueuedApplies())
+    /// Transactions ``apply(_:onCommit:)`` committed (tests: batching).
+    let applyTransactions = Atomic<Int>(0)
+    /// Tests: an error to throw instead of applying a change, as a failed
+    /// statement would.
+    let applyFault = Mutex<(@Sendable (ModelChange) -> (any Error)?)?>(nil)
 
     /// A rebuild in progress.
     public struct RebuildProgress: Sendable, Equatable {
@@ -217,26 +225,24 @@ public final class ProjectorStore: Sendable {
     /// progress, if any), commits, updates the index, and returns what to
     /// publish. `onCommit` runs on the writer right after the index update,
     /// in commit order (the change publisher queues there).
-    public func apply(_ change: ModelChange, onCommit: @Sendable ([DayChange]) -> Void = { _ in }) async throws -> ApplyOutcome {
-        try await pool.writeWithoutTransaction { db in
-            var result: (applied: Bool, days: Set<RoomDay>, touched: [RoomDay], room: Room?) = (false, [], [], nil)
-            if case .closure(let closure, let removed) = change {
-                return try self.applyClosure(closure, removed: removed, db, staging: self.rebuild.withLock { $0 != nil },
-                                             onCommit: onCommit)
+    ///
+    /// Booking and room changes that wait for the writer together commit
+    /// in one transaction (``applyQueued(_:)``); a closure runs alone.
+    public func apply(_ change: ModelChange, onCommit: @escaping @Sendable ([DayChange]) -> Void = { _ in }) async throws
+        -> ApplyOutcome {
+        if case .closure(let closure, let removed) = change {
+            return try await pool.writeWithoutTransaction { db in
+                try self.applyClosure(closure, removed: removed, db, staging: self.rebuild.withLock { $0 != nil },
+                                      onCommit: onCommit)
             }
-            let staging = self.rebuild.withLock { $0 != nil }
-            try db.inTransaction(.immediate) {
-                result = try Self.apply(change, db, prefix: Self.live)
-                if staging {
-                    // The rebuild's room-days are computed once, when it finishes.
-                    _ = try Self.apply(change, db, prefix: Self.staging, recompute: false)
-                    self.rebuild.withLock { $0?.liveEvents += 1 }
-                }
-                return .commit
+        }
+        return try await withCheckedThrowingContinuation { continuation in
+            let startWriter = queued.withLock { q -> Bool in
+                q.items.append(QueuedApply(change: change, onCommit: onCommit, continuation: continuation))
+                defer { q.writerQueued = true }
+                return !q.writerQueued
             }
-            let changes = try self.updateIndex(db, days: result.days, room: result.room)
-            onCommit(changes)
-            return ApplyOutcome(applied: result.applied, changes: changes, touched: result.touched)
+            if startWriter { pool.asyncWriteWithoutTransaction { db in self.applyQueued(db) } }
         }
     }
 
@@ -267,7 +273,7 @@ public final class ProjectorStore: Sendable {
 
     /// The changes of one room-day set: reads the new occupancy, updates
     /// the index, compares free slots before and after. Runs on the writer.
-    private func updateIndex(_ db: Database, days: Set<RoomDay>, room: Room?) throws -> [DayChange] {
+    func updateIndex(_ db: Database, days: Set<RoomDay>, room: Room?) throws -> [DayChange] {
         var occupancies: [(RoomDay, DayOccupancy)] = []
         for day in days { occupancies.append((day, try Self.occupancy(day, db, prefix: Self.live))) }
         // The free slots before, computed from a snapshot that is dropped

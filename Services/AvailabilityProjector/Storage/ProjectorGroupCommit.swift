@@ -1,0 +1,99 @@
+import BookingContracts
+import Foundation
+import GRDB
+import Synchronization
+
+/// A change waiting for the writer, with whom to tell.
+struct QueuedApply: Sendable {
+    let change: ModelChange
+    let onCommit: @Sendable ([DayChange]) -> Void
+    let continuation: CheckedContinuation<ApplyOutcome, any Error>
+}
+
+/// What ``ProjectorStore/apply(_:onCommit:)`` has queued for the writer.
+///
+/// Ownership: guarded by ``ProjectorStore/queued``. `writerQueued` is true
+/// from the moment a writer job that will take `items` is queued until a
+/// job finds nothing left, so exactly one such job is queued or running
+/// at a time and no item waits without one.
+struct QueuedApplies: Sendable {
+    var items: [QueuedApply] = []
+    var writerQueued = false
+}
+
+// MARK: Group commit
+//
+// Why: every booking event was a transaction of its own: BEGIN, the
+// writes, COMMIT with its WAL frames and shared-memory locks (`fcntl`),
+// and a hop to the writer's queue and back. Under load up to 32 events
+// wait for the writer at once; they now share one transaction
+// (docs/performance.md, "The projector commits waiting events
+// together"). Order is kept: changes are applied, and their index updates
+// and `onCommit` run, in the order they were queued.
+
+extension ProjectorStore {
+    /// At most this many changes share a transaction; more wait for the
+    /// next writer job, so other writes (closures, a rebuild's swap) are
+    /// not held behind an endless batch.
+    static let maxChangesPerTransaction = 128
+
+    /// Runs on the writer: applies what is queued, then queues another
+    /// job if more came meanwhile.
+    func applyQueued(_ db: Database) {
+        let batch = queued.withLock { q -> [QueuedApply] in
+            let taken = Array(q.items.prefix(Self.maxChangesPerTransaction))
+            q.items.removeFirst(taken.count)
+            return taken
+        }
+        if !batch.isEmpty {
+            if !applyTogether(batch, db) {
+                // A change failed and rolled the batch back: each alone,
+                // so only the failing one fails (and is redelivered).
+                for item in batch { _ = applyTogether([item], db) }
+            }
+        }
+        let more = queued.withLock { q -> Bool in
+            if q.items.isEmpty { q.writerQueued = false }
+            return q.writerQueued
+        }
+        if more { pool.asyncWriteWithoutTransaction { db in self.applyQueued(db) } }
+    }
+
+    /// Applies `batch` in one transaction and resumes every caller; false
+    /// (nobody resumed) when a change of a batch of several failed.
+    private func applyTogether(_ batch: [QueuedApply], _ db: Database) -> Bool {
+        let staging = rebuild.withLock { $0 != nil }
+        var results: [(applied: Bool, days: Set<RoomDay>, touched: [RoomDay], room: Room?)] = []
+        results.reserveCapacity(batch.count)
+        do {
+            try db.inTransaction(.immediate) {
+                for item in batch {
+                    if let fault = applyFault.withLock({ $0?(item.change) }) { throw fault }
+                    results.append(try Self.apply(item.change, db, prefix: Self.live))
+                    if staging {
+                        // The rebuild's room-days are computed once, when it finishes.
+                        _ = try Self.apply(item.change, db, prefix: Self.staging, recompute: false)
+                    }
+                }
+                return .commit
+            }
+        } catch {
+            if batch.count > 1 { return false }
+            batch[0].continuation.resume(throwing: error)
+            return true
+        }
+        applyTransactions.add(1, ordering: .relaxed)
+        if staging { rebuild.withLock { $0?.liveEvents += batch.count } }
+        for (item, result) in zip(batch, results) {
+            do {
+                let changes = try updateIndex(db, days: result.days, room: result.room)
+                item.onCommit(changes)
+                item.continuation.resume(returning: ApplyOutcome(applied: result.applied, changes: changes,
+                                                                 touched: result.touched))
+            } catch {
+                item.continuation.resume(throwing: error)
+            }
+        }
+        return true
+    }
+}
