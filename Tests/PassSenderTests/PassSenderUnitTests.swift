@@ -1,7 +1,7 @@
 import BookingContracts
 import BrokerObjects
 import Foundation
-import PassSender
+@testable import PassSender
 import TestSupport
 import Testing
 import Logging
@@ -94,6 +94,20 @@ struct ClassificationTests {
         for (status, body) in [(200, "garbage"), (200, #"{"success":false}"#), (200, ""), (503, #"{"error":{"text":"x","code":3000}}"#),
                                (429, ""), (500, #"{"success":true}"#), (404, "not found"), (302, #"{"success":true}"#)] {
             if case .transient = classify(status, body) {} else { Issue.record("\(status) \(body) should be transient") }
+        }
+    }
+
+    /// The plain success is recognised without a decoder; every other
+    /// spelling still goes through it.
+    @Test func plainSuccessAndItsNearMisses() {
+        for body in [#"{"success":true}"#, " {\"success\":true}\r\n", #"{ "success" : true }"#, #"{"success":true,"x":1}"#] {
+            #expect(classify(200, body) == .success, "\(body)")
+        }
+        #expect(GatewayOutcome.isPlainSuccess(Array(" {\"success\":true}\n".utf8)))
+        #expect(!GatewayOutcome.isPlainSuccess(Array(#"{ "success" : true }"#.utf8)), "inner spaces: the decoder's")
+        for body in [#"{"suc cess":true}"#, #"{"success":true"#, #"{"success":true}}"#, #"{"success":truex}"#, "\n", ""] {
+            #expect(!GatewayOutcome.isPlainSuccess(Array(body.utf8)), "\(body)")
+            if case .transient = classify(200, body) {} else { Issue.record("\(body) should be transient") }
         }
     }
 }
