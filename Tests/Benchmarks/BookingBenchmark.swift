@@ -209,11 +209,18 @@ final class SlotSequence: @unchecked Sendable {  // all state behind `lock`
 
     /// `startDay`: days after tomorrow where the sequence begins (to stay
     /// clear of bookings a benchmark wrote by other means).
-    init(rooms: Int, startDay: Int = 0) {
+    ///
+    /// `spread`: consecutive bookings go to different rooms (room after
+    /// room, then the next quarter hour), instead of filling one room's
+    /// day before the next: bookings in flight together then share no
+    /// room-day, as in an office with many rooms.
+    init(rooms: Int, startDay: Int = 0, spread: Bool = false) {
         self.rooms = rooms
         self.startDay = startDay
+        self.spread = spread
     }
     private let startDay: Int
+    private let spread: Bool
 
     /// The next command body, or nil once `limit` were handed out this round.
     func next(limit: Int) -> [UInt8]? {
@@ -221,7 +228,9 @@ final class SlotSequence: @unchecked Sendable {  // all state behind `lock`
             guard issuedInRound < limit else { return nil }
             issuedInRound += 1
             let perDay = rooms * 48
-            let day = index / perDay + 1 + startDay, room = (index % perDay) / 48, quarter = index % 48
+            let day = index / perDay + 1 + startDay
+            let room = spread ? (index % perDay) % rooms : (index % perDay) / 48
+            let quarter = spread ? (index % perDay) / rooms : index % 48
             index += 1
             while dates.count < day { dates.append(localDate(daysFromNow: dates.count + 1)) }
             let start = 7 * 60 + quarter * 15

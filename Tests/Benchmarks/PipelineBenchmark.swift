@@ -29,6 +29,8 @@ struct PipelineBenchmark: AsyncParsableCommand {
     var inFlight = 64
     @Option(help: "Rooms to spread the bookings over.")
     var rooms = 200
+    @Flag(help: "Book room after room (bookings in flight together share no room-day) instead of filling one room's day at a time, where events in flight together often change the same room-day.")
+    var spread = false
     @Option(help: "A paced phase at this many bookings/s (open loop; repeat for several): the projector's lag at a rate the set sustains.")
     var rate: [Int] = []
     @Option(help: "Commands per paced phase.")
@@ -163,7 +165,7 @@ struct PipelineBenchmark: AsyncParsableCommand {
         }
         defer { for w in createdWatchers { w.cancel() } }
         let spool = URL(fileURLWithPath: directories[1]).appendingPathComponent("outbox")
-        let slots = SlotSequence(rooms: rooms)
+        let slots = SlotSequence(rooms: rooms, spread: spread)
         var booked = 0
 
         /// One phase: book `count`, then wait until every pass is spooled
