@@ -47,6 +47,13 @@ struct GroupCommitTests {
                                      status: .confirmed, version: 1))
     }
 
+    /// Booking `b<i>` of a replay, in Berlin.
+    static func replayed(_ i: Int) -> ModelChange {
+        let startMinute = 7 * 60 + (i / 28 % 48) * 15
+        return .booking(BookingState(id: "b\(i)", room: "Berlin", date: String(format: "2026-11-%02d", 1 + i % 28),
+                                     startMinute: startMinute, endMinute: startMinute + 15, status: .confirmed, version: 1))
+    }
+
     @Test func queuedChangesShareTransactionsAndTheIndexMatchesTheFile() async throws {
         let (store, dir) = try makeStore()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -110,5 +117,34 @@ struct GroupCommitTests {
         }
         #expect(results.value.withLock { $0 } == Dictionary(uniqueKeysWithValues: (0..<10).map { ($0, $0 != 5) }))
         for i in 0..<10 { #expect((try await store.booking(id: "b\(i)") != nil) == (i != 5), "b\(i)") }
+    }
+
+    /// A failing change in a rebuild's batch is found by halving: only it
+    /// is missing, in about 2 log₂ n transactions, not one per change.
+    @Test func aFailingReplayedChangeIsIsolatedByHalving() async throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(try await store.beginRebuild(replayId: "r1"))
+        let count = 4_096
+        store.applyFault.withLock { fault in
+            fault = { change in
+                if case .booking(let state) = change, state.id == "b1234" { return Injected() }
+                return nil
+            }
+        }
+        let before = store.replayTransactions.load(ordering: .relaxed)
+        await #expect(throws: Injected.self) {
+            try await store.applyReplayed([.room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z")]
+                                          + (0..<count).map(Self.replayed), replayId: "r1")
+        }
+        let transactions = store.replayTransactions.load(ordering: .relaxed) - before
+        #expect(transactions <= 2 * 13 + 1, "\(transactions) transactions for one bad change in \(count + 1)")
+        store.applyFault.withLock { $0 = nil }
+        let result = try #require(try await store.finishRebuild(replayId: "r1"))
+        #expect(result.progress.rooms == 1)
+        #expect(result.progress.bookings == count - 1, "every booking but the failing one")
+        #expect(try await store.booking(id: "b1234") == nil)
+        #expect(try await store.booking(id: "b1233") != nil)
+        #expect(try await store.booking(id: "b1235") != nil)
     }
 }
