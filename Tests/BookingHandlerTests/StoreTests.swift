@@ -572,6 +572,43 @@ struct StoreTests {
     /// superseded ones (the prune runs on the writer: a scan of the whole
     /// history there held every command behind it, 0.43 s at a million
     /// bookings on PostgreSQL), and only they go: the current version stays.
+    /// A replay page's stored JSON (`replayBookingJSON`) is, on either
+    /// store, each booking's newest version byte for byte as the contract's
+    /// encoder writes the booking `replayBookings` returns, in id order, in
+    /// the same pages.
+    @Test(arguments: StoreKind.allCases)
+    func replayedJSONIsTheNewestVersionAsTheEncoderWritesIt(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        defer { fixture.remove() }
+        let store = try await fixture.open()
+        try await store.transaction { tx in
+            try tx.upsertRoom(Fixture.berlin)
+            for i in [4, 0, 6, 2, 5, 1, 3] {
+                for version in 1...(1 + i % 3) {
+                    var booking = Fixture.booking(id: "b-\(i)", status: i == 3 && version > 1 ? .cancelled : .confirmed)
+                    booking.version = version
+                    booking.title = "Zoë \"\(i)\" v\(version)"
+                    try tx.save(booking, startsAt: Date(), endsAt: Date())
+                }
+            }
+        }
+        var after: String?
+        var seen: [String] = []
+        while true {
+            let rows = try await store.replayBookingJSON(after: after, limit: 3)
+            let decoded = try await store.replayBookings(after: after, limit: 3)
+            #expect(rows.map(\.id) == decoded.map(\.id))
+            #expect(try rows.map(\.json) == decoded.map { [UInt8](try ContractJSON.encode($0)) })
+            guard let last = rows.last else { break }
+            seen += rows.map(\.id)
+            after = last.id
+        }
+        #expect(seen == (0..<7).map { "b-\($0)" })
+        let newest = try await store.replayBookings(after: nil, limit: 10)
+        #expect(newest.map(\.version) == (0..<7).map { 1 + $0 % 3 })
+        #expect(newest.map(\.title) == (0..<7).map { "Zoë \"\($0)\" v\(1 + $0 % 3)" })
+    }
+
     @Test(arguments: StoreKind.allCases)
     func supersededVersionsArePrunedThroughTheirIndex(_ kind: StoreKind) async throws {
         let fixture = try StoreFixture(kind)
