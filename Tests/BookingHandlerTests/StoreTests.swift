@@ -622,7 +622,7 @@ struct StoreTests {
                 try tx.save(booking, startsAt: Date(), endsAt: Date())
             }
         }
-        let predicate = "until IS NOT NULL AND supersededAt < 1e12"
+        let predicate = "\(StoreRules.prunableVersionsCondition) 1e12"  // the stores' own condition
         let plan: String
         let versions: () throws -> Int
         switch kind {

@@ -279,7 +279,7 @@ public final class PostgresBookingStore: BookingStore {
             """).count == size {}
         while try await reader.rows("""
             DELETE FROM booking_version WHERE ctid IN (SELECT ctid FROM booking_version
-                                                       WHERE until IS NOT NULL AND supersededAt < \(cursorCutoff) LIMIT \(size))
+                                                       WHERE \(unescaped: StoreRules.prunableVersionsCondition) \(cursorCutoff) LIMIT \(size))
             RETURNING 1
             """).count == size {}
     }

@@ -358,7 +358,7 @@ public final class SQLiteBookingStore: BookingStore {
                 """, arguments: [cutoff, now + 86_400])
             try db.execute(sql: "DELETE FROM inbox WHERE createdAt < ?", arguments: [cutoff])
             // Versions no open cursor can still need.
-            try db.execute(sql: "DELETE FROM booking_version WHERE until IS NOT NULL AND supersededAt < ?",
+            try db.execute(sql: "DELETE FROM booking_version WHERE \(StoreRules.prunableVersionsCondition) ?",
                            arguments: [now - StoreRules.cursorLifetime])
         }
     }

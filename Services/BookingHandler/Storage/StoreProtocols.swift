@@ -315,6 +315,12 @@ extension StoreTransaction {
 
 /// Constants and rules every store applies the same way.
 public enum StoreRules {
+    /// The condition on `booking_version` rows the prune deletes, followed
+    /// by the cut-off: superseded versions older than any open cursor. The
+    /// partial index `booking_version_superseded` is made for exactly this
+    /// (both stores use this text; `StoreTests` checks their plans with it).
+    public static let prunableVersionsCondition = "until IS NOT NULL AND supersededAt <"
+
     /// How long a relay's claim on events it took from the table lasts.
     /// Another process's relay publishes them only after that (the
     /// claimer died) or once they were released (a failed publish).
