@@ -1,6 +1,7 @@
 import AMQPClient
 import ArgumentParser
 import Foundation
+
 import Logging
 import TestSupport
 
@@ -17,6 +18,24 @@ struct Benchmarks: AsyncParsableCommand {
         subcommands: [AMQPBenchmark.self, BookingBenchmark.self, PipelineBenchmark.self, ScaleBenchmark.self, StoresBenchmark.self, StoreBenchmark.self, ReadsBenchmark.self, SeriesBenchmark.self, PassBenchmark.self,
                       ProjectorBenchmark.self, SuggestBenchmark.self],
         defaultSubcommand: AMQPBenchmark.self)
+
+    /// ArgumentParser's own entry point, after making standard output line
+    /// buffered: the tables are mostly read from a file or a pipe (`| tee`,
+    /// CI logs), where the C library would otherwise hold a long run's
+    /// lines until exit and interleave them with the services' stderr.
+    static func main() async {
+        lineBufferStandardOutput()
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
 }
 
 /// The broker to measure against: `AMQP_URL`, or a private node.
@@ -257,4 +276,13 @@ struct AMQPBenchmark: AsyncParsableCommand {
         for samples in perWorker { latencies.add(contentsOf: samples) }
         return (Double(count) / (Double(monotonicNow() - start) / 1e9), latencies)
     }
+}
+
+/// Makes C's `stdout` (what `print` writes to) line buffered. Swift 6
+/// refuses a reference to the imported `stdout` global as shared mutable
+/// state; the symbol table gives the same `FILE` pointer, read once before
+/// anything runs concurrently.
+private func lineBufferStandardOutput() {
+    guard let symbol = dlsym(nil, "stdout") else { return }  // nil: RTLD_DEFAULT
+    setvbuf(symbol.load(as: UnsafeMutablePointer<FILE>?.self), nil, _IOLBF, 0)
 }
