@@ -35,9 +35,15 @@ struct BrokerBaseline {
     /// `cpu` is the pipelined run's, until every event was acked; `singleCPU`
     /// the one-at-a-time run's. Nil unless asked for.
     var consumed: (pipelined: Run, single: Run, cpu: (broker: Double?, echo: Double?), singleCPU: (broker: Double?, echo: Double?))?
+    /// The echo with its events consumed again, in an open loop at each of
+    /// the set's paced rates (request i due i / rate seconds after the
+    /// start): what one call costs when the machine is not saturated, the
+    /// baseline of a paced phase. Keyed by bookings/s; empty unless asked for.
+    var consumedPaced: [Int: Run] = [:]
 
     static func measure(_ client: AMQPConnection, url: AMQPURL, pipelined: Int, single: Int, inFlight: Int,
-                        brokerPID: Int32? = nil, withConsumedEvents: Bool = false) async throws -> BrokerBaseline {
+                        brokerPID: Int32? = nil, withConsumedEvents: Bool = false,
+                        pacedRates: [Int] = [], pacedCount: Int = 0) async throws -> BrokerBaseline {
         let body = Array(#"{"room":"Berlin","date":"2026-11-23","start":"09:00","end":"10:30"}"#.utf8)
         func both(_ queue: String) -> (pipelined: Run, single: Run) {
             let p = Raw.rpc(url: url, queue: queue, count: pipelined, inFlight: inFlight, body: body)
@@ -63,6 +69,7 @@ struct BrokerBaseline {
         let last = (broker: brokerPID.flatMap { CPUTime.of(pid: $0) }, echo: CPUTime.of(pid: getpid()))
         var consumed: (pipelined: Run, single: Run, cpu: (broker: Double?, echo: Double?),
                        singleCPU: (broker: Double?, echo: Double?))?
+        var pacedRuns: [Int: Run] = [:]
         if withConsumedEvents {
             // Bound as the set's queues are: the pass sender's takes
             // `booking.confirmed`, the projector's both events.
@@ -84,7 +91,18 @@ struct BrokerBaseline {
             let s = Raw.rpc(url: url, queue: quorumQueue, count: single, inFlight: 1, body: body)
             let drainedSingle = drains[0].waitUntilAcked(pipelined + single) && drains[1].waitUntilAcked(2 * (pipelined + single))
             let last = (broker: brokerPID.flatMap { CPUTime.of(pid: $0) }, echo: CPUTime.of(pid: getpid()))
-            if !drained || !drainedSingle { print("warning: the echo's event consumers did not get every event within 30 s") }
+            var calls = pipelined + single, drainedPaced = true
+            for rate in pacedRates where pacedCount > 0 {
+                let run = Raw.rpc(url: url, exchange: "", routingKey: quorumQueue, count: pacedCount, inFlight: 1,
+                                  rate: Double(rate), body: { _ in body })
+                pacedRuns[rate] = (run.0, run.1)
+                calls += pacedCount
+                // Drained before the next rate, so each starts on a quiet broker as the set's paced phases do.
+                drainedPaced = drainedPaced && drains[0].waitUntilAcked(calls) && drains[1].waitUntilAcked(2 * calls)
+            }
+            if !drained || !drainedSingle || !drainedPaced {
+                print("warning: the echo's event consumers did not get every event within 30 s")
+            }
             for d in drains { d.stop() }
             for (q, _) in eventQueues { _ = try? await client.deleteQueue(q) }
             consumed = ((p.0, p.1), (s.0, s.1),
@@ -101,6 +119,7 @@ struct BrokerBaseline {
         baseline.shapedSingleCPU = (CPUTime.micros(from: after.broker, to: last.broker, per: single),
                                     CPUTime.micros(from: after.echo, to: last.echo, per: single))
         baseline.consumed = consumed
+        baseline.consumedPaced = pacedRuns
         return baseline
     }
 }

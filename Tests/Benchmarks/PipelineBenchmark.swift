@@ -57,7 +57,8 @@ struct PipelineBenchmark: AsyncParsableCommand {
         let client = try await broker.client("bench-client")
         let brokerPID = broker.node?.pid
         let baseline = try await BrokerBaseline.measure(client, url: broker.url, pipelined: pipelined, single: single,
-                                                        inFlight: inFlight, brokerPID: brokerPID, withConsumedEvents: true)
+                                                        inFlight: inFlight, brokerPID: brokerPID, withConsumedEvents: true,
+                                                        pacedRates: rate, pacedCount: paced)
         let rawPipelined = baseline.raw.pipelined, rawSingle = baseline.raw.single
         let shapedPipelined = baseline.shaped.pipelined, shapedSingle = baseline.shaped.single
 
@@ -227,7 +228,8 @@ struct PipelineBenchmark: AsyncParsableCommand {
                                eventLag: watchCreated ? (createdQueues[0].lag.phaseLatencies, createdQueues[1].lag.phaseLatencies)
                                                       : (Latencies(), Latencies()),
                                stageMicros: StageTimes.meanMicros(from: stagesBefore, to: stagesAfter),
-                               projectorEvents: eventsAfter.reduce(into: [:]) { $0[$1.key] = Int($1.value - (eventsBefore[$1.key] ?? 0)) })
+                               projectorEvents: eventsAfter.reduce(into: [:]) { $0[$1.key] = Int($1.value - (eventsBefore[$1.key] ?? 0)) },
+                               pacedRate: rate.map { Int($0) })
         }
         let pipelinedResult = try await phase("\(inFlight) in flight", count: pipelined, inFlight: inFlight)
         let singleResult = try await phase("one at a time", count: single, inFlight: 1)
@@ -275,6 +277,11 @@ struct PipelineBenchmark: AsyncParsableCommand {
                 print(String(format: "  vs the same echo with its events consumed (quorum queues bound as the set's) %.0f calls/s (p50 %.2f ms):"
                              + " rate ratio %.2f, p50 ratio %.2f", echo.rate, echo.latencies.percentile(50),
                              p.result.rate / echo.rate, p.result.latencies.percentile(50) / echo.latencies.percentile(50)))
+            }
+            if let r = p.pacedRate, let echo = baseline.consumedPaced[r] {
+                print(String(format: "  vs the same echo with its events consumed, paced at %d/s as well: p50 %.2f ms, p99 %.2f ms:"
+                             + " p50 ratio %.2f", r, echo.latencies.percentile(50), echo.latencies.percentile(99),
+                             p.result.latencies.percentile(50) / echo.latencies.percentile(50)))
             }
             print(String(format: "  projector lag, reply → availability.changed showing the slot taken: p50 %.2f ms, p99 %.2f ms (%d bookings)",
                          p.projectorLag.percentile(50), p.projectorLag.percentile(99), p.projectorLag.samples.count))
@@ -413,6 +420,8 @@ struct PipelineBenchmark: AsyncParsableCommand {
         var stageMicros: [String: Double]
         /// The projector's events by outcome over the phase.
         var projectorEvents: [String: Int]
+        /// Bookings/s of an open-loop phase; nil for the closed loops.
+        var pacedRate: Int?
     }
 
     /// Books `count` slots through a raw rabbitmq-c loop (``Raw/rpc(url:exchange:routingKey:type:count:inFlight:body:onReply:)``)
