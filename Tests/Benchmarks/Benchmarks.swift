@@ -1,7 +1,6 @@
 import AMQPClient
 import ArgumentParser
 import Foundation
-
 import Logging
 import TestSupport
 
