@@ -16,8 +16,12 @@ public final class ChangePublisher: Service, Sendable {
     /// Completes when the broker confirmed (or refused) a group of events.
     public final class Ticket: Sendable {
         private let result = OneShot<Result<Void, AMQPError>>()
+        private let refusedFlag = Atomic<Bool>(false)
 
         init() {}
+
+        /// The broker refused (or never confirmed) the events.
+        var refused: Bool { refusedFlag.load(ordering: .acquiring) }
 
         static let done: Ticket = {
             let t = Ticket()
@@ -26,6 +30,7 @@ public final class ChangePublisher: Service, Sendable {
         }()
 
         func complete(_ result: Result<Void, AMQPError>) {
+            if case .failure = result { refusedFlag.store(true, ordering: .releasing) }
             self.result.fulfil(result)
         }
 
@@ -48,6 +53,8 @@ public final class ChangePublisher: Service, Sendable {
     private let publicCopies: PublicCopies
     private let now: @Sendable () -> Date
     private let queue = Mutex<[Pending]>([])
+    /// The latest announcement of each room-day not yet confirmed.
+    private let unconfirmedDays = Mutex(UnconfirmedDays())
     private let wakeups: AsyncStream<Void>
     private let wake: AsyncStream<Void>.Continuation
 
@@ -80,9 +87,31 @@ public final class ChangePublisher: Service, Sendable {
                                 date: change.day.date, timeZone: change.timeZone, avail: change.avail)
         }
         let ticket = Ticket()
+        unconfirmedDays.withLock { $0.announced(changes.map(\.day), by: ticket) }
         queue.withLock { $0.append(Pending(events: events, ticket: ticket, trace: trace)) }
         wake.yield()
         return ticket
+    }
+
+    /// The announcements of `days` still waiting for the broker, or
+    /// refused by it: the latest of each day, enqueued at or before the
+    /// caller's commit (call after it). An event whose change left a day's
+    /// free time as an earlier event announced it waits on these before it
+    /// is acked — otherwise it is acked while what it leaves is
+    /// unannounced, and should that announcement fail and its event be
+    /// dead-lettered, nothing announces the day again. A refused one
+    /// stays until a later announcement of its day replaces it: waiting
+    /// on it throws, the event is redelivered and publishes the day again.
+    public func unconfirmed(_ days: [RoomDay]) -> [Ticket] {
+        unconfirmedDays.withLock { $0.tickets(for: days) }
+    }
+
+    /// Room-days whose latest announcement the broker refused: a
+    /// redelivered event publishes them again with its own, so a day no
+    /// later event names (a booking moved twice before its first move was
+    /// confirmed leaves its first day behind) is still announced.
+    public func refusedDays() -> [RoomDay] {
+        unconfirmedDays.withLock { $0.refused }
     }
 
     /// A UUID-shaped id from two FNV-1a 64 hashes of the cause, the room,
@@ -155,6 +184,11 @@ public final class ChangePublisher: Service, Sendable {
                     ? publicCopies.settle(confirmed, routingKey: EventType.availabilityChanged.rawValue) : confirmed
                 if result != nil { failures[owner] = failures[owner] ?? result }
             }
+            unconfirmedDays.withLock { days in
+                for (i, pending) in batch.enumerated() where failures[i] == nil {
+                    days.confirmed(pending.events.map { RoomDay(room: $0.room, date: $0.date) }, by: pending.ticket)
+                }
+            }
             for (i, pending) in batch.enumerated() {
                 pending.ticket.complete(failures[i].map { .failure($0) } ?? .success(()))
             }
@@ -164,4 +198,32 @@ public final class ChangePublisher: Service, Sendable {
             }
         }
     }
+}
+
+/// The latest `availability.changed` of each room-day the broker has not
+/// confirmed. Ownership: inside ``ChangePublisher``'s mutex; `announced`
+/// runs on the store's writer (commit order), `confirmed` on the
+/// publisher's task.
+struct UnconfirmedDays {
+    private var latest: [RoomDay: ChangePublisher.Ticket] = [:]
+
+    /// `ticket` announces `days`, replacing what announced them before.
+    mutating func announced(_ days: [RoomDay], by ticket: ChangePublisher.Ticket) {
+        for day in days { latest[day] = ticket }
+    }
+
+    /// The broker confirmed `ticket`: its days are announced, unless a
+    /// later announcement replaced it (that one is then the one to wait for).
+    mutating func confirmed(_ days: [RoomDay], by ticket: ChangePublisher.Ticket) {
+        for day in days where latest[day] === ticket { latest[day] = nil }
+    }
+
+    /// The distinct tickets announcing any of `days`.
+    func tickets(for days: [RoomDay]) -> [ChangePublisher.Ticket] {
+        var seen = Set<ObjectIdentifier>()
+        return days.compactMap { latest[$0] }.filter { seen.insert(ObjectIdentifier($0)).inserted }
+    }
+
+    /// Room-days whose latest announcement was refused, in order.
+    var refused: [RoomDay] { latest.filter { $0.value.refused }.map(\.key).sorted() }
 }

@@ -95,9 +95,11 @@ enum EventReader {
 /// Per delivery: apply in one SQLite transaction (a repeated or older
 /// version is a no-op; cancelled bookings stay as tombstones), update the
 /// index, publish `availability.changed` for room-days whose free slots
-/// changed and wait for the broker's confirm, then ack. A redelivered
-/// event that turns out to be a no-op publishes the current `avail` of its
-/// room-days again, because its first delivery may have committed without
+/// changed and wait for the broker's confirm (and for that of the latest
+/// announcement of every room-day the event names), then ack. A
+/// redelivered event that turns out to be a no-op publishes the current
+/// `avail` of its room-days, and of those whose announcement the broker
+/// refused, again, because its first delivery may have committed without
 /// its `availability.changed` being confirmed; the ids are derived as on
 /// the first delivery (``cause(of:messageID:)``), so a copy that did reach
 /// consumers is dropped by them as a repeat. Unreadable events are
@@ -168,8 +170,15 @@ public struct EventConsumer: Sendable {
                     }
                 }
                 try await box.ticket.wait()
-                if !outcome.applied, delivery.redelivered, !outcome.touched.isEmpty {
-                    try await republish(outcome.touched, cause: cause)
+                if !outcome.applied, delivery.redelivered {
+                    let days = outcome.touched + publisher.refusedDays().filter { !outcome.touched.contains($0) }
+                    if !days.isEmpty { try await republish(days, cause: cause) }
+                }
+                // The day's free time may be what an earlier event
+                // announced: that announcement too must be confirmed (after
+                // the republish, which replaces a refused one).
+                for earlier in publisher.unconfirmed(outcome.roomDays) where earlier !== box.ticket {
+                    try await earlier.wait()
                 }
                 try await delivery.ack()
                 ProjectorMetrics.events.increment(outcome.applied ? "applied" : "stale")

@@ -52,7 +52,7 @@ extension ProjectorStore {
         onCommit(changes)
         let applied = before.closures[closure.room]?.map(\.closure.id) != after.closures[closure.room]?.map(\.closure.id)
         // Not applied (a repeat): its days, so a redelivery republishes them.
-        let touched = applied ? [] : (ClosureSpan(closure)?.dates(zone: zone) ?? []).map { RoomDay(room: closure.room, date: $0) }
-        return ApplyOutcome(applied: applied, changes: changes, touched: touched)
+        let days = (ClosureSpan(closure)?.dates(zone: zone) ?? []).map { RoomDay(room: closure.room, date: $0) }
+        return ApplyOutcome(applied: applied, changes: changes, touched: applied ? [] : days, roomDays: days)
     }
 }

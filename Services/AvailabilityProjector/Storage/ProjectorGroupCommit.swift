@@ -89,7 +89,8 @@ extension ProjectorStore {
                 let changes = try updateIndex(db, days: result.days, room: result.room)
                 item.onCommit(changes)
                 item.continuation.resume(returning: ApplyOutcome(applied: result.applied, changes: changes,
-                                                                 touched: result.touched))
+                                                                 touched: result.touched,
+                                                                 roomDays: result.applied ? Array(result.days) : result.touched))
             } catch {
                 item.continuation.resume(throwing: error)
             }

@@ -74,6 +74,11 @@ public struct ApplyOutcome: Sendable {
     /// row names (current and previous date), so a redelivered event can
     /// publish their `avail` again (see docs/projector.md).
     public var touched: [RoomDay]
+    /// Every room-day the change names, whether or not its free time
+    /// changed: a booking's day and previous day, a closure's days. The
+    /// event is acked only once the latest announcement of each of them
+    /// is confirmed (``ChangePublisher/unconfirmed(_:)``).
+    public var roomDays: [RoomDay]
 }
 
 /// The projector's SQLite read model (GRDB, WAL) in `$DATA_DIR`, and the
