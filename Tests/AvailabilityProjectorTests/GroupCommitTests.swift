@@ -147,4 +147,19 @@ struct GroupCommitTests {
         #expect(try await store.booking(id: "b1233") != nil)
         #expect(try await store.booking(id: "b1235") != nil)
     }
+
+    /// A failure every change meets (disk full, the task cancelled) is not
+    /// halved: one transaction, not about two per change.
+    @Test(arguments: [DatabaseError(resultCode: .SQLITE_FULL) as any Error, CancellationError() as any Error])
+    func aFailureOfEveryChangeIsNotHalved(_ failure: any Error) async throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(try await store.beginRebuild(replayId: "r1"))
+        store.applyFault.withLock { fault in fault = { _ in failure } }
+        let before = store.replayTransactions.load(ordering: .relaxed)
+        await #expect(throws: (any Error).self) {
+            try await store.applyReplayed((0..<1_024).map(Self.replayed), replayId: "r1")
+        }
+        #expect(store.replayTransactions.load(ordering: .relaxed) - before == 1)
+    }
 }

@@ -472,7 +472,7 @@ public final class ProjectorStore: Sendable {
         do {
             return try await applyReplayedTogether(changes, replayId: replayId)
         } catch {
-            guard changes.count > 1 else { throw error }
+            guard changes.count > 1, !Self.failsEveryChange(error) else { throw error }
             let middle = changes.count / 2
             var failure: (any Error)?
             for half in [changes[..<middle], changes[middle...]] {
@@ -484,6 +484,21 @@ public final class ProjectorStore: Sendable {
             }
             if let failure { throw failure }
             return true
+        }
+    }
+
+    /// Errors no change of a batch can escape — the disk is full, the
+    /// file read-only or broken, the task cancelled: halving would only
+    /// repeat them, about 2n transactions for a batch of n.
+    static func failsEveryChange(_ error: any Error) -> Bool {
+        if error is CancellationError { return true }
+        guard let error = error as? DatabaseError else { return false }
+        switch error.resultCode {
+        case .SQLITE_FULL, .SQLITE_READONLY, .SQLITE_IOERR, .SQLITE_CORRUPT, .SQLITE_NOTADB, .SQLITE_CANTOPEN,
+             .SQLITE_NOMEM, .SQLITE_INTERRUPT, .SQLITE_PERM, .SQLITE_AUTH:
+            return true
+        default:
+            return false
         }
     }
 
