@@ -568,10 +568,6 @@ struct StoreTests {
         #expect(reply.isOK == false)
     }
 
-    /// Versions no cursor can need any longer are pruned by an index on the
-    /// superseded ones (the prune runs on the writer: a scan of the whole
-    /// history there held every command behind it, 0.43 s at a million
-    /// bookings on PostgreSQL), and only they go: the current version stays.
     /// A replay page's stored JSON (`replayBookingJSON`) is, on either
     /// store, each booking's newest version byte for byte as the contract's
     /// encoder writes the booking `replayBookings` returns, in id order, in
@@ -609,6 +605,10 @@ struct StoreTests {
         #expect(newest.map(\.title) == (0..<7).map { "Zoë \"\($0)\" v\(1 + $0 % 3)" })
     }
 
+    /// Versions no cursor can need any longer are pruned by an index on the
+    /// superseded ones (the prune runs on the writer: a scan of the whole
+    /// history there held every command behind it, 0.43 s at a million
+    /// bookings on PostgreSQL), and only they go: the current version stays.
     @Test(arguments: StoreKind.allCases)
     func supersededVersionsArePrunedThroughTheirIndex(_ kind: StoreKind) async throws {
         let fixture = try StoreFixture(kind)
