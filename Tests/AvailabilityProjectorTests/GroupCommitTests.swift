@@ -66,7 +66,7 @@ struct GroupCommitTests {
         try await withThrowingTaskGroup(of: ApplyOutcome.self) { group in
             for i in 0..<count {
                 group.addTask {
-                    try await store.apply(Self.booking(i)) { changes in
+                    try await store.apply(Self.booking(i)) { changes, _ in
                         announced.value.withLock { for c in changes { $0[c.day] = c.avail } }
                     }
                 }

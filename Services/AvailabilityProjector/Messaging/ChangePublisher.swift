@@ -94,9 +94,10 @@ public final class ChangePublisher: Service, Sendable {
     }
 
     /// The announcements of `days` still waiting for the broker, or
-    /// refused by it: the latest of each day, enqueued at or before the
-    /// caller's commit (call after it). An event whose change left a day's
-    /// free time as an earlier event announced it waits on these before it
+    /// refused by it: the latest of each day enqueued so far (call on the
+    /// store's writer, at the caller's commit, so that is up to and
+    /// including it). An event whose change left a day's free time as an
+    /// earlier event of its group announced it waits on these before it
     /// is acked — otherwise it is acked while what it leaves is
     /// unannounced, and should that announcement fail and its event be
     /// dead-lettered, nothing announces the day again. A refused one

@@ -165,8 +165,14 @@ public struct EventConsumer: Sendable {
                     // The read model is SQLite only.
                     if span.isRecording { span.attributes = StoreSpans.attributes(system: StoreSpans.sqlite, operation: "transaction") }
                     let trace = ServiceContext.current
-                    return try await store.apply(change) { changes in
+                    return try await store.apply(change) { changes, written in
                         box.ticket = publisher.enqueue(changes, cause: cause, trace: trace)
+                        // What this commit wrote may have been announced
+                        // by an earlier event of its group (a day changed
+                        // by several is announced once, by the first):
+                        // taken here, in commit order, so later events'
+                        // announcements are not waited for.
+                        box.earlier = publisher.unconfirmed(written).filter { $0 !== box.ticket }
                     }
                 }
                 try await box.ticket.wait()
@@ -174,12 +180,10 @@ public struct EventConsumer: Sendable {
                     let days = outcome.touched + publisher.refusedDays().filter { !outcome.touched.contains($0) }
                     if !days.isEmpty { try await republish(days, cause: cause) }
                 }
-                // The day's free time may be what an earlier event
-                // announced: that announcement too must be confirmed (after
-                // the republish, which replaces a refused one).
-                for earlier in publisher.unconfirmed(outcome.roomDays) where earlier !== box.ticket {
-                    try await earlier.wait()
-                }
+                // The announcements this change's days depended on must
+                // be confirmed too (after the republish, which replaces
+                // a refused one).
+                for earlier in box.earlier { try await earlier.wait() }
                 try await delivery.ack()
                 ProjectorMetrics.events.increment(outcome.applied ? "applied" : "stale")
             } catch let error as AMQPError {
@@ -224,4 +228,6 @@ public struct EventConsumer: Sendable {
 /// Carries the ticket out of the store's writer closure.
 final class TicketBox: @unchecked Sendable {  // written once on the writer before the await that reads it
     var ticket: ChangePublisher.Ticket = .done
+    /// Earlier, unconfirmed announcements of the room-days the change wrote.
+    var earlier: [ChangePublisher.Ticket] = []
 }

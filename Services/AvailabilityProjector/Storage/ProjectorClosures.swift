@@ -25,7 +25,7 @@ extension ProjectorStore {
     /// progress), updates the index and returns the room-days whose free
     /// slots changed: every day the closure touches. On the writer.
     func applyClosure(_ closure: RoomClosure, removed: Bool, _ db: Database, staging: Bool,
-                      onCommit: @Sendable ([DayChange]) -> Void) throws -> ApplyOutcome {
+                      onCommit: CommitObserver) throws -> ApplyOutcome {
         var isRemoved = removed
         try db.inTransaction(.immediate) {
             try Self.storeClosure(closure, removed: removed, db, prefix: Self.live)
@@ -49,10 +49,10 @@ extension ProjectorStore {
                 changes.append(DayChange(day: day, timeZone: info.room.timeZone, avail: new.availStrings))
             }
         }
-        onCommit(changes)
         let applied = before.closures[closure.room]?.map(\.closure.id) != after.closures[closure.room]?.map(\.closure.id)
-        // Not applied (a repeat): its days, so a redelivery republishes them.
         let days = (ClosureSpan(closure)?.dates(zone: zone) ?? []).map { RoomDay(room: closure.room, date: $0) }
-        return ApplyOutcome(applied: applied, changes: changes, touched: applied ? [] : days, roomDays: days)
+        onCommit(changes, applied ? days : [])
+        // Not applied (a repeat): its days, so a redelivery republishes them.
+        return ApplyOutcome(applied: applied, changes: changes, touched: applied ? [] : days)
     }
 }

@@ -6,7 +6,7 @@ import Synchronization
 /// A change waiting for the writer, with whom to tell.
 struct QueuedApply: Sendable {
     let change: ModelChange
-    let onCommit: @Sendable ([DayChange]) -> Void
+    let onCommit: CommitObserver
     let continuation: CheckedContinuation<ApplyOutcome, any Error>
 }
 
@@ -87,10 +87,9 @@ extension ProjectorStore {
         for (item, result) in zip(batch, results) {
             do {
                 let changes = try updateIndex(db, days: result.days, room: result.room)
-                item.onCommit(changes)
+                item.onCommit(changes, result.applied ? Array(result.days) : [])
                 item.continuation.resume(returning: ApplyOutcome(applied: result.applied, changes: changes,
-                                                                 touched: result.touched,
-                                                                 roomDays: result.applied ? Array(result.days) : result.touched))
+                                                                 touched: result.touched))
             } catch {
                 item.continuation.resume(throwing: error)
             }

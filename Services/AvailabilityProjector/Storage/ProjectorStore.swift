@@ -74,12 +74,13 @@ public struct ApplyOutcome: Sendable {
     /// row names (current and previous date), so a redelivered event can
     /// publish their `avail` again (see docs/projector.md).
     public var touched: [RoomDay]
-    /// Every room-day the change names, whether or not its free time
-    /// changed: a booking's day and previous day, a closure's days. The
-    /// event is acked only once the latest announcement of each of them
-    /// is confirmed (``ChangePublisher/unconfirmed(_:)``).
-    public var roomDays: [RoomDay]
 }
+
+/// Called on the writer right after a change's commit and index update,
+/// in commit order: the room-days whose free slots it changed, and every
+/// room-day an applied change wrote, changed or not (a booking's day and
+/// previous day, a closure's days; empty when it was not applied).
+public typealias CommitObserver = @Sendable (_ changes: [DayChange], _ written: [RoomDay]) -> Void
 
 /// The projector's SQLite read model (GRDB, WAL) in `$DATA_DIR`, and the
 /// in-memory ``AvailabilityIndex`` it keeps in step.
@@ -235,7 +236,7 @@ public final class ProjectorStore: Sendable {
     ///
     /// Booking and room changes that wait for the writer together commit
     /// in one transaction (``applyQueued(_:)``); a closure runs alone.
-    public func apply(_ change: ModelChange, onCommit: @escaping @Sendable ([DayChange]) -> Void = { _ in }) async throws
+    public func apply(_ change: ModelChange, onCommit: @escaping CommitObserver = { _, _ in }) async throws
         -> ApplyOutcome {
         if case .closure(let closure, let removed) = change {
             return try await pool.writeWithoutTransaction { db in
