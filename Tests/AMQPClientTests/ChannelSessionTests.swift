@@ -208,6 +208,57 @@ struct ChannelSessionTests {
         #expect(answers.lines.last == "second: timeout")
     }
 
+    /// The first RPC's reply consumer fails to start: the call is not yet
+    /// registered, so only the failure itself can answer it.
+    @Test func anRPCWhoseReplyConsumerFailsToStartIsAnswered() {
+        let answers = Answers()
+        var d = Driver()
+        d.connect()
+        _ = d.takeCalls()
+        d.answer = { call in
+            if case .consume = call { return .failure(AMQPError(.connectionLost, "socket closed")) }
+            return nil
+        }
+        d.command(.rpc(message("q"), deadline: 100, answers.message("rpc")))
+        #expect(answers.lines == ["rpc: connectionLost"])
+        #expect(d.aborted?.code == .connectionLost)
+    }
+
+    /// The broker closed the publish channel (an earlier publish's 404) and
+    /// the close reached the reply consumer's start: the publish waiting
+    /// for its confirm fails and the channel is reopened, as when the close
+    /// arrives as a frame.
+    @Test func aChannelCloseThatReachesTheReplyConsumersStartFailsThePublishChannel() {
+        let answers = Answers()
+        var d = Driver()
+        d.connect()
+        d.command(.publish(message("a"), answers.void("publish")))
+        _ = d.takeCalls()
+        d.answer = { call in
+            if case .consume = call { return .failure(AMQPError(.channelClosed, "NOT_FOUND - no exchange", replyCode: 404)) }
+            return nil
+        }
+        d.command(.rpc(message("q"), deadline: 100, answers.message("rpc")))
+        #expect(Set(answers.lines) == ["rpc: channelClosed", "publish: channelClosed"])
+        #expect(d.takeCalls().suffix(2) == [.openChannel(1), .confirmSelect(1)])
+        #expect(d.aborted == nil)
+    }
+
+    @Test func anRPCWithTheCorrelationIDOfOneWaitingIsRefused() {
+        let answers = Answers()
+        var d = Driver()
+        d.connect()
+        var properties = AMQPProperties()
+        properties.correlationID = "same"
+        let request = OutgoingMessage(body: [], routingKey: "q", properties: properties)
+        d.command(.rpc(request, deadline: 100, answers.message("first")))
+        d.command(.rpc(request, deadline: 100, answers.message("second")))
+        #expect(answers.lines == ["second: invalidArgument"])
+        d.frame(.delivery(channel: 1, consumerTag: "ctag-1", deliveryTag: 1, redelivered: false, exchange: "",
+                          routingKey: "r", content: content("pong", correlationID: "same")))
+        #expect(answers.lines == ["second: invalidArgument", "first: reply pong"])
+    }
+
     @Test func anExchangeIsDeclaredPassivelyFirstAndForRealOnlyWhenMissing() {
         let answers = Answers()
         var d = Driver()

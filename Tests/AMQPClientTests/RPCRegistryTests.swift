@@ -34,6 +34,15 @@ struct RPCRegistryTests {
         #expect(r.register("D", correlationID: nil, deadline: 1) == "rpc-4")
     }
 
+    @Test func aMadeUpIDSkipsOneACallerChose() {
+        var r = Registry()
+        #expect(r.register("A", correlationID: "rpc-2", deadline: 1) == "rpc-2")
+        #expect(r.isPending("rpc-2"))
+        #expect(r.register("B", correlationID: nil, deadline: 1) == "rpc-3")
+        #expect(r.resolve("rpc-2") == "A")
+        #expect(r.resolve("rpc-3") == "B")
+    }
+
     @Test func expiryTakesOnlyThoseAtOrPastTheirDeadline() {
         var r = Registry()
         let early = r.register("early", correlationID: nil, deadline: 10)

@@ -39,6 +39,20 @@ struct AMQPIntegrationTests {
         await connection.close()
     }
 
+    /// Closing is idempotent: a close after the I/O thread has returned is
+    /// answered at once, and so is every other call.
+    @Test func aSecondCloseReturnsAndLaterCallsFail() async throws {
+        let connection = try await connect("close-twice")
+        await connection.close()
+        try await withTimeout(30, "the second close") { await connection.close() }
+        await #expect(throws: AMQPError.self) {
+            try await withTimeout(30, "a declare after close") {
+                try await connection.declare([.queue(QueueDeclaration(uniqueName("after-close"), type: .classic,
+                                                                      durable: false, autoDelete: true))])
+            }
+        }
+    }
+
     @Test func tenThousandConfirmedMessagesArriveWithoutLoss() async throws {
         let connection = try await connect("bulk")
         let queue = uniqueName("bulk")

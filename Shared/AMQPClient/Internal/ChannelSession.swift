@@ -117,7 +117,11 @@ struct ChannelSession {
             let collector = BatchCollector(count: messages.count, done: done)
             if !messages.isEmpty { push([.step(batchStep(collector, messages, index: 0))]) }
         case .rpc(let message, let deadline, let promise):
-            if rpcs.replyConsumerTag == nil {
+            if let id = message.properties.correlationID, rpcs.isPending(id) {
+                // Its reply could not be told from the other call's.
+                let error = AMQPError(.invalidArgument, "an RPC with correlation id '\(id)' is already waiting for its reply")
+                out.append(.resume(Resumption { promise.resume(throwing: error) }))
+            } else if rpcs.replyConsumerTag == nil {
                 push([.step(Step(call: .consume(Self.publishChannel, queue: Self.replyQueue, noAck: true, exclusive: false, arguments: [:]),
                                  then: .replyConsumerStarted(message, deadline: deadline, promise),
                                  recovery: .command(.rpcPromise(promise))))])
@@ -307,7 +311,7 @@ struct ChannelSession {
 
     /// The broker closed one channel (an error on it): fail what depended
     /// on it and reopen it so the rest of the connection carries on.
-    private mutating func channelClosedByBroker(_ channel: UInt16, _ error: AMQPError, _ out: inout [Action]) {
+    mutating func channelClosedByBroker(_ channel: UInt16, _ error: AMQPError, _ out: inout [Action]) {
         out.append(.log(.warning, "broker closed channel", ["amqp.channel": "\(channel)", "error": "\(error)"]))
         channels.closed(channel)
         if channel == Self.publishChannel {
@@ -380,6 +384,11 @@ struct ChannelSession {
         deferred.removeAll()
         for consumer in consumers.removeAll() { out.append(.finish(consumer.handler, nil)) }
         return out
+    }
+
+    /// A close asked for while the connection closes returns with the rest.
+    mutating func answerWhenClosed(_ promise: Promise<Void>) {
+        closePromises.append(promise)
     }
 
     /// The connection is closed: what still waits fails, close callers return.

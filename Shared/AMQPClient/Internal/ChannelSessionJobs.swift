@@ -186,7 +186,13 @@ extension ChannelSession {
                     out.append(.resume(Resumption { for rest in (index + 1)..<count { collector.settle(rest, error) } }))
                 }
             case .rpcPromise(let promise):
-                if error.code != .connectionLost { out.append(.resume(Resumption { promise.resume(throwing: error) })) }
+                // Not registered yet (the reply consumer was starting), so
+                // neither a reset nor a deadline would ever answer it.
+                out.append(.resume(Resumption { promise.resume(throwing: error) }))
+                // The broker closed the publish channel under the consume:
+                // what waited on the channel fails and it is reopened, as
+                // when the close arrives as a frame.
+                if error.code == .channelClosed { channelClosedByBroker(Self.publishChannel, error, &out) }
             case .rpc(let correlationID):
                 if error.code != .connectionLost, let promise = rpcs.resolve(correlationID) {
                     out.append(.resume(Resumption { promise.resume(throwing: error) }))

@@ -96,6 +96,9 @@ final class IOLoop: @unchecked Sendable {
         var sleeping = false
         /// No more commands are accepted (close requested or thread gone).
         var closed = false
+        /// The I/O thread has returned: nothing will ever take a command,
+        /// so not even `close` is queued (a second close would wait forever).
+        var threadGone = false
         var connected = false
         var reconnects = 0
         /// The endpoint of the current (or last) connection.
@@ -192,6 +195,7 @@ final class IOLoop: @unchecked Sendable {
     /// Enqueues a command; answers it with `.closed` if the loop is gone.
     func send(_ command: IOCommand) {
         let (accepted, wake) = mailbox.withLock { box -> (Bool, Bool) in
+            if box.threadGone { return (false, false) }
             if box.closed {
                 if case .close = command {} else { return (false, false) }
             }
@@ -227,6 +231,15 @@ final class IOLoop: @unchecked Sendable {
                 finishClose()
             case .closed:
                 finishClose()
+                // A close queued since the last take is answered here; later
+                // ones are refused by `send`.
+                let late = mailbox.withLock { box -> [IOCommand] in
+                    box.threadGone = true
+                    var commands: [IOCommand] = []
+                    swap(&commands, &box.commands)
+                    return commands
+                }
+                for command in late { command.fail(AMQPError(.closed, "connection is closed")) }
                 return
             }
         }
@@ -524,7 +537,13 @@ final class IOLoop: @unchecked Sendable {
     private func finishClose() {
         let closedError = AMQPError(.closed, "connection is closed")
         mailbox.withLock { $0.closed = true; $0.connected = false }
-        for command in takeCommands() { command.fail(closedError) }
+        for command in takeCommands() {
+            if case .close(let promise?) = command {
+                io.session.answerWhenClosed(promise)  // not before the close is done
+            } else {
+                command.fail(closedError)
+            }
+        }
         _ = perform(io.session.closing(closedError), nil)
         if let c = io.conn {
             if !io.session.confirms.isEmpty {

@@ -44,13 +44,23 @@ struct RPCRegistry<Waiter> {
 
     /// Registers a call about to be published and returns the correlation id
     /// it must carry: the caller's own, or a new `rpc-<n>` one.
+    /// The caller checks ``isPending(_:)`` for an id of its own first; a
+    /// made-up id skips any a caller chose.
     mutating func register(_ waiter: Waiter, correlationID: String?, deadline: UInt64) -> String {
         counter += 1
-        let id = correlationID ?? "rpc-\(counter)"
+        var id = correlationID ?? "rpc-\(counter)"
+        while correlationID == nil && pending[id] != nil {
+            counter += 1
+            id = "rpc-\(counter)"
+        }
+        precondition(pending[id] == nil, "correlation id \(id) registered twice")
         pending[id] = Pending(waiter: waiter, deadline: deadline)
         earliestDeadline = min(earliestDeadline, deadline)
         return id
     }
+
+    /// Whether a call with this correlation id waits for its reply.
+    func isPending(_ correlationID: String) -> Bool { pending[correlationID] != nil }
 
     /// Removes and returns the waiter of `correlationID`: its reply came, or
     /// it failed (returned, nacked). `nil` for a late or unknown id.
