@@ -18,22 +18,10 @@ struct GroupCommitTests {
         init(_ value: Value) { self.value = Mutex(value) }
     }
 
-    /// Holds the store's writer until the returned function is called.
-    func holdWriter(_ store: ProjectorStore) async -> @Sendable () -> Void {
-        let release = DispatchSemaphore(value: 0)
-        await withCheckedContinuation { (started: CheckedContinuation<Void, Never>) in
-            store.pool.asyncWriteWithoutTransaction { _ in
-                started.resume()
-                release.wait()
-            }
-        }
-        return { release.signal() }
-    }
-
     /// Waits until `count` changes are queued behind the held writer.
     func waitUntilQueued(_ store: ProjectorStore, _ count: Int) async throws {
         let deadline = ContinuousClock.now + .seconds(30)
-        while store.queued.withLock({ $0.items.count }) < count {
+        while store.queuedChanges < count {
             try #require(ContinuousClock.now < deadline, "changes did not queue")
             await Task.yield()
         }
@@ -60,7 +48,7 @@ struct GroupCommitTests {
         _ = try await store.apply(.room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z"))
         _ = try await store.apply(.room(Room(name: "Paris", capacity: 4), occurredAt: "2026-11-01T10:00:00Z"))
         let before = store.applyTransactions.load(ordering: .relaxed)
-        let release = await holdWriter(store)
+        let release = await store.holdWriter()
         let count = 300
         let announced = Box<[RoomDay: [String]]>([:])
         try await withThrowingTaskGroup(of: ApplyOutcome.self) { group in
@@ -103,7 +91,7 @@ struct GroupCommitTests {
                 return nil
             }
         }
-        let release = await holdWriter(store)
+        let release = await store.holdWriter()
         let results = Box<[Int: Bool]>([:])
         await withTaskGroup(of: Void.self) { group in
             for i in 0..<10 {

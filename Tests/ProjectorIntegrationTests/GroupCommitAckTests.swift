@@ -13,56 +13,77 @@ import Testing
 /// back, and the second, redelivered, publishes the day again.
 @Suite("Projector group commit and acks", .serialized)
 struct GroupCommitAckTests {
-    /// Holds the store's writer until the returned function is called.
-    func holdWriter(_ store: ProjectorStore) async -> @Sendable () -> Void {
-        let release = DispatchSemaphore(value: 0)
-        await withCheckedContinuation { (started: CheckedContinuation<Void, Never>) in
-            store.pool.asyncWriteWithoutTransaction { _ in
-                started.resume()
-                release.wait()
-            }
+    /// A projector's store, publisher and consumer on one connection of a
+    /// started harness, and a queue of the test's own to feed the consumer.
+    struct Fixture {
+        let h: ProjectorHarness
+        let connection: AMQPConnection
+        let dir: URL
+        let store: ProjectorStore
+        let publisher: ChangePublisher
+        let publishing: Task<Void, any Error>
+        let consumer: EventConsumer
+        let events: String
+        let deliveries: AMQPConsumer
+
+        static func start(_ name: String) async throws -> Fixture {
+            let h = try await ProjectorHarness.start(startProjector: false)
+            let logger = testLogger(name)
+            let connection = try await AMQPConnection.connect(
+                configuration: AMQPConfiguration(url: h.url, connectionName: "projector"), logger: logger)
+            let dir = FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName(name))
+            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+            let store = try ProjectorStore(path: dir.appendingPathComponent("model.sqlite").path)
+            _ = try await store.apply(.room(Room(name: "Hamburg", capacity: 4), occurredAt: "2026-11-01T10:00:00Z"))
+            let publisher = ChangePublisher(connection: connection, logger: logger)
+            let publishing = Task { try await publisher.run() }
+            let consumer = EventConsumer(connection: connection, store: store, publisher: publisher, logger: logger)
+            let events = h.url.user + "." + uniqueName("events")
+            try await h.client.declare([.queue(QueueDeclaration(events, type: .classic, durable: false, autoDelete: false))])
+            let deliveries = try await connection.consume(queue: events, prefetch: 10)
+            return Fixture(h: h, connection: connection, dir: dir, store: store, publisher: publisher,
+                           publishing: publishing, consumer: consumer, events: events, deliveries: deliveries)
         }
-        return { release.signal() }
+
+        /// Publishes a Hamburg booking event into the test's queue.
+        func publish(_ id: String, messageID: String, date: String, _ start: String, _ end: String, version: Int,
+                     type: EventType) async throws {
+            try await h.client.publish([UInt8](try ContractJSON.encode(ProjectorEndToEndTests.hamburgEvent(
+                                           id, date: date, start, end, .confirmed, version))),
+                                       routingKey: events,
+                                       properties: .persistentJSON(type: type.rawValue, messageID: messageID,
+                                                                   userID: h.client.user))
+        }
+
+        func stop() async {
+            publishing.cancel()
+            await connection.close()
+            await h.stop()
+            try? FileManager.default.removeItem(at: dir)
+        }
     }
 
     @Test func anEventAnnouncedByAnotherIsAckedOnlyWhenThatAnnouncementIsConfirmed() async throws {
-        let h = try await ProjectorHarness.start(startProjector: false)
-        let logger = testLogger("group-commit-ack")
-        let connection = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: h.url, connectionName: "projector"),
-                                                          logger: logger)
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("group-commit-ack"))
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let store = try ProjectorStore(path: dir.appendingPathComponent("model.sqlite").path)
-        _ = try await store.apply(.room(Room(name: "Hamburg", capacity: 4), occurredAt: "2026-11-01T10:00:00Z"))
-        let publisher = ChangePublisher(connection: connection, logger: logger)
-        let publishing = Task { try await publisher.run() }
-        let consumer = EventConsumer(connection: connection, store: store, publisher: publisher, logger: logger)
+        let f = try await Fixture.start("group-commit-ack")
+        let (store, publisher, consumer) = (f.store, f.publisher, f.consumer)
 
         // Two bookings on one day, each event in the test's own queue.
-        let events = h.url.user + "." + uniqueName("events")
-        try await h.client.declare([.queue(QueueDeclaration(events, type: .classic, durable: false, autoDelete: false))])
         let date = localDate(daysFromNow: 5)
         for (id, start, end) in [("g1", "09:00", "10:00"), ("g2", "11:00", "12:00")] {
-            try await h.client.publish([UInt8](try ContractJSON.encode(ProjectorEndToEndTests.hamburgEvent(id, date: date, start, end,
-                                                                                                        .confirmed, 1))),
-                                       routingKey: events,
-                                       properties: .persistentJSON(type: EventType.bookingConfirmed.rawValue, messageID: id,
-                                                                   userID: h.client.user))
+            try await f.publish(id, messageID: id, date: date, start, end, version: 1, type: .bookingConfirmed)
         }
-        let deliveries = try await connection.consume(queue: events, prefetch: 10)
-        let firstTwo = try await withTimeout(30, "the two events") { try await deliveries.take(2, ack: false) }
+        let firstTwo = try await withTimeout(30, "the two events") { try await f.deliveries.take(2, ack: false) }
         let (first, second) = (firstTwo[0], firstTwo[1])
 
         // Every publish fails while booking.public is gone (the channel
         // closes on the public copy).
-        try await h.client.deleteExchange(Topology.publicExchange)
+        try await f.h.client.deleteExchange(Topology.publicExchange)
         let before = store.applyTransactions.load(ordering: .relaxed)
-        let release = await holdWriter(store)
+        let release = await store.holdWriter()
         async let handledFirst: Void = consumer.handle(first)
         async let handledSecond: Void = consumer.handle(second)
         let deadline = ContinuousClock.now + .seconds(30)
-        while store.queued.withLock({ $0.items.count }) < 2 {
+        while store.queuedChanges < 2 {
             try #require(ContinuousClock.now < deadline, "the two changes did not queue")
             await Task.yield()
         }
@@ -74,7 +95,7 @@ struct GroupCommitAckTests {
 
         // Both come back: the second was not acked on the strength of a
         // refused announcement.
-        let again = try await withTimeout(30, "both redelivered") { try await deliveries.take(2, ack: false) }
+        let again = try await withTimeout(30, "both redelivered") { try await f.deliveries.take(2, ack: false) }
         #expect(Set(again.map { $0.properties.messageID ?? "" }) == ["g1", "g2"])
         #expect(again.allSatisfy { $0.redelivered })
         #expect(publisher.unconfirmed([RoomDay(room: "Hamburg", date: date)]).count == 1, "the refused announcement stays")
@@ -82,63 +103,45 @@ struct GroupCommitAckTests {
         // With the exchange back, the second, redelivered and now a repeat,
         // publishes the day again and is acked: nothing about the day
         // waits any more.
-        try await h.client.declare([.exchange(ExchangeDeclaration(Topology.publicExchange, kind: .topic))])
+        try await f.h.client.declare([.exchange(ExchangeDeclaration(Topology.publicExchange, kind: .topic))])
         let g2 = try #require(again.first { $0.properties.messageID == "g2" })
         await consumer.handle(g2)
         #expect(publisher.unconfirmed([RoomDay(room: "Hamburg", date: date)]).isEmpty, "confirmed: nothing waits")
         let g1 = try #require(again.first { $0.properties.messageID == "g1" })
         await consumer.handle(g1)
         // Settled: nothing comes back once the consumer's channel is gone.
-        await connection.close()
-        let info = try await h.client.queueInfo(events)
+        await f.connection.close()
+        let info = try await f.h.client.queueInfo(f.events)
         #expect(info.messageCount == 0, "both acked")
-
-        publishing.cancel()
-        await h.stop()
+        await f.stop()
     }
 
     /// A booking moved twice before its first move was confirmed: the day
     /// it first left is named by no later event (the stored row names the
     /// last two days), yet its redelivered first move announces it again.
     @Test func aDayLeftBehindByARefusedMoveIsAnnouncedByTheRedelivery() async throws {
-        let h = try await ProjectorHarness.start(startProjector: false)
-        let logger = testLogger("refused-move")
-        let connection = try await AMQPConnection.connect(configuration: AMQPConfiguration(url: h.url, connectionName: "projector"),
-                                                          logger: logger)
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("refused-move"))
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let store = try ProjectorStore(path: dir.appendingPathComponent("model.sqlite").path)
-        _ = try await store.apply(.room(Room(name: "Hamburg", capacity: 4), occurredAt: "2026-11-01T10:00:00Z"))
-        let publisher = ChangePublisher(connection: connection, logger: logger)
-        let publishing = Task { try await publisher.run() }
-        let consumer = EventConsumer(connection: connection, store: store, publisher: publisher, logger: logger)
-        let events = h.url.user + "." + uniqueName("events")
-        try await h.client.declare([.queue(QueueDeclaration(events, type: .classic, durable: false, autoDelete: false))])
-        let deliveries = try await connection.consume(queue: events, prefetch: 10)
+        let f = try await Fixture.start("refused-move")
+        let (publisher, consumer) = (f.publisher, f.consumer)
         let days = (5...7).map { localDate(daysFromNow: $0) }
         /// Publishes version `version` of booking m1, on `date`, and takes its delivery.
         func deliver(_ version: Int, _ date: String) async throws -> AMQPDelivery {
-            try await h.client.publish([UInt8](try ContractJSON.encode(ProjectorEndToEndTests.hamburgEvent(
-                                           "m1", date: date, "09:00", "10:00", .confirmed, version))),
-                                       routingKey: events,
-                                       properties: .persistentJSON(type: EventType.bookingRescheduled.rawValue,
-                                                                   messageID: "m1.\(version)", userID: h.client.user))
-            return try await withTimeout(30, "m1 v\(version)") { try await deliveries.take(1, ack: false)[0] }
+            try await f.publish("m1", messageID: "m1.\(version)", date: date, "09:00", "10:00", version: version,
+                                type: .bookingRescheduled)
+            return try await withTimeout(30, "m1 v\(version)") { try await f.deliveries.take(1, ack: false)[0] }
         }
         let first = RoomDay(room: "Hamburg", date: days[0])
         await consumer.handle(try await deliver(1, days[0]))
         #expect(publisher.unconfirmed([first]).isEmpty)
 
         // The move to the second day is refused: its event comes back.
-        try await h.client.deleteExchange(Topology.publicExchange)
+        try await f.h.client.deleteExchange(Topology.publicExchange)
         await consumer.handle(try await deliver(2, days[1]))
-        let moved = try await withTimeout(30, "v2 redelivered") { try await deliveries.take(1, ack: false)[0] }
+        let moved = try await withTimeout(30, "v2 redelivered") { try await f.deliveries.take(1, ack: false)[0] }
         #expect(moved.redelivered && moved.properties.messageID == "m1.2")
         #expect(publisher.refusedDays().contains(first))
 
         // Moved again, confirmed: it names the second and third days only.
-        try await h.client.declare([.exchange(ExchangeDeclaration(Topology.publicExchange, kind: .topic))])
+        try await f.h.client.declare([.exchange(ExchangeDeclaration(Topology.publicExchange, kind: .topic))])
         await consumer.handle(try await deliver(3, days[2]))
         #expect(publisher.refusedDays() == [first])
 
@@ -148,8 +151,6 @@ struct GroupCommitAckTests {
         // (An entry leaves only when an announcement of its day is confirmed.)
         #expect(publisher.unconfirmed([first]).isEmpty, "announced and confirmed")
         #expect(publisher.refusedDays().isEmpty)
-        publishing.cancel()
-        await connection.close()
-        await h.stop()
+        await f.stop()
     }
 }

@@ -95,8 +95,11 @@ enum EventReader {
 /// Per delivery: apply in one SQLite transaction (a repeated or older
 /// version is a no-op; cancelled bookings stay as tombstones), update the
 /// index, publish `availability.changed` for room-days whose free slots
-/// changed and wait for the broker's confirm (and for that of the latest
-/// announcement of every room-day the event names), then ack. A
+/// changed and wait for the broker's confirm, then ack. An applied change
+/// also waits for the announcements of the room-days it wrote that, as of
+/// its commit, were an earlier event's (events committed together announce
+/// a day once, by the first), so no event is acked on the strength of an
+/// announcement the broker may still refuse. A
 /// redelivered event that turns out to be a no-op publishes the current
 /// `avail` of its room-days, and of those whose announcement the broker
 /// refused, again, because its first delivery may have committed without

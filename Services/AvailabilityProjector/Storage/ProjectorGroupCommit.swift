@@ -97,3 +97,23 @@ extension ProjectorStore {
         return true
     }
 }
+
+// MARK: Test hooks
+
+extension ProjectorStore {
+    /// Tests: occupies the writer until the returned function is called, so
+    /// changes queue behind it and how they batch does not depend on timing.
+    func holdWriter() async -> @Sendable () -> Void {
+        let release = DispatchSemaphore(value: 0)
+        await withCheckedContinuation { (started: CheckedContinuation<Void, Never>) in
+            pool.asyncWriteWithoutTransaction { _ in
+                started.resume()
+                release.wait()
+            }
+        }
+        return { release.signal() }
+    }
+
+    /// Tests: how many changes wait for the writer.
+    var queuedChanges: Int { queued.withLock { $0.items.count } }
+}
