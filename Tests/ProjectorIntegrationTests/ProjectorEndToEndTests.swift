@@ -164,6 +164,28 @@ struct ProjectorEndToEndTests {
         await h.stop()
     }
 
+    /// Names as browsers and form encoders send them: a space as `+` in a
+    /// query (`URLSearchParams`), percent escapes in queries and paths.
+    @Test func roomNamesWithSpacesAndAccentsAreFoundAsClientsEncodeThem() async throws {
+        let h = try await ProjectorHarness.start()
+        let date = localDate(daysFromNow: 3)
+        try await h.waitForRooms("date=\(date)", "rooms registered") { $0.count == 6 }
+        for query in ["name=quiet+room", "name=quiet%20room", "name=Quiet+Room&date=\(date)", "na%6De=quiet+room"] {
+            let reply = try await h.rooms(query)
+            #expect(reply.map(\.name) == ["Quiet Room"], "GET /rooms?\(query)")
+        }
+        #expect(try await h.rooms("name=m%C3%BCnchen").map(\.name) == ["München"])
+        #expect(try await h.rooms("name=new+york").map(\.name) == ["New York"])
+        for path in ["/rooms/Quiet%20Room", "/rooms/M%C3%BCnchen", "/api/week?room=Quiet+Room", "/api/week?room=New%20York"] {
+            let (status, body) = try await httpGet(h.base + path)
+            #expect(status == 200, "GET \(path): \(body)")
+        }
+        // A plus in a path is a plus: no room is called "Quiet+Room".
+        let (plus, _) = try await httpGet(h.base + "/rooms/Quiet+Room")
+        #expect(plus == 404)
+        await h.stop()
+    }
+
     @Test func badQueriesGetContractErrors() async throws {
         let h = try await ProjectorHarness.start()
         let (s1, b1) = try await httpGet(h.base + "/rooms?date=2026-02-30")

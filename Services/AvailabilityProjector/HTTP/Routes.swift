@@ -49,7 +49,7 @@ public enum ProjectorRoutes {
             }
         }
         router.get("rooms/:name") { request, context -> Response in
-            let name = context.parameters.get("name") ?? ""
+            let name = pathParameter(context.parameters.get("name"))
             var params = parameters(request).filter { $0.0 == "date" }
             params.append(("name", name))
             switch QueryEngine.parse(parameters: params) {
@@ -87,8 +87,33 @@ public enum ProjectorRoutes {
         }
     }
 
+    /// The query's parameters, decoded as a form is encoded
+    /// (`application/x-www-form-urlencoded`, what `URLSearchParams` and
+    /// HTML forms send): `+` is a space, then `%XX` escapes, in keys and
+    /// values alike. (Hummingbird's `queryParameters` leaves `+` and keys
+    /// as sent, so `name=Big+Hall` would look for "Big+Hall".) A malformed
+    /// escape is kept as sent and fails as an unknown value, not silently.
     static func parameters(_ request: Request) -> [(String, String)] {
-        request.uri.queryParameters.map { (String($0.key), String($0.value)) }
+        formParameters(request.uri.query)
+    }
+
+    static func formParameters(_ query: String?) -> [(String, String)] {
+        guard let query, !query.isEmpty else { return [] }
+        func decode(_ part: Substring) -> String {
+            let spaced = part.replacingOccurrences(of: "+", with: " ")
+            return spaced.removingPercentEncoding ?? String(part)
+        }
+        return query.split(separator: "&", omittingEmptySubsequences: true).map { pair in
+            guard let equals = pair.firstIndex(of: "=") else { return (decode(pair), "") }
+            return (decode(pair[..<equals]), decode(pair[pair.index(after: equals)...]))
+        }
+    }
+
+    /// A path parameter as the client meant it: percent escapes decoded
+    /// (`/rooms/Z%C3%BCrich` is Zürich); `+` in a path is a plus.
+    static func pathParameter(_ raw: String?) -> String {
+        guard let raw else { return "" }
+        return raw.removingPercentEncoding ?? raw
     }
 
     static func respond(_ status: HTTPResponse.Status, _ body: [UInt8]) -> Response {
