@@ -1,5 +1,6 @@
 import BookingContracts
 import Foundation
+import GRDB
 import Testing
 import TestSupport
 
@@ -198,6 +199,47 @@ struct HoldsAndWaitlistsTests {
         #expect(s.events().map(\.routingKey) == ["booking.cancelled"])
         #expect(try await s.runTimers().allSatisfy { if case .applied = $0 { false } else { true } }, "at most once")
         #expect(try await s.create("09:00", "10:00", user: "bob").bookingValue?.status == .confirmed)
+    }
+
+    /// A hold on a slot starting within its minutes lapses at the start; a
+    /// confirm at or after it is 2002 (the hold lapsed), not 2004, before
+    /// the timer has run and after the end alike.
+    @Test(arguments: StoreKind.allCases)
+    func aHoldLapsingAtItsStartIsRefusedAsLapsed(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        defer { fixture.remove() }
+        // 09:52 in Berlin; the slot starts at 10:00, so the hold's ten
+        // minutes are cut to the start.
+        let s = try await setup(fixture, now: utc("2026-11-23T08:52:00Z"))
+        let held = try #require(try await s.create("10:00", "11:00", extra: #","hold":{}"#).bookingValue)
+        #expect(held.holdExpiresAt == "2026-11-23T09:00:00Z" && held.startsAt == "2026-11-23T09:00:00Z")
+        for now in ["2026-11-23T09:00:00Z", "2026-11-23T09:30:00Z", "2026-11-23T10:00:00Z"] {
+            s.clock.withLock { $0 = utc(now) }
+            let refused = try #require(try await s.confirm(held.id).errorValue)
+            #expect(refused.code == .statusChangeNotAllowed, "at \(now): \(refused)")
+            #expect(refused.text.contains("lapsed"), "at \(now): \(refused.text)")
+        }
+        #expect(try await s.status(held.id) == .held, "the timer has not run")
+    }
+
+    /// A booking row that cannot be decoded is given up by the timers (its
+    /// timer cleared, reported once) instead of failing every round.
+    @Test func anUnreadableBookingsTimerIsClearedOnce() async throws {
+        let fixture = try StoreFixture(.sqlite)
+        defer { fixture.remove() }
+        let s = try await setup(fixture)
+        let booking = try #require(try await s.create("09:00", "10:00").bookingValue)
+        let other = try #require(try await s.create("11:00", "12:00").bookingValue)
+        let file = try DatabaseQueue(path: fixture.directory.appendingPathComponent("db.sqlite").path)
+        try await file.write { db in
+            try db.execute(sql: "UPDATE booking SET json = '{\"broken\":' WHERE id = ?", arguments: [booking.id])
+        }
+        s.clock.withLock { $0 = utc("2026-11-23T12:30:00Z") }
+        let steps = try await s.runTimers()
+        let unreadable = steps.compactMap { if case .unreadable(let id, _) = $0 { id } else { nil } }
+        #expect(unreadable == [booking.id])
+        #expect(steps.contains { if case .applied(other.id, _, _) = $0 { true } else { false } }, "the others go on")
+        #expect(try await s.runTimers().isEmpty, "given up once, not every round")
     }
 
     /// In a room that requires approval a confirmed hold becomes pending

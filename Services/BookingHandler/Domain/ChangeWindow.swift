@@ -25,6 +25,10 @@ extension BookingRules {
     public static func tooLate(_ action: BookingAction, booking: Booking, room: Room, now: Date, isAdmin: Bool)
         -> ReplyError?
     {
+        // A hold's confirm is answered by its lapse (2002, ``holdLapsed``):
+        // a hold lapses by its start at the latest, so "too late" for it is
+        // always a lapsed hold, whether or not the timer has run.
+        if action == .confirm, booking.status == .held { return nil }
         guard action != .checkin,
               let startsAt = ContractFormat.parseTimestamp(booking.startsAt),
               let endsAt = ContractFormat.parseTimestamp(booking.endsAt) else { return nil }

@@ -32,7 +32,10 @@ extension CommandProcessor {
             do {
                 guard let found = try tx.booking(id: id) else { return nil }
                 booking = found
-            } catch {
+            } catch let error as DecodingError {
+                // Only a row that cannot be read is given up; any other
+                // error (I/O, locks) fails the round, which runs again:
+                // clearing the timer then would stop the booking's life.
                 try tx.setDue(bookingID: id, nil)
                 return .unreadable(bookingID: id, error: "\(error)")
             }
