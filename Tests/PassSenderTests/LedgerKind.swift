@@ -105,6 +105,40 @@ struct SharedLedgerTests {
         await b.close()
     }
 
+    /// A newer version does not drop an older one's work while another
+    /// instance sends it: it waits, and then sees what was delivered (a
+    /// cancellation tells those who got a pass).
+    @Test(arguments: LedgerKind.allCases) func aNewerVersionWaitsForAnotherInstancesClaimOnAnOlderOne(_ kind: LedgerKind) async throws {
+        let dir = try TemporaryDirectory("shared-ledger")
+        defer { dir.remove() }
+        let url = try TestPostgres.url(schemaPrefix: "shared")
+        let a = PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: 60)
+        let b = PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: 60)
+        let v1 = DispatcherTests.booking(attendees: 2)
+        guard case .proceed(let jobs) = try await a.admit(event: .bookingConfirmed, booking: v1, previous: nil) else {
+            Issue.record("A admitted nothing"); return
+        }
+        #expect(jobs.flatMap(\.work).map(\.attendeeIndex) == [0, 1])
+        var v2 = v1
+        v2.version = 2
+        v2.status = .cancelled
+        // A is sending v1's passes: B's cancellation must not drop them.
+        await #expect(throws: PassLedger.ClaimHeld.self) {
+            _ = try await b.admit(event: .bookingCancelled, booking: v2, previous: nil)
+        }
+        #expect(try await b.passes(bookingId: v1.id).allSatisfy { $0.status == .attempting }, "nothing dropped under A")
+        // A delivers them; now B's cancellation tells both.
+        try await a.record(bookingId: v1.id, version: 1, delivered: ["p0@example.com", "p1@example.com"],
+                           deliveredAt: "2026-11-24T00:00:00Z", failures: [], outbox: [])
+        guard case .proceed(let cancelled) = try await b.admit(event: .bookingCancelled, booking: v2, previous: nil) else {
+            Issue.record("B's cancellation admitted nothing"); return
+        }
+        #expect(cancelled.map(\.kind) == [.cancelled])
+        #expect(cancelled.flatMap(\.work).map(\.attendeeIndex) == [0, 1])
+        await a.close()
+        await b.close()
+    }
+
     /// The dispatcher waits for a live claimer instead of failing the
     /// delivery, and sends nothing the claimer delivered.
     @Test(arguments: LedgerKind.allCases) func theDispatcherWaitsForTheClaimer(_ kind: LedgerKind) async throws {
@@ -191,6 +225,77 @@ struct LedgerOutboxHandOverTests {
         let again = try await ledger.admitCollecting(event: .bookingConfirmed, booking: booking, previous: nil)
         #expect(again.leftovers.isEmpty)
         #expect(try await ledger.unpublished().map(\.message.messageID) == ["o1"])
+        await ledger.close()
+    }
+}
+
+/// A ledger database whose chosen write fails once, as a lock timeout or a
+/// connection lost mid-transaction would (rolled back, nothing written).
+final class FailingOnceLedgerDatabase: LedgerDatabase, @unchecked Sendable {  // `writes` behind `lock`
+    struct Injected: Error {}
+    let inner: any LedgerDatabase
+    let failingWrite: Int
+    private let lock = NSLock()
+    private var writes = 0
+
+    /// Fails the `failingWrite`-th write (1-based) once.
+    init(_ inner: any LedgerDatabase, failingWrite: Int) {
+        self.inner = inner
+        self.failingWrite = failingWrite
+    }
+
+    var writeCount: Int { lock.withLock { writes } }
+
+    private func next() -> Bool {
+        lock.withLock {
+            writes += 1
+            return writes == failingWrite
+        }
+    }
+
+    func write<T: Sendable>(lockKey: String?, _ body: @Sendable @escaping (any LedgerSQL) throws -> T) async throws -> T {
+        if next() { throw Injected() }
+        return try await inner.write(lockKey: lockKey, body)
+    }
+
+    func submit(lockKey: String?, _ body: @Sendable @escaping (any LedgerSQL) throws -> Void,
+                settle: @escaping @Sendable ((any Error)?) -> Void) {
+        if next() { return settle(Injected()) }
+        inner.submit(lockKey: lockKey, body, settle: settle)
+    }
+
+    func read<T: Sendable>(_ body: @Sendable @escaping (any LedgerSQL) throws -> T) async throws -> T {
+        try await inner.read(body)
+    }
+
+    func close() async { await inner.close() }
+    var systemName: String { inner.systemName }
+}
+
+/// A gateway answer the ledger fails to record once is recorded on a
+/// second try, not given back to be sent again.
+@Suite("Recording a gateway answer")
+struct AnswerRecordingTests {
+    @Test(arguments: LedgerKind.allCases) func anAnswerTheLedgerFailsToRecordOnceIsRecordedNotSentAgain(_ kind: LedgerKind) async throws {
+        let dir = try TemporaryDirectory("answer-retry")
+        defer { dir.remove() }
+        let url = try TestPostgres.url(schemaPrefix: "answer")
+        // Write 1 is the admission, write 2 the answer's record.
+        let database = FailingOnceLedgerDatabase(try await kind.database(directory: dir.url, url: url), failingWrite: 2)
+        let ledger = PassLedger(database: database)
+        let gateway = ScriptedGateway([])
+        let d = PassDispatcher(ledger: ledger, gateway: gateway, settings: PassSenderSettings(), logger: Logger(label: "t"))
+        let booking = DispatcherTests.booking(attendees: 2)
+        let summary = try await d.handle(event: booking)
+        #expect(gateway.requests == [[0, 1]], "one call")
+        #expect(summary.delivered == [0, 1])
+        #expect(database.writeCount >= 3, "the record was tried again")
+        #expect(try await ledger.statusCounts() == [.delivered: 2])
+        #expect(try await ledger.unpublished().filter { $0.message.type == EventType.passDelivered.rawValue }.count == 2,
+                "one pass.delivered per pass")
+        // Redelivered (as if the ack were lost): nothing is sent again.
+        #expect(try await d.handle(event: booking).gatewayCalls == 0)
+        #expect(gateway.requests.count == 1)
         await ledger.close()
     }
 }

@@ -54,6 +54,11 @@ extension PassLedger {
         let latest = row?.int("latestVersion") ?? 0
         if let row, row.bool("cancelled") == true, !(isEnd && latest == booking.version) { return .dropped(.cancelled) }
         if latest > booking.version { return .dropped(.stale) }
+        // An older version's work another instance is sending now: this
+        // version waits for it. Dropping it under that instance would let
+        // its pass go out unseen by this version (no `cancelled` or
+        // `rescheduled` notice for it, or an old pass after the new one).
+        try Self.olderClaimsHeld(db, bookingId: booking.id, below: booking.version, claimer: claimer)
         var timesVersion = row?.int("timesVersion") ?? 0
         if type == .bookingConfirmed || type == .bookingRescheduled || timesVersion == 0 { timesVersion = booking.version }
         // `OR` of two booleans: SQLite's integers and PostgreSQL's
@@ -107,6 +112,19 @@ extension PassLedger {
         }
         if !confirmed && !isEnd && jobs.allSatisfy(\.work.isEmpty) { return .dropped(.notConfirmed) }
         return .proceed(jobs.filter { !$0.work.isEmpty })
+    }
+
+    /// Throws ``ClaimHeld`` when a version below `version` of the booking
+    /// has work another instance claimed and whose lease still runs.
+    static func olderClaimsHeld(_ db: any LedgerSQL, bookingId: String, below version: Int, claimer: Claimer) throws {
+        let held = try db.rows("""
+            SELECT MAX(leaseUntil) AS held_until FROM notice
+            WHERE bookingId = ? AND version < ? AND status = 'attempting'
+              AND claimedBy IS NOT NULL AND claimedBy <> ? AND leaseUntil > ?
+            """, bookingId, version, claimer.owner, claimer.now)
+        if let until = held.first?.double("held_until") {
+            throw ClaimHeld(bookingId: bookingId, until: Date(timeIntervalSince1970: until))
+        }
     }
 
     /// Thrown when a retry message cannot be used (poison).
