@@ -37,6 +37,26 @@ struct ReadModelTests {
                     == [["07:00 - 09:00", "10:30 - 19:00"]])
     }
 
+    /// Events can overtake their room's `room.registered`: a booking and a
+    /// closure stored before the room are announced when it arrives; a
+    /// room already known announces nothing by itself.
+    @Test func daysStoredBeforeTheirRoomAreAnnouncedWhenItArrives() async throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let early = try await store.apply(state("b1", "09:00", "10:30"))
+        #expect(early.applied && early.changes.isEmpty, "no free time to tell of a room not yet known")
+        _ = try await store.apply(.closure(RoomClosure(id: "c1", room: "Berlin", from: "2026-11-24T23:00:00Z",
+                                                       to: "2026-11-25T23:00:00Z", reason: "painting"), removed: false))
+        let room = try await store.apply(.room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z"))
+        #expect(room.changes == [
+            DayChange(day: RoomDay(room: "Berlin", date: "2026-11-23"), timeZone: "Europe/Berlin",
+                      avail: ["07:00 - 09:00", "10:30 - 19:00"]),
+            DayChange(day: RoomDay(room: "Berlin", date: "2026-11-25"), timeZone: "Europe/Berlin", avail: []),
+        ])
+        let again = try await store.apply(.room(berlinRoom, occurredAt: "2026-11-02T10:00:00Z"))
+        #expect(again.changes.isEmpty, "a known room: nothing changed")
+    }
+
     @Test func repeatedAndOlderVersionsChangeNothing() async throws {
         let (store, dir) = try makeStore()
         defer { try? FileManager.default.removeItem(at: dir) }

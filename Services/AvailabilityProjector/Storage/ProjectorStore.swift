@@ -294,14 +294,29 @@ public final class ProjectorStore: Sendable {
             for (day, _) in occupancies { free[day] = index.free(day, in: before) }
             return free
         }()
+        // A room the index did not know yet: bookings and closures of it
+        // that overtook its `room.registered` (the consumer runs several
+        // deliveries at once) were stored without an announcement, as a
+        // day of an unknown room has no free time. Its days are announced
+        // now.
+        let newRoom = room.flatMap { index.snapshot.rooms[$0.name] == nil ? $0 : nil }
         index.update { state in
             if let room { state.upsert(room) }
             for (day, occupancy) in occupancies { state.set(day, occupancy) }
         }
-        guard !occupancies.isEmpty else { return [] }
+        guard !occupancies.isEmpty || newRoom != nil else { return [] }
         let after = index.snapshot
+        var compared = Set(occupancies.map(\.0))
+        if let newRoom, let info = after.rooms[newRoom.name] {
+            for (date, rooms) in after.days where rooms[newRoom.name] != nil {
+                compared.insert(RoomDay(room: newRoom.name, date: date))
+            }
+            for span in after.closures[newRoom.name] ?? [] {
+                for date in span.dates(zone: info.zone) { compared.insert(RoomDay(room: newRoom.name, date: date)) }
+            }
+        }
         var changes: [DayChange] = []
-        for (day, _) in occupancies.sorted(by: { $0.0 < $1.0 }) {
+        for day in compared.sorted() {
             guard let info = after.rooms[day.room], let new = index.free(day, in: after) else { continue }
             if freeBefore[day] != new {
                 changes.append(DayChange(day: day, timeZone: info.room.timeZone, avail: new.availStrings))
