@@ -242,6 +242,26 @@ struct HoldsAndWaitlistsTests {
         #expect(try await s.runTimers().isEmpty, "given up once, not every round")
     }
 
+    /// A room whose zone changes moves its waiters' local times onto other
+    /// instants: a waiter is not promoted into a slot other than the one it
+    /// holds (on PostgreSQL that overlap failed the whole registration).
+    @Test(arguments: StoreKind.allCases)
+    func aWaiterIsNotPromotedAcrossAChangeOfItsRoomsZone(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        defer { fixture.remove() }
+        let s = try await setup(fixture)
+        let first = try #require(try await s.create("10:00", "11:00").bookingValue)
+        #expect(first.status == .confirmed)
+        let waiter = try #require(try await s.create("10:00", "11:00", extra: #","ifTaken":"waitlist""#, user: "bob").bookingValue)
+        #expect(waiter.status == .waitlisted)
+        // In London, 10:00–11:00 local is 10:00–11:00Z, right after the
+        // first booking's 09:00–10:00Z: free, by the local times.
+        let moved = try await s.send(.registerRoom, #"{"name":"Berlin","capacity":8,"timeZone":"Europe/London"}"#, user: "root")
+        #expect(moved.isOK, "\(moved)")
+        #expect(try await s.status(waiter.id) == .waitlisted)
+        #expect(try await s.status(first.id) == .confirmed)
+    }
+
     /// In a room that requires approval a confirmed hold becomes pending
     /// with `booking.submitted`; then the approvers decide.
     @Test(arguments: StoreKind.allCases)

@@ -79,6 +79,15 @@ extension CommandProcessor {
         case .failure(let error): return error
         case .success(let s): slot = s
         }
+        // A waiter keeps the instants it was made with. If the room's zone
+        // has changed since, its local times name another slot: checking
+        // that one and promoting the stored one could overlap a booking.
+        // It keeps waiting (and lapses at its start, as any waiter).
+        guard ContractFormat.parseTimestamp(booking.startsAt) == slot.startsAt,
+              ContractFormat.parseTimestamp(booking.endsAt) == slot.endsAt else {
+            return ReplyError(code: .statusChangeNotAllowed,
+                              text: "booking \(booking.id) was made in \(booking.timeZone); \(room.name) is now in \(room.timeZone)")
+        }
         if let closed = try closedRefusal(room, slot, tx) { return closed }
         // The waiter is among the requester's active bookings already: the
         // quota holds when the count including it is within the limit.
