@@ -259,8 +259,9 @@ struct ProjectorCancelCommand: AsyncParsableCommand {
             The rebuild's own requester gets error 9002. The booking handler may go on
             publishing the cancelled replay for a while (the projector drops it); a new
             rebuild started meanwhile can be refused with 2003 "already running" until
-            it ends. Exits 0 (also when no rebuild was running), 68 without a projector,
-            69 without an answer.
+            it ends. Exits 0 (also when no rebuild was running), 1 when the rebuild was
+            already swapping its new model in (too late: it finishes), 68 without a
+            projector, 69 without an answer.
             """)
 
     @OptionGroup var global: GlobalOptions
@@ -280,7 +281,10 @@ struct ProjectorCancelCommand: AsyncParsableCommand {
             print(String(decoding: try ContractJSON.encode(reply), as: UTF8.self))
         } else if let status = reply.status {
             print(status.running ? "cancelled: " + RebuildProgress.line(status) : "no rebuild is running")
+        } else if let error = reply.error {
+            FileHandle.standardError.write(Data("bookingctl: not cancelled (\(error.code)): \(error.text)\n".utf8))
         }
+        if !reply.ok { throw ExitCode(1) }
     }
 }
 

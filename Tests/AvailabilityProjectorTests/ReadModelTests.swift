@@ -1,4 +1,4 @@
-import AvailabilityProjector
+@testable import AvailabilityProjector
 import BookingContracts
 import Foundation
 import Testing
@@ -173,6 +173,33 @@ struct ReadModelTests {
         #expect(try await store.beginRebuild(replayId: "r3"))
         try await store.abortRebuild(replayId: "r3")
         #expect(store.rebuildProgress == nil)
+    }
+
+    /// A cancel accepted after the replay ended, while the swap waits for
+    /// the writer, keeps the live model; once the swap has begun a cancel
+    /// is refused (too late), never reported as done.
+    @Test func aCancelBeforeTheSwapKeepsTheLiveModelAndOneAfterItIsRefused() async throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        _ = try await store.apply(.room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z"))
+        _ = try await store.apply(state("live", "09:00", "10:00"))
+        #expect(try await store.beginRebuild(replayId: "r1"))
+        _ = try await store.applyReplayed(.room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z"), replayId: "r1")
+        // The swap queues behind the held writer; the cancel comes meanwhile.
+        let release = await store.holdWriter()
+        let swap = Task { try await store.finishRebuild(replayId: "r1") }
+        #expect(store.requestRebuildCancel(replayId: "r1"))
+        release()
+        #expect(try await swap.value == nil, "cancelled: no swap")
+        #expect(try await store.booking(id: "live") != nil, "the live model is kept")
+        try await store.abortRebuild(replayId: "r1")
+
+        #expect(try await store.beginRebuild(replayId: "r2"))
+        _ = try await store.applyReplayed(.room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z"), replayId: "r2")
+        #expect(store.requestRebuildCancel(replayId: "other") == false, "not that rebuild")
+        _ = try #require(try await store.finishRebuild(replayId: "r2"))
+        #expect(store.requestRebuildCancel(replayId: "r2") == false, "swapped: nothing to cancel")
+        #expect(try await store.booking(id: "live") == nil, "the rebuilt model, without the stale booking")
     }
 
     @Test func rebuildReportsDaysThatDiffered() async throws {

@@ -160,6 +160,10 @@ public final class Rebuilder: Sendable {
             let finishing = ContinuousClock.now
             let box = TicketBox()
             guard let finished = try await store.finishRebuild(replayId: replayId, onCommit: { box.ticket = publisher.enqueue($0) }) else {
+                // A cancel accepted after the end marker, before the swap.
+                if store.rebuildProgress?.cancelRequested == true {
+                    throw ReplyError(code: ProjectorControl.rebuildCancelled, text: "the rebuild was cancelled")
+                }
                 throw ReplyError(code: ProjectorControl.rebuildFailed, text: "the rebuild was abandoned")
             }
             // The rebuilt model answers from here on. Its corrections go out
@@ -215,16 +219,23 @@ public final class Rebuilder: Sendable {
 
     /// Cancels the running rebuild, if any: it fails with
     /// ``ProjectorControl/rebuildCancelled``, its tables are dropped, the
-    /// rest of its replay stream is dropped as it arrives. Returns the
-    /// status it had (not running when there was nothing to cancel).
+    /// rest of its replay stream is dropped as it arrives. Answers the
+    /// status it had (not running when there was nothing to cancel), or an
+    /// error when the rebuild has begun swapping its tables in: then it
+    /// finishes, and saying "cancelled" would be false.
     @discardableResult
-    public func cancel() -> ProjectorControl.RebuildStatus {
+    public func cancel() -> ProjectorControl.Reply {
         let status = status()
-        if let replayId = status.replayId {
-            logger.notice("rebuild cancel requested", metadata: ["replay.id": .string(replayId)])
-            finish(replayId, with: .failure(ReplyError(code: ProjectorControl.rebuildCancelled, text: "the rebuild was cancelled")))
+        guard let replayId = status.replayId else { return .init(status: status) }
+        guard store.requestRebuildCancel(replayId: replayId) else {
+            logger.notice("rebuild cancel came too late: the rebuilt model is being swapped in",
+                          metadata: ["replay.id": .string(replayId)])
+            return .init(error: ReplyError(code: .statusChangeNotAllowed,
+                                           text: "too late to cancel: the rebuilt model is being swapped in (replay \(replayId))"))
         }
-        return status
+        logger.notice("rebuild cancel requested", metadata: ["replay.id": .string(replayId)])
+        finish(replayId, with: .failure(ReplyError(code: ProjectorControl.rebuildCancelled, text: "the rebuild was cancelled")))
+        return .init(status: status)
     }
 
     /// `duration` in seconds.
@@ -371,7 +382,7 @@ public final class Rebuilder: Sendable {
         if type == ProjectorControl.statusType {
             reply = .init(status: status())
         } else if type == ProjectorControl.cancelType {
-            reply = .init(status: cancel())
+            reply = cancel()
         } else if type != ProjectorControl.rebuildType {
             reply = .init(error: ReplyError(code: .unknownCommand, text: "unknown projector command '\(type.prefix(100))'"))
         } else {

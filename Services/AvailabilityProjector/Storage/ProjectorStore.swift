@@ -116,6 +116,21 @@ public final class ProjectorStore: Sendable {
         /// Closures replayed (v1.2).
         public var closures = 0
         public var liveEvents = 0
+        /// A cancel was accepted: the swap will refuse (``requestRebuildCancel(replayId:)``).
+        public var cancelRequested = false
+        /// The swap has begun: too late to cancel.
+        public var swapping = false
+    }
+
+    /// Asks the rebuild `replayId` not to swap its tables in. True when it
+    /// will not (accepted before the swap began); false when it is not
+    /// running or its swap has begun (the cancel is too late).
+    public func requestRebuildCancel(replayId: String) -> Bool {
+        rebuild.withLock { progress in
+            guard progress?.replayId == replayId, progress?.swapping == false else { return false }
+            progress?.cancelRequested = true
+            return true
+        }
     }
 
     static let live = ""
@@ -568,7 +583,13 @@ public final class ProjectorStore: Sendable {
     public func finishRebuild(replayId: String, onCommit: @Sendable ([DayChange]) -> Void = { _ in }) async throws
         -> (progress: RebuildProgress, changes: [DayChange])? {
         try await pool.writeWithoutTransaction { db in
-            guard let progress = self.rebuild.withLock({ $0?.replayId == replayId ? $0 : nil }) else { return nil }
+            // From here a cancel is too late; one accepted before wins.
+            let claimed = self.rebuild.withLock { progress -> RebuildProgress? in
+                guard progress?.replayId == replayId, progress?.cancelRequested == false else { return nil }
+                progress?.swapping = true
+                return progress
+            }
+            guard let progress = claimed else { return nil }
             try db.inTransaction(.immediate) {
                 try Self.recomputeAll(db, prefix: Self.staging)
                 try db.execute(sql: """
