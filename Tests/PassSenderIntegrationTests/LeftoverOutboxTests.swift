@@ -66,6 +66,29 @@ struct LeftoverOutboxTests {
         await h.stop()
     }
 
+    /// A follow-up for a queue that is gone (a retry delay queue deleted by
+    /// hand) is not confirmed as published: the broker returns it, the row
+    /// stays in the outbox, and it goes out once the queue is back.
+    @Test func aFollowUpForAMissingQueueStaysInTheOutbox() async throws {
+        let gateway = try await FaultGateway.start()
+        let h = try await PassHarness.start(gateway: gateway, name: "pass-unroutable")
+        let b = makeBooking(attendees: 1)
+        let queue = uniqueName("pass-sender.retry.delay.gone")
+        let message = OutboxMessage(exchange: Topology.defaultExchange, routingKey: queue, messageID: "retry-\(b.id)",
+                                    type: "pass-sender.retry", body: Array("{}".utf8))
+        _ = try await h.app.ledger.record(bookingId: b.id, version: b.version, delivered: [],
+                                          deliveredAt: ContractFormat.timestamp(Date()), failures: [], outbox: [message])
+        await #expect(throws: AMQPError.self) { try await h.app.consumer.flush(bookingId: b.id) }
+        #expect(try await h.app.ledger.unpublished(bookingId: b.id).map(\.message.messageID) == ["retry-\(b.id)"],
+                "not marked published")
+        try await h.client.declare([.queue(QueueDeclaration(queue, type: .classic, durable: false, autoDelete: false))])
+        try await h.app.consumer.flush(bookingId: b.id)
+        #expect(try await h.app.ledger.unpublished(bookingId: b.id).isEmpty)
+        #expect(try await h.client.queueInfo(queue).messageCount == 1, "delivered once the queue is back")
+        try await h.client.deleteQueue(queue)
+        await h.stop()
+    }
+
     /// A leftover whose booking gets no further message (the publish after
     /// its commit failed, or the commit reached the database after its
     /// caller gave up) is published by the sweep, once.

@@ -344,8 +344,14 @@ public struct PassConsumer: Sendable {
         let results = await connection.publish(batch: rows.map {
             var properties = $0.message.properties
             properties.userID = user
+            // Through the default exchange a message goes to one named
+            // queue (a retry delay, `passes.failed`): if that queue is gone
+            // the broker would confirm and drop it, and the pass would wait
+            // as `scheduled` for ever. Mandatory, it comes back unroutable:
+            // the row stays unpublished and is tried again, and logged.
             return AMQPClient.OutgoingMessage(body: $0.message.body, exchange: $0.message.exchange,
-                                              routingKey: $0.message.routingKey, properties: properties)
+                                              routingKey: $0.message.routingKey, properties: properties,
+                                              mandatory: $0.message.exchange == Topology.defaultExchange)
         })
         let confirmed = zip(rows, results).compactMap { $1 == nil ? $0.id : nil }
         if waitForMark {
