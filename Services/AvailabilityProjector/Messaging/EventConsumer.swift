@@ -218,13 +218,21 @@ public struct EventConsumer: Sendable {
     /// Publishes the current `avail` of `days` again under ids derived from
     /// `cause`, so a copy a consumer (or another replica) already has
     /// carries the same `message_id` and is dropped as a duplicate.
+    ///
+    /// Read and enqueued as one writer job: a change committed between the
+    /// read and the enqueue would otherwise be announced first and then
+    /// overtaken by this older state, leaving followers stale.
     private func republish(_ days: [RoomDay], cause: String?) async throws {
-        let state = store.index.snapshot
-        let changes = days.compactMap { day -> DayChange? in
-            guard let info = state.rooms[day.room], let free = store.index.free(day, in: state) else { return nil }
-            return DayChange(day: day, timeZone: info.room.timeZone, avail: free.availStrings)
+        let (store, publisher, trace) = (self.store, self.publisher, ServiceContext.current)
+        let ticket = try await store.onWriter {
+            let state = store.index.snapshot
+            let changes = days.compactMap { day -> DayChange? in
+                guard let info = state.rooms[day.room], let free = store.index.free(day, in: state) else { return nil }
+                return DayChange(day: day, timeZone: info.room.timeZone, avail: free.availStrings)
+            }
+            return publisher.enqueue(changes, cause: cause, trace: trace)
         }
-        try await publisher.enqueue(changes, cause: cause, trace: ServiceContext.current).wait()
+        try await ticket.wait()
     }
 }
 

@@ -98,6 +98,14 @@ extension ProjectorStore {
     }
 }
 
+extension ProjectorStore {
+    /// Runs `body` as a job of the writer, in order with every commit, its
+    /// index update and its announcements (which run on the writer too).
+    func onWriter<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await pool.writeWithoutTransaction { _ in try body() }
+    }
+}
+
 // MARK: Test hooks
 
 extension ProjectorStore {
