@@ -27,9 +27,6 @@ struct PassSenderMetrics: Sendable {
     /// a gateway slot (`PASS_GATEWAY_CONCURRENCY`) nearly as long as their
     /// lease: more than a rare one means the gateway is the bottleneck.
     let claimsRenewed: Counter
-    /// Gateway answers whose recording failed and was tried again (the
-    /// ledger was briefly unavailable); the message was not given back.
-    let answerRecordRetries: Counter
     /// Time of one gateway call.
     let gatewayDuration: Timer
     /// Gateway calls by outcome (success, pass_failed, rejected, transient)
@@ -75,7 +72,6 @@ struct PassSenderMetrics: Sendable {
         claimsWaited = Counter(label: "pass_claims_waited_total", factory: plain)
         claimsLost = Counter(label: "pass_claims_lost_total", factory: plain)
         claimsRenewed = Counter(label: "pass_claims_renewed_total", factory: plain)
-        answerRecordRetries = Counter(label: "pass_answer_record_retries_total", factory: plain)
         gatewayDuration = Timer(label: "pass_gateway_duration_seconds", factory: plain)
         ledgerBatchWrites = Recorder(label: "pass_ledger_batch_writes", aggregate: true, factory: plain)
         ledgerTransactions = Counter(label: "pass_ledger_transactions_total", factory: plain)

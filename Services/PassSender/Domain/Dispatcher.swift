@@ -260,36 +260,6 @@ public struct PassDispatcher: Sendable {
         }
     }
 
-    /// Records a gateway call's answer, trying again while the ledger
-    /// fails (a lock wait, a busy file, a failover): the call was made,
-    /// and giving the message back instead would send its passes again on
-    /// the redelivery. The same outbox messages go in every attempt, so
-    /// one that committed unseen (its answer lost with the connection) is
-    /// dropped as a repeat downstream. Gives up after the claim lease —
-    /// past it another instance may take the rows over anyway — or when
-    /// the stop cancels the wait; ``PassLedger/ClaimLost`` is not retried.
-    private func recordingAnswer(booking: Booking, kind: NoticeKind,
-                                 _ record: @Sendable () async throws -> [OutboxRow]) async throws -> [OutboxRow] {
-        let deadline = ContinuousClock.now + .seconds(ledger.claimLease)
-        var pause = Duration.milliseconds(50)
-        var attempt = 1
-        while true {
-            do {
-                return try await record()
-            } catch {
-                guard !(error is PassLedger.ClaimLost), !(error is CancellationError), !(error is EncodingError),
-                      ContinuousClock.now + pause < deadline else { throw error }
-                logger.warning("could not record a gateway answer; trying again (the passes went out: requeueing would send them twice)",
-                               metadata: ["booking.id": .string(booking.id), "booking.version": "\(booking.version)",
-                                          "kind": .string(kind.rawValue), "attempt": "\(attempt)", "error": "\(error)"])
-                metrics.answerRecordRetries.increment()
-                try await Task.sleep(for: pause)
-                pause = min(pause * 2, .seconds(2))
-                attempt += 1
-            }
-        }
-    }
-
     /// Commits one call's result. `pass.delivered`/`pass.failed` events are
     /// about passes (contract v1: their consumers know no kinds), so
     /// notices get neither; a notice given up goes to `passes.failed` with
@@ -377,11 +347,9 @@ public struct PassDispatcher: Sendable {
                                         messageID: RandomID.uuidString(), type: PassQueues.retryMessageType,
                                         body: [UInt8](try ContractJSON.encode(message)), headers: message.headers))
         }
-        let deliveredEmails = delivered.map { PassLedger.normalised(list[$0.attendeeIndex].email) }
-        summary.outbox += try await recordingAnswer(booking: booking, kind: job.kind) { [ledger, updates, outbox] in
-            try await ledger.record(bookingId: booking.id, version: booking.version, kind: job.kind, delivered: deliveredEmails,
-                                    deliveredAt: stamp, failures: updates, outbox: outbox)
-        }
+        summary.outbox += try await ledger.record(bookingId: booking.id, version: booking.version, kind: job.kind,
+                                                  delivered: delivered.map { PassLedger.normalised(list[$0.attendeeIndex].email) },
+                                                  deliveredAt: stamp, failures: updates, outbox: outbox)
         for effect in afterCommit { effect() }
         summary.failed += gaveUp
         summary.scheduled += scheduled
