@@ -36,6 +36,14 @@ enum LedgerKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
 /// makes the others wait; a dead one's is taken over once its lease ran out.
 @Suite("Ledger shared by instances")
 struct SharedLedgerTests {
+    /// Two instances (ledgers with their own owner ids) on one ledger in `dir` or one schema.
+    static func twoInstances(_ kind: LedgerKind, _ dir: TemporaryDirectory, claimLease: TimeInterval) async throws
+        -> (PassLedger, PassLedger) {
+        let url = try TestPostgres.url(schemaPrefix: "shared")
+        return (PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: claimLease),
+                PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: claimLease))
+    }
+
     @Test(arguments: LedgerKind.allCases) func aLiveClaimMakesOthersWaitADeadOneIsTakenOver(_ kind: LedgerKind) async throws {
         let dir = try TemporaryDirectory("shared-ledger")
         defer { dir.remove() }
@@ -111,9 +119,7 @@ struct SharedLedgerTests {
     @Test(arguments: LedgerKind.allCases) func aNewerVersionWaitsForAnotherInstancesClaimOnAnOlderOne(_ kind: LedgerKind) async throws {
         let dir = try TemporaryDirectory("shared-ledger")
         defer { dir.remove() }
-        let url = try TestPostgres.url(schemaPrefix: "shared")
-        let a = PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: 60)
-        let b = PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: 60)
+        let (a, b) = try await Self.twoInstances(kind, dir, claimLease: 60)
         let v1 = DispatcherTests.booking(attendees: 2)
         guard case .proceed(let jobs) = try await a.admit(event: .bookingConfirmed, booking: v1, previous: nil) else {
             Issue.record("A admitted nothing"); return
@@ -144,9 +150,7 @@ struct SharedLedgerTests {
     @Test(arguments: LedgerKind.allCases) func theDispatcherWaitsForTheClaimer(_ kind: LedgerKind) async throws {
         let dir = try TemporaryDirectory("shared-ledger")
         defer { dir.remove() }
-        let url = try TestPostgres.url(schemaPrefix: "shared")
-        let a = PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: 30)
-        let b = PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: 30)
+        let (a, b) = try await Self.twoInstances(kind, dir, claimLease: 30)
         let booking = DispatcherTests.booking(attendees: 2)
         guard case .proceed = try await a.admit(event: .bookingConfirmed, booking: booking, previous: nil) else {
             Issue.record("A admitted nothing"); return
