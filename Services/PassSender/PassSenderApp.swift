@@ -42,7 +42,13 @@ public struct PassSenderApp: Sendable {
         } else {
             try SQLiteLedgerDatabase(path: dataDirectory + "/pass-sender.sqlite")
         }
-        let ledger = PassLedger(database: database, claimLease: settings.claimLease)
+        // Instances on several hosts compare each other's leases: they read
+        // them by the database server's clock, not their own.
+        let clock: LedgerClock? = settings.database == nil ? nil : LedgerClock(database: database, logger: logger)
+        if let clock { try await clock.start() }
+        let ledgerNow: @Sendable () -> Date
+        if let clock { ledgerNow = { clock.now() } } else { ledgerNow = { Date() } }
+        let ledger = PassLedger(database: database, claimLease: settings.claimLease, now: ledgerNow)
         let chosen: any PassGateway
         if let gateway {
             chosen = gateway
@@ -75,6 +81,7 @@ public struct PassSenderApp: Sendable {
         let sweep = OutboxSweep(consumer: consumer, interval: settings.outboxSweep, logger: logger)
         var services: [any Service] = [connection, OnShutdown { await ledger.close() }, GatewayService(gateway: chosen), events, retries,
                                        sweep]
+        if let clock { services.append(clock) }
         if let httpPort {
             services.insert(OpsServer(host: httpHost, port: httpPort, checks: [
                 ReadinessCheck("amqp") { connection.isConnected },
@@ -83,8 +90,10 @@ public struct PassSenderApp: Sendable {
                 ReadinessCheck("database") { (try? await ledger.statusCounts()) != nil },
             ], logger: logger), at: 0)
         }
+        let clockOffset = clock.map { String(format: "%.3fs", $0.offset) } ?? "none (one host)"
         logger.info("pass sender assembled", metadata: [
             "ledger": .string(settings.database.map { "\($0)" } ?? "sqlite"),
+            "ledger.clock.offset": .string(clockOffset),
             "gateway": .string(chosen.channel == .gateway ? (settings.gatewayURL.map(Redaction.url) ?? "custom") : "spool"),
             "notify": .string(settings.notifyURL.map(Redaction.url) ?? "spool"),
             "retry.delays": .string(settings.retryDelays.map(\.label).joined(separator: ",")),

@@ -52,6 +52,9 @@ struct PassSenderMetrics: Sendable {
     /// Batches run a second time, each write in a savepoint, because one of
     /// their writes threw (group commit).
     let ledgerReruns: Counter
+    /// The ledger database server's clock minus this host's, as last
+    /// measured (``LedgerClock``; PostgreSQL ledger only).
+    let ledgerClockOffset: Gauge
     /// Bookings whose left-behind outbox rows a sweep published
     /// (``OutboxSweep``): above zero, something failed between a commit and
     /// its publish (a broker or database outage, a partition).
@@ -77,5 +80,6 @@ struct PassSenderMetrics: Sendable {
         ledgerTransactions = Counter(label: "pass_ledger_transactions_total", factory: plain)
         ledgerReruns = Counter(label: "pass_ledger_batch_reruns_total", factory: plain)
         outboxSwept = Counter(label: "pass_outbox_swept_total", factory: plain)
+        ledgerClockOffset = Gauge(label: "pass_ledger_clock_offset_seconds", factory: plain)
     }
 }

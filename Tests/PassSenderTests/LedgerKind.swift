@@ -169,6 +169,52 @@ struct SharedLedgerTests {
         await b.close()
     }
 
+    /// Hosts whose clocks disagree by more than a lease still agree on it:
+    /// the ledger on PostgreSQL reads claims by the server's clock. B's
+    /// host runs two minutes ahead (beyond the 60 s lease): by its own
+    /// clock A's claim has long run out; by the server's it holds. The
+    /// last step shows the premise: the same instance on its host's clock
+    /// takes A's live claim over (a second send).
+    @Test func hostsWhoseClocksDisagreeAgreeOnALeaseByTheServersClock() async throws {
+        let dir = try TemporaryDirectory("shared-ledger")
+        defer { dir.remove() }
+        let url = try TestPostgres.url(schemaPrefix: "skew")
+        let logger = Logger(label: "ledger-clock-test")
+        func instance(hostAhead: TimeInterval, followServer: Bool) async throws -> (PassLedger, LedgerClock?) {
+            let database = try await LedgerKind.postgres.database(directory: dir.url, url: url)
+            let host: @Sendable () -> Date = { Date().addingTimeInterval(hostAhead) }
+            guard followServer else { return (PassLedger(database: database, claimLease: 60, now: host), nil) }
+            let clock = LedgerClock(database: database, base: host, logger: logger)
+            try await clock.start()
+            return (PassLedger(database: database, claimLease: 60, now: clock.now), clock)
+        }
+        let (a, aClock) = try await instance(hostAhead: 0, followServer: true)
+        let (b, bClock) = try await instance(hostAhead: 120, followServer: true)
+        // The server runs on this machine: A's offset is about zero, B's about −120 s.
+        #expect(abs(try #require(aClock).offset) < 0.5)
+        #expect(abs(try #require(bClock).offset + 120) < 0.5)
+        #expect(abs(a.now().timeIntervalSince(b.now())) < 0.5, "both instances read the same time")
+
+        let booking = DispatcherTests.booking(attendees: 2)
+        guard case .proceed(let jobs) = try await a.admit(event: .bookingConfirmed, booking: booking, previous: nil) else {
+            Issue.record("A admitted nothing"); return
+        }
+        #expect(jobs.flatMap(\.work).map(\.attendeeIndex) == [0, 1])
+        await #expect(throws: PassLedger.ClaimHeld.self, "B must wait for A's live claim") {
+            _ = try await b.admit(event: .bookingConfirmed, booking: booking, previous: nil)
+        }
+        #expect(try await b.passes(bookingId: booking.id).allSatisfy { $0.claimedBy == a.owner })
+
+        let (stale, _) = try await instance(hostAhead: 120, followServer: false)
+        guard case .proceed(let taken) = try await stale.admit(event: .bookingConfirmed, booking: booking, previous: nil) else {
+            Issue.record("the premise failed: an instance on a clock 120 s ahead did not take the claim over"); return
+        }
+        #expect(taken.flatMap(\.work).map(\.attendeeIndex) == [0, 1])
+        await a.close()
+        await b.close()
+        await stale.close()
+    }
+
     /// A gateway's error text with U+0000 is recorded whole on both engines
     /// (PostgreSQL's text cannot hold it, SQLite read it back cut off):
     /// U+0000 becomes U+FFFD.

@@ -129,6 +129,14 @@ extension LedgerSQL {
 
 /// Where the ledger lives: SQLite in `DATA_DIR` (one host) or PostgreSQL
 /// (`DATABASE_URL`, instances on several hosts).
+/// One reading of a database server's clock (``LedgerDatabase/readServerClock(_:)``):
+/// the server read `server` at some instant between this host's `sent` and `received`.
+public struct ServerClockReading: Sendable {
+    public var sent: Date
+    public var server: Date
+    public var received: Date
+}
+
 public protocol LedgerDatabase: Sendable {
     /// Runs `body` in one write transaction. `lockKey` names what the
     /// transaction must be alone with (a booking): on PostgreSQL a
@@ -143,6 +151,11 @@ public protocol LedgerDatabase: Sendable {
                 settle: @escaping @Sendable ((any Error)?) -> Void)
     /// Runs `body` on a consistent read view.
     func read<T: Sendable>(_ body: @Sendable @escaping (any LedgerSQL) throws -> T) async throws -> T
+    /// Reads the database server's clock, which instances on several hosts
+    /// read claims and leases by (``LedgerClock``), between two readings
+    /// of `local`; nil for a ledger on this host (SQLite), whose instances
+    /// share this host's clock.
+    func readServerClock(_ local: @escaping @Sendable () -> Date) async throws -> ServerClockReading?
     /// Closes connections (PostgreSQL); nothing for SQLite.
     func close() async
     /// `db.system.name` in the ledger's spans (``StoreSpans``).

@@ -88,6 +88,21 @@ public final class PostgresLedgerDatabase: LedgerDatabase {
         groupCommit.submit(lockKey: lockKey, body, settle: settle)
     }
 
+    /// `clock_timestamp()` outside any transaction (`now()` would be the
+    /// transaction's start), the local readings taken on the connection's
+    /// queue so that waiting for it does not widen them.
+    public func readServerClock(_ local: @escaping @Sendable () -> Date) async throws -> ServerClockReading? {
+        let logger = writer.logger
+        return try await writer.onConnection { connection in
+            let sent = local()
+            let seconds = try connection.run("SELECT extract(epoch FROM clock_timestamp())::double precision AS t", logger)
+                .first?.decode(Double.self)
+            let received = local()
+            guard let seconds else { throw LedgerError("the server's clock read returned no row") }
+            return ServerClockReading(sent: sent, server: Date(timeIntervalSince1970: seconds), received: received)
+        }
+    }
+
     /// Waits for queued writes (``submit(lockKey:_:settle:)``), then closes the connection.
     public var systemName: String { StoreSpans.postgresql }
 

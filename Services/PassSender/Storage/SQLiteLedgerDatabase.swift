@@ -61,6 +61,9 @@ public final class SQLiteLedgerDatabase: LedgerDatabase {
     /// closes when it is released.
     public var systemName: String { StoreSpans.sqlite }
 
+    /// Nil: instances on one SQLite file share this host's clock.
+    public func readServerClock(_ local: @escaping @Sendable () -> Date) async throws -> ServerClockReading? { nil }
+
     public func close() async {
         await groupCommit.idle()
     }
