@@ -29,6 +29,33 @@ public enum ContractLimits {
     /// Longest room image URL (only `http` and `https` are accepted).
     public static let maxImageURLBytes = 2_048
 
+    /// Whether a JSON `body` has a string holding U+0000 (written `\u0000`:
+    /// JSON has no other way). A lexical scan: an escaped backslash
+    /// followed by `u0000` (`"\\u0000"`) is not one. The handler refuses
+    /// commands and queries holding one (1100, ``nulRefusal``): PostgreSQL's
+    /// text cannot store or compare U+0000, so an id holding it failed in
+    /// the database on every redelivery, holding a consumer slot each time,
+    /// instead of being answered.
+    public static func hasNULString(_ body: [UInt8]) -> Bool {
+        var i = 0
+        let n = body.count
+        while i < n {
+            guard body[i] == UInt8(ascii: "\\") else {
+                i += 1
+                continue
+            }
+            if i + 5 < n, body[i + 1] == UInt8(ascii: "u"), body[i + 2] == UInt8(ascii: "0"), body[i + 3] == UInt8(ascii: "0"),
+               body[i + 4] == UInt8(ascii: "0"), body[i + 5] == UInt8(ascii: "0") {
+                return true
+            }
+            i += 2  // the escaped character is not the start of another escape
+        }
+        return false
+    }
+
+    /// The text of the 1100 for a body with U+0000 (``hasNULString(_:)``).
+    public static let nulRefusal = "no string may contain U+0000"
+
     /// Throws ``BodyTooLarge`` when `body` exceeds ``maxBodyBytes``.
     public static func checkBody(_ body: [UInt8]) throws(BodyTooLarge) {
         if body.count > maxBodyBytes { throw BodyTooLarge(byteCount: body.count) }

@@ -1,3 +1,4 @@
+import Foundation
 import BookingContracts
 import Testing
 
@@ -79,5 +80,31 @@ struct BodyLimitTests {
             try AvailabilityQuery.decode(body: padded(#"{"name":"ber"}"#, to: 262_145))
         }
         #expect(try AvailabilityQuery.decode(body: Array("{}".utf8)) == AvailabilityQuery())
+    }
+}
+
+/// ``ContractLimits/hasNULString(_:)`` finds U+0000 as JSON writes it, and
+/// only that: every case is checked against what JSONSerialization decodes.
+@Suite("U+0000 in a body")
+struct NULStringTests {
+    @Test(arguments: [
+        (#"{"a":"\u0000"}"#, true),
+        (#"{"a":"x\u0000y"}"#, true),
+        (#"{"\u0000":"a"}"#, true),
+        (#"{"a":"\\u0000"}"#, false),      // a backslash, then the text u0000
+        (#"{"a":"\\\u0000"}"#, true),      // a backslash, then U+0000
+        (#"{"a":"\u00001"}"#, true),
+        (#"{"a":"\u0001"}"#, false),
+        (#"{"a":"\u0100"}"#, false),
+        (#"{"a":"\"u0000"}"#, false),
+        (#"{"a":"u0000"}"#, false),
+        (#"{"a":"\u000"}"#, false),        // not JSON; not U+0000 either
+    ])
+    func findsTheEscapeOnly(_ json: String, _ expected: Bool) throws {
+        #expect(ContractLimits.hasNULString(Array(json.utf8)) == expected, "\(json)")
+        if let decoded = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: String] {
+            let holds = decoded.contains { $0.key.unicodeScalars.contains("\u{0}") || $0.value.unicodeScalars.contains("\u{0}") }
+            #expect(holds == expected, "JSONSerialization disagrees on \(json)")
+        }
     }
 }

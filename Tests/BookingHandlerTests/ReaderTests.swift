@@ -63,6 +63,28 @@ struct ReaderTests {
         ListBookings(from: .date("2026-11-23"), to: .date("2026-11-24"), room: room, limit: limit, cursor: cursor)
     }
 
+    /// U+0000 in a query's string is answered 1100 on both engines, not
+    /// sent to the store (PostgreSQL failed on it, and the query was
+    /// requeued on every delivery, holding one of the eight query slots).
+    @Test(arguments: StoreKind.allCases)
+    func aNulInAQueryIsRefusedOnBothEngines(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        defer { fixture.remove() }
+        let (_, reader) = try await setUp(fixture)
+        for (type, body) in [("booking.get", #"{"bookingId":"\u0000"}"#),
+                             ("booking.list", #"{"room":"Berlin","requestedBy":"a\u0000","from":"2026-11-23","to":"2026-11-24"}"#),
+                             ("room.closures", #"{"room":"\u0000"}"#)] {
+            let reply = try await QueryResponder.answer(reader: reader, body: Array(body.utf8), typeProperty: type, routingKey: type,
+                                                        caller: Caller(userID: "ann"))
+            let error = try #require(try ContractJSON.decode(CommandReply.self, from: Data(reply)).errorValue, "\(type)")
+            #expect(error.code == .invalidField && error.text == ContractLimits.nulRefusal, "\(type): \(error)")
+        }
+        let unknown = try await QueryResponder.answer(reader: reader, body: Array(#"{"bookingId":"\\u0000"}"#.utf8),
+                                                      typeProperty: "booking.get", routingKey: "booking.get", caller: Caller(userID: "ann"))
+        #expect(try ContractJSON.decode(CommandReply.self, from: Data(unknown)).errorValue?.code == .bookingNotFound,
+                "a backslash and u0000 is an id like any other")
+    }
+
     @Test(arguments: StoreKind.allCases)
     func pagesReturnTheFirstPagesSnapshotExactlyOnceWhileBookingsChange(_ kind: StoreKind) async throws {
         let fixture = try StoreFixture(kind)

@@ -160,15 +160,37 @@ struct StoreTests {
             }
             #expect(error.code == .invalidField && error.field == "message_id")
         }
-        // A title with NUL is stored (escaped in the booking's JSON) and read back.
-        let body = #"{"room":"Berlin","date":"2026-11-23","start":"11:00","end":"12:00","title":"a\u0000b","attendees":[{"name":"Ada","email":"ada@example.com","phone":"0170 1234567"}]}"#
-        guard case .handled(.booking(let booking), _, _, _) = try await processor.process(IncomingCommand(
-            body: Array(body.utf8), typeProperty: "booking.create", routingKey: "booking.create",
-            messageID: "nul-title", idempotencyKeyHeader: nil, userID: nil)) else {
-            Issue.record("a title with NUL was not booked"); return
+        #expect(try await store.counts().bookings == 0)
+    }
+
+    /// U+0000 in any string of a command is refused (1100) on both engines
+    /// before the store sees it: PostgreSQL cannot compare an id holding
+    /// it, and failed the command on every redelivery instead. An escaped
+    /// backslash before `u0000` is text, not U+0000.
+    @Test(arguments: StoreKind.allCases)
+    func aNulInAnyStringIsRefusedOnBothEngines(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (store, processor) = try await makeProcessor(fixture)
+        defer { fixture.remove() }
+        func send(_ type: String, _ body: String) async throws -> CommandReply? {
+            guard case .handled(let reply, _, _, _) = try await processor.process(IncomingCommand(
+                body: Array(body.utf8), typeProperty: type, routingKey: type, messageID: UUID().uuidString,
+                idempotencyKeyHeader: nil, userID: "ann")) else { return nil }
+            return reply
         }
-        #expect(try await store.booking(id: booking.id)?.title == "a\u{0}b")
-        #expect(try await store.counts().bookings == 1)
+        let create = #"{"room":"Berlin","date":"2026-11-23","start":"11:00","end":"12:00","title":"TITLE","attendees":[{"name":"Ada","email":"ada@example.com","phone":"0170 1234567"}]}"#
+        for (type, body) in [("booking.create", create.replacingOccurrences(of: "TITLE", with: #"a\u0000b"#)),
+                             ("booking.cancel", #"{"bookingId":"bk-\u0000"}"#),
+                             ("booking.cancel", #"{"seriesId":"\u0000"}"#),
+                             ("booking.confirm", #"{"bookingId":"\u0000"}"#),
+                             ("room.close", #"{"room":"Ber\u0000lin","from":"2026-11-23","to":"2026-11-24","reason":"works"}"#)] {
+            let error = try #require(try await send(type, body)?.errorValue, "\(type) \(body) was not answered")
+            #expect(error.code == .invalidField && error.text == ContractLimits.nulRefusal, "\(type) \(body): \(error)")
+        }
+        #expect(try await store.counts().bookings == 0)
+        let text = try #require(try await send("booking.create", create.replacingOccurrences(of: "TITLE", with: #"a\\u0000b"#))?
+            .bookingValue)
+        #expect(text.title == #"a\u0000b"#, "a backslash and u0000 is text")
     }
 
     @Test(arguments: StoreKind.allCases)

@@ -106,6 +106,10 @@ public struct CommandProcessor: Sendable {
             let replyError = ContractJSON.replyError(for: error)
             return .poison(.error(replyError), reason: "\(replyError.code.rawValue) \(replyError.text)")
         }
+        if ContractLimits.hasNULString(command.body) {
+            // Refused on every engine alike, before the store sees it.
+            return .handled(.failure(.invalidField, ContractLimits.nulRefusal), type: type, duplicate: false)
+        }
         if case .replayBookings(let request) = decoded {
             return authorizeReplay(request)
         }

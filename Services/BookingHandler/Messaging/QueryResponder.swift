@@ -57,6 +57,9 @@ public struct QueryResponder: Sendable {
             return try BookingReader.encoded(.error(ReplyError(
                 code: .unknownCommand, text: "unknown query type '\(name.prefix(100))'; one of booking.get, booking.list, room.closures")))
         }
+        if ContractLimits.hasNULString(body) {
+            return try BookingReader.encoded(.error(ReplyError(code: .invalidField, text: ContractLimits.nulRefusal)))
+        }
         do {
             return try await withReadSpan(type, store: reader.store) {
                 switch type {
