@@ -104,10 +104,14 @@ struct IsolationTests {
     }
 
     /// A dead-letter queue at its bound refuses the handler's copy of
-    /// poison; the command is not dropped but kept and tried again (its
-    /// 1000 reply comes once per try), and lands in the dead-letter queue
-    /// once there is room.
+    /// poison; the command is answered once and rejected, not dropped: the
+    /// broker keeps it and dead-letters it once there is room.
     @Test func aFullDeadLetterQueueKeepsPoisonInsteadOfDroppingIt() async throws {
+        // The broker forwards a dead letter its target refused again after
+        // `dead_letter_worker_publisher_confirm_timeout` (3 min by default):
+        // 2 s for the queues this test declares (a worker reads it at start).
+        _ = try TestBroker.ctl(["eval", "application:set_env(rabbit, dead_letter_worker_publisher_confirm_timeout, 2000)."])
+        defer { _ = try? TestBroker.ctl(["eval", "application:set_env(rabbit, dead_letter_worker_publisher_confirm_timeout, 180000)."]) }
         let w = try await CallerModelTests.World.start()
         let dlq = Topology.deadLetterQueue(for: Topology.handlerCommandsQueue)
         // The shipped policy's bound, shrunk for the test (a quorum queue
@@ -126,19 +130,31 @@ struct IsolationTests {
         try await withTimeout(60, "the dead-letter queue full") {
             while try await c.queueInfo(dlq).messageCount < 2 { try await Task.sleep(for: .milliseconds(100)) }
         }
-        try await c.declare([.queue(QueueDeclaration("partner-a.replies", type: .classic, durable: false, autoDelete: true))])
-        let replies = try await c.consume(queue: "partner-a.replies")
+        // Replies collect in a queue nobody reads, to be counted.
+        try await c.declare([.queue(QueueDeclaration("partner-a.replies", type: .classic, durable: false, autoDelete: false))])
         try await poison("not json C", replyTo: "partner-a.replies")
-        // Answered, refused by the full queue, kept, tried again: a second answer.
-        let answers = try await withTimeout(60, "the poison tried twice") { try await replies.take(2) }
-        for answer in answers {
-            #expect(try ContractJSON.decode(CommandReply.self, from: answer.body).errorValue?.code == .invalidJSON)
+        try await poison("not json D", replyTo: "partner-a.replies")
+        try await withTimeout(60, "both answered") {
+            while try await c.queueInfo("partner-a.replies").messageCount < 2 { try await Task.sleep(for: .milliseconds(100)) }
         }
-        replies.stop()
-        // Room again: it arrives.
+        // Each copy was refused by the full queue, so each command was
+        // rejected, not requeued: the broker's at-least-once dead-lettering
+        // keeps them in the commands queue. Room again: they arrive, as the
+        // broker's dead letters. (A requeue after a pause held a consumer
+        // slot a second per delivery, answered again each time and then
+        // dead-lettered the handler's own copy.)
         _ = try TestBroker.ctl(["purge_queue", "-p", w.vhost.vhost, dlq])
-        let dead = try await w.nextDeadCommand()
-        #expect(String(decoding: dead.body, as: UTF8.self) == "not json C")
+        // One consumer for both: a second would not get one the first took
+        // into its prefetch before it stopped.
+        let deadQueue = try await w.handler.client.consume(queue: dlq)
+        let dead = try await withTimeout(60, "both dead-lettered") { try await deadQueue.take(2) }
+        deadQueue.stop()
+        #expect(Set(dead.map { String(decoding: $0.body, as: UTF8.self) }) == ["not json C", "not json D"])
+        for letter in dead {
+            #expect(letter.properties.headers["x-dead-lettered-by"] == nil, "the broker's dead letter, not a retried copy")
+        }
+        #expect(try await c.queueInfo("partner-a.replies").messageCount == 2, "each poison answered once")
+        _ = try TestBroker.ctl(["delete_queue", "-p", w.vhost.vhost, "partner-a.replies"])
         await w.stop()
     }
 

@@ -146,12 +146,24 @@ public struct CommandConsumer: Sendable {
                 HandlerMetrics.commands.increment(typeLabel, outcome)
                 log.write(.info, "replay handled", metadata: ["outcome": .string(outcome)])
             }
+        } catch let error as AMQPError where error.code == .nacked {
+            // Only the dead-letter copy is confirmed this way (a refused reply
+            // is dropped by the reply sender): its queue is at its bound.
+            // Rejected, not requeued: the queue's own dead-lettering
+            // (`at-least-once`, policy `set-consumed-queues`) keeps the
+            // message in this queue until the dead-letter queue has room. A
+            // requeue after a pause held a consumer slot for a second per
+            // delivery, so a stranger's trickle of poison could stall every
+            // caller's commands once the dead-letter queue was full.
+            log.write(.warning, "the dead-letter queue refused the copy (at its bound); rejected to the broker's own dead-lettering",
+                      metadata: ["error": "\(error)"])
+            HandlerMetrics.commands.increment(typeLabel, "dead-letter-refused")
+            try? await delivery.reject(requeue: false)
         } catch {
-            // The reply or dead-letter could not be confirmed (connection
-            // lost, or a dead-letter queue at its bound refused the copy):
-            // requeue after a pause, not at once, so a full dead-letter
-            // queue is not a hot loop; the command comes back and the inbox
-            // replays the stored reply.
+            // The reply or dead-letter could not be confirmed (the
+            // connection was lost): requeue after a pause, not at once, so a
+            // broken path is not a hot loop; the command comes back and the
+            // inbox replays the stored reply.
             log.write(.warning, "could not finish command; it will be redelivered", metadata: ["error": "\(error)"])
             await delivery.requeueAfterPause()
         }
