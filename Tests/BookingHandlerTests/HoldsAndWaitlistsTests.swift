@@ -242,6 +242,39 @@ struct HoldsAndWaitlistsTests {
         #expect(try await s.runTimers().isEmpty, "given up once, not every round")
     }
 
+    /// A timer whose booking cannot be read for a reason other than its
+    /// contents (here PostgreSQL refuses the read: a stand-in for an I/O or
+    /// lock error) fails the round and keeps the timer, so the booking
+    /// still starts once the read works again. (On PostgreSQL the failed
+    /// statement aborts the transaction, so even a step that tried to
+    /// clear the timer could not; the SQLite path, where it could, has no
+    /// injectable error short of a corrupt page, which fails the clearing
+    /// too.)
+    @Test func aTimerWhoseBookingCannotBeReadForNowIsKeptAndAppliedLater() async throws {
+        let fixture = try StoreFixture(.postgres)
+        defer { fixture.remove() }
+        let s = try await setup(fixture)
+        let booking = try #require(try await s.create("09:00", "10:00").bookingValue)
+        #expect(booking.status == .confirmed)
+        let schema = try #require(fixture.databaseURL?.split(separator: "=").last.map(String.init))
+        // The handler's role (the owner) may read the timer's columns but
+        // not the booking's JSON.
+        try TestPostgres.control("psql", ["-v", "ON_ERROR_STOP=1", "-c", """
+            REVOKE SELECT ON \(schema).booking FROM booking; GRANT SELECT (id, nextDueAt) ON \(schema).booking TO booking
+            """])
+        let startsAt = try #require(ContractFormat.parseTimestamp(booking.startsAt))
+        s.clock.withLock { $0 = startsAt.addingTimeInterval(30) }
+        await #expect(throws: (any Error).self, "the round fails") { _ = try await s.processor.applyDueTimer() }
+        let due = try TestPostgres.control("psql", ["-tA", "-c",
+                                                    "SELECT nextDueAt FROM \(schema).booking WHERE id = '\(booking.id)'"])
+        #expect(due.trimmingCharacters(in: .whitespacesAndNewlines) == "\(Int(startsAt.timeIntervalSince1970))",
+                "the timer is kept")
+        try TestPostgres.control("psql", ["-v", "ON_ERROR_STOP=1", "-c", "GRANT SELECT ON \(schema).booking TO booking"])
+        let steps = try await s.runTimers()
+        #expect(steps.contains { if case .applied(booking.id, .start, _) = $0 { true } else { false } }, "\(steps)")
+        #expect(try await s.status(booking.id) == .inProgress)
+    }
+
     /// A room whose zone changes moves its waiters' local times onto other
     /// instants: a waiter is not promoted into a slot other than the one it
     /// holds (on PostgreSQL that overlap failed the whole registration).
