@@ -53,7 +53,7 @@ public struct ProjectorApp: Sendable {
             replayPageSize: settings.replayPageSize,
             eventSender: settings.eventSender(ownUser: connection.user), requireUserID: settings.requireUserID,
             queues: settings.queues, callerRate: settings.callerRate, rateExempt: settings.rateExempt(ownUser: connection.user),
-            pageConnection: pageConnection)
+            pageConnection: pageConnection, pageHosts: PageHosts(bind: common.httpBind, extra: settings.pageHosts))
     }
 
     public static func build(
@@ -62,7 +62,7 @@ public struct ProjectorApp: Sendable {
         now: @escaping @Sendable () -> Date = { Date() }, rebuildStallTimeout: Duration = Rebuilder.defaultStallTimeout,
         replayPageSize: Int = Rebuilder.defaultReplayPageSize, eventConcurrency: Int = 32, eventSender: SenderCheck? = nil, requireUserID: Bool = false,
         queues: ProjectorQueues = .shipped, callerRate: CallerRate? = nil, rateExempt: Set<String> = [],
-        pageConnection: AMQPConnection? = nil
+        pageConnection: AMQPConnection? = nil, pageHosts: PageHosts? = nil
     ) async throws -> ProjectorApp {
         // Events and replay streams are trusted only from the booking
         // handler's broker user (default: ours, the one-user embedded set).
@@ -83,7 +83,8 @@ public struct ProjectorApp: Sendable {
                                   queues: queues)
         var services: [any Service] = [connection, publisher, events, queries]
         // The page's own connection (PAGE_USER), closed just before the HTTP server.
-        let booker = pageConnection.map { PageBooker(connection: $0, logger: logger) }
+        let hosts = pageHosts ?? PageHosts(bind: httpHost)
+        let booker = pageConnection.map { PageBooker(connection: $0, logger: logger, hosts: hosts) }
         if let pageConnection { services.insert(pageConnection, at: 0) }
         services += rebuilder.services().map { $0 as any Service }
         // A replica starts empty and fills itself from a replay before it

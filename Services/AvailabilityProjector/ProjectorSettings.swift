@@ -30,6 +30,10 @@ public struct ProjectorSettings: Sendable {
     /// books as this broker user over a connection of its own; nil (the
     /// default): the page only reads. Never an admin or a service user.
     public var pageBooking: (user: String, password: String)?
+    /// `PAGE_HOSTS` (comma-separated): host names besides loopback and
+    /// `HTTP_BIND` that `POST /api/book` may be addressed to — the names
+    /// a reverse proxy in front of the page passes on (``PageHosts``).
+    public var pageHosts: [String]
 
     /// Reads the settings; throws ``SettingsError`` naming the variable.
     public init(environment: [String: String]) throws {
@@ -45,6 +49,8 @@ public struct ProjectorSettings: Sendable {
         replayPageSize = try CommonSettings.integer(pageSize, name: "REPLAY_PAGE_SIZE", default: Rebuilder.defaultReplayPageSize,
                                                     range: 1...ReplayStream.maxBookingsPerMessage)
         pageBooking = try Self.pageBooking(environment, administrators: administrators, handlerUser: bookingHandlerUser)
+        pageHosts = (environment["PAGE_HOSTS"] ?? "").split(separator: ",")
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
     }
 
     /// Reads `PAGE_USER` with its password. The page books as one caller

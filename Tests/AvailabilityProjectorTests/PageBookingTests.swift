@@ -41,4 +41,27 @@ struct PageBookingTests {
         let answer = PageBooker.answer(.error(ReplyError(code: .overlap, text: "x")), request: request)
         #expect(!answer.ok && answer.code == 2000)
     }
+
+    /// The names `POST /api/book` may be addressed to: loopback, the bind
+    /// address, `PAGE_HOSTS`; with or without a port; `Origin` too.
+    @Test func bookingRequestsAreTakenOnlyForThePagesOwnNames() throws {
+        let hosts = PageHosts(bind: "10.0.0.5", extra: ["Rooms.Example.com", "2001:db8::1"])
+        for host in ["localhost:8080", "127.0.0.1", "[::1]:8080", "10.0.0.5:8080", "rooms.example.com", "ROOMS.example.com:443",
+                     "[2001:db8::1]:8080"] {
+            #expect(hosts.refusal(host: host, origin: nil) == nil, "\(host)")
+        }
+        for host in ["evil.example:8080", "127.0.0.1.evil.example", "localhost.evil.example", "10.0.0.6", "", "[::2]"] {
+            #expect(hosts.refusal(host: host, origin: nil) != nil, "\(host)")
+        }
+        #expect(hosts.refusal(host: nil, origin: nil) != nil)
+        #expect(hosts.refusal(host: "localhost:8080", origin: "http://localhost:8080") == nil)
+        #expect(hosts.refusal(host: "rooms.example.com", origin: "https://rooms.example.com") == nil)
+        for origin in ["http://evil.example", "null", "file://", "chrome-extension://abc", "http://localhost.evil.example"] {
+            #expect(hosts.refusal(host: "localhost:8080", origin: origin) != nil, "\(origin)")
+        }
+        // Bound to every address: only loopback and the configured names.
+        #expect(PageHosts(bind: "0.0.0.0").names == ["localhost", "127.0.0.1", "[::1]"])
+        #expect(try ProjectorSettings(environment: ["PAGE_HOSTS": " rooms.example.com , ,kiosk:8080"]).pageHosts
+            == ["rooms.example.com", "kiosk:8080"])
+    }
 }

@@ -17,10 +17,12 @@ import FoundationNetworking
 /// HTTP; and a projector without `PAGE_USER` that does not book.
 @Suite("Find a room on the page")
 struct FindARoomPageTests {
-    static func post(_ url: String, _ body: String, contentType: String = "application/json") async throws -> (Int, String) {
+    static func post(_ url: String, _ body: String, contentType: String = "application/json",
+                     headers: [String: String] = [:]) async throws -> (Int, String) {
         var request = URLRequest(url: URL(string: url)!)
         request.httpMethod = "POST"
         request.setValue(contentType, forHTTPHeaderField: "Content-Type")
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         request.httpBody = Data(body.utf8)
         let (data, response) = try await URLSession.shared.data(for: request)
         return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
@@ -111,6 +113,19 @@ struct FindARoomPageTests {
         // Not JSON: refused before anything is sent.
         let form = try await Self.post(base + "/api/book", "room=Kiosk", contentType: "application/x-www-form-urlencoded")
         #expect(form.0 == 415)
+        // A script of another site whose name was re-pointed at this
+        // machine (DNS rebinding) names its own host; one of another
+        // origin sends it: both refused before anything is sent.
+        let request = """
+            {"room":"Kiosk","date":"\(date)","start":"13:00","end":"14:00","title":"Desk","name":"Mallory",
+             "email":"mallory@example.com","phone":"0170 1234567"}
+            """
+        let rebound = try await Self.post(base + "/api/book", request, headers: ["Host": "evil.example:\(port)"])
+        #expect(rebound.0 == 403 && rebound.1.contains("not served as 'evil.example'"), "\(rebound)")
+        let foreign = try await Self.post(base + "/api/book", request, headers: ["Origin": "http://evil.example:\(port)"])
+        #expect(foreign.0 == 403 && foreign.1.contains("origin"), "\(foreign)")
+        let own = try await Self.post(base + "/api/book", request, headers: ["Origin": "http://127.0.0.1:\(port)"])
+        #expect(own.0 == 200, "the page's own origin books (here: refused by the quota) \(own)")
 
         await group.triggerGracefulShutdown()
         _ = await running.result

@@ -52,10 +52,14 @@ public struct PageBooker: Sendable {
     let connection: AMQPConnection
     let timeout: Duration
     let logger: Logger
+    /// The names a booking request must be addressed to (``PageHosts``).
+    public let hosts: PageHosts
 
-    public init(connection: AMQPConnection, logger: Logger, timeout: Duration = .seconds(15)) {
+    public init(connection: AMQPConnection, logger: Logger, hosts: PageHosts = PageHosts(bind: "127.0.0.1"),
+                timeout: Duration = .seconds(15)) {
         self.connection = connection
         self.logger = logger
+        self.hosts = hosts
         self.timeout = timeout
     }
 

@@ -32,6 +32,11 @@ extension ProjectorRoutes {
         }
         guard let booker else { return }
         router.post("api/book") { request, _ -> Response in
+            if let refusal = booker.hosts.refusal(host: request.head.authority,
+                                                  origin: request.headers[.origin]) {
+                booker.logger.warning("page booking refused", metadata: ["reason": .string(refusal)])
+                return failure(.forbidden, ReplyError(code: .notPermitted, text: refusal))
+            }
             // JSON only: a cross-site form cannot send it without the
             // browser's preflight, which this server does not answer.
             guard request.headers[.contentType]?.lowercased().hasPrefix("application/json") == true else {
