@@ -26,7 +26,7 @@ func sendAndPrint<Body: Encodable>(_ type: CommandType, _ body: Body, global: Gl
         case .series(let series): print(Output.describe(series))
         case .seriesCancelled(let series): print(Output.describe(series))
         case .closure(let reply): print(Output.describe(reply))
-        case .error(let error): FileHandle.standardError.write(Data((Output.describe(error) + "\n").utf8))
+        case .error(let error): FileHandle.standardError.write(Data((TerminalText.safe(Output.describe(error)) + "\n").utf8))
         }
     }
     if case .error = reply { throw ExitStatus.errorReply }

@@ -24,7 +24,7 @@ struct BookingsCommand: AsyncParsableCommand {
         }
         if case .error(let error) = decoded {
             if global.json { print(try Output.json(decoded)) }
-            else { FileHandle.standardError.write(Data((Output.describe(error) + "\n").utf8)) }
+            else { FileHandle.standardError.write(Data((TerminalText.safe(Output.describe(error)) + "\n").utf8)) }
             throw ExitStatus.errorReply
         }
         return decoded

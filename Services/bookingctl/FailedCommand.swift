@@ -160,7 +160,7 @@ struct FailedCommand: AsyncParsableCommand {
                 lines.append("header      \(key) = \(value.stringValue ?? value.intValue.map(String.init) ?? "\(value)")")
             }
             lines.append("body:")
-            lines.append(String(decoding: m.body, as: UTF8.self))
+            lines.append(TerminalText.body(m.body))
             print(lines.joined(separator: "\n"))
         }
     }
@@ -358,7 +358,7 @@ private func report(_ outcome: FailedConsole.Outcome, verb: String, selection: F
         print("\(verb) \(outcome.done.count) message(s)")
         for m in outcome.done { print("  \(m.id)  \(m.queue)  \(m.type)") }
         for f in outcome.failed {
-            FileHandle.standardError.write(Data("bookingctl: \(f.message.id) (\(f.message.queue)) stays: \(f.error)\n".utf8))
+            FileHandle.standardError.write(Data(TerminalText.safe("bookingctl: \(f.message.id) (\(f.message.queue)) stays: \(f.error)\n").utf8))
         }
     }
     if !outcome.failed.isEmpty { BookingCtl.exit(withError: ExitCode(1)) }

@@ -40,7 +40,7 @@ enum OperatorRun {
 
     /// Prints `bookingctl: text` on stderr and exits with `status`.
     static func fail(_ text: String, _ status: ExitCode) -> Never {
-        FileHandle.standardError.write(Data("bookingctl: \(text)\n".utf8))
+        FileHandle.standardError.write(Data("bookingctl: \(TerminalText.safe(text))\n".utf8))
         BookingCtl.exit(withError: status)
     }
 

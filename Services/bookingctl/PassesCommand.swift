@@ -20,8 +20,9 @@ struct FailedPassesCommand: AsyncParsableCommand {
         commandName: "failed",
         abstract: "The passes.failed queue: list, show, retry, discard.",
         discussion: """
-            Reading never loses or reorders passes.failed: messages are fetched
-            without ack and returned in queue order. retry and discard remove a
+            Reading never loses or reorders passes.failed: messages are held
+            unacknowledged by a connection of its own and go back in queue
+            order when it closes (also when bookingctl dies). retry and discard remove a
             message only after its replacement (a retry message for the pass
             sender, or the audit copy in pass-sender.discarded) was confirmed.
             """,

@@ -216,7 +216,7 @@ struct ProjectorRebuildCommand: AsyncParsableCommand {
             }
             print("replay id: \(result.replayId)")
         } else if let error = reply.error {
-            FileHandle.standardError.write(Data("bookingctl: rebuild failed (\(error.code)): \(error.text)\n".utf8))
+            FileHandle.standardError.write(Data(TerminalText.safe("bookingctl: rebuild failed (\(error.code)): \(error.text)\n").utf8))
         }
         if !reply.ok { throw ExitCode(1) }
     }

@@ -182,6 +182,46 @@ struct FailedConsoleTests {
         await w.stop()
     }
 
+    /// A dead letter's body and headers come from any outside system: a
+    /// terminal must not obey the control characters in them (a `CR` and
+    /// `ESC [2K` rewrite the line with the id, OSC 52 writes the clipboard,
+    /// U+202E turns text around). bookingctl writes them as `\uXXXX`,
+    /// keeps `--json` parseable, and cuts a long body off in `show`.
+    @Test func controlCharactersFromADeadLetterReachNoTerminal() async throws {
+        let w = try await World()
+        let a = try await w.connection("partner-a")
+        var properties = AMQPProperties.persistentJSON(type: "booking.create", messageID: "escape-\u{1B}[31m")
+        properties.userID = "partner-a"
+        properties.headers["x-death-reason"] = .string("\r\u{1B}[2Kall fine\u{202E}")
+        let hostile = "\u{1B}]52;c;ZWNobyBwd25lZA==\u{07}\r\u{1B}[2K\u{9B}31m"
+        let body = hostile + String(repeating: "x", count: 100_000)
+        try await a.publish(Array(body.utf8), exchange: Topology.commandsExchange, routingKey: "booking.create",
+                            properties: properties)
+        try await w.deadLetter(from: Topology.handlerCommandsQueue, count: 1)
+        let dead = Topology.deadLetterQueue(for: Topology.handlerCommandsQueue)
+        let cli = w.cli
+        let listedJSON = try await cli.run(["failed", "list", "--queue", dead, "--json"])
+        let listed = try messages(listedJSON)
+        let id = try #require(listed.first?["id"] as? String, "--json stays JSON: \(listedJSON.stdout.prefix(500))")
+        for args in [["failed", "list", "--queue", dead], ["failed", "show", id]] {
+            let result = try await cli.run(args)
+            #expect(result.status == 0, "\(args): \(result.stderr)")
+            let forbidden = result.stdout.unicodeScalars.filter { scalar in
+                switch scalar.value {
+                case 0x0A, 0x09: false
+                case 0x00...0x1F, 0x7F...0x9F, 0x202A...0x202E: true
+                default: false
+                }
+            }
+            #expect(forbidden.isEmpty, "\(args) wrote \(forbidden.map { String($0.value, radix: 16) })")
+            #expect(result.stdout.contains("\\u001b"), "\(args): the escape is shown, not obeyed")
+        }
+        let shown = try await cli.run(["failed", "show", id])
+        #expect(shown.stdout.contains("bytes more (--json has them all)") && shown.stdout.utf8.count < 70_000,
+                "a 100 kB body is cut off at 64 KiB")
+        await w.stop()
+    }
+
     /// Events stay the booking handler's, retry messages the pass sender's;
     /// a retried event and an operator retry of a failed pass go on in
     /// their message's trace with a span id of their own; discard keeps an audit copy that purge-archived removes by age; the
