@@ -136,7 +136,10 @@ public struct FailedMessage: Sendable {
             target = nil
         } else {
             pass = nil
-            reason = headers["x-death-reason"]?.stringValue ?? death?.reason ?? "unknown"
+            // The header only from a service's own copy: on a message the
+            // broker dead-lettered it is whatever the sender put there (and
+            // `--group reason:` selects by it).
+            reason = (republishedByService ? headers["x-death-reason"]?.stringValue : nil) ?? death?.reason ?? "unknown"
             if republishedByService {
                 originalUser = headers["x-original-user-id"]?.stringValue
             } else {

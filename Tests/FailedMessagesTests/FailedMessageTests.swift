@@ -50,6 +50,7 @@ struct FailedMessageTests {
         let m = FailedMessage(queue: Self.dead, position: 0, properties: forged, body: [], serviceUsers: Self.handler)
         #expect(m.originalUser == "partner-a")
         #expect(m.target?.exchange == "booking.commands", "RabbitMQ's x-death decides, not the sender's headers")
+        #expect(m.reason == "rejected" && !m.isIn(group: "reason:poison"), "nor its reason: \(m.reason)")
 
         var anonymous = forged
         anonymous.userID = nil
