@@ -45,7 +45,14 @@ public struct PassSenderApp: Sendable {
         // Instances on several hosts compare each other's leases: they read
         // them by the database server's clock, not their own.
         let clock: LedgerClock? = settings.database == nil ? nil : LedgerClock(database: database, logger: logger)
-        if let clock { try await clock.start() }
+        if let clock {
+            do {
+                try await clock.start()
+            } catch {
+                await database.close()
+                throw error
+            }
+        }
         let ledgerNow: @Sendable () -> Date
         if let clock { ledgerNow = { clock.now() } } else { ledgerNow = { Date() } }
         let ledger = PassLedger(database: database, claimLease: settings.claimLease, now: ledgerNow)

@@ -37,7 +37,7 @@ struct ProjectorControlClient: Sendable {
             return ProjectorControlClient(connection: try await CommandClient(global: global).connect(),
                                           queue: try target.controlQueue)
         } catch let error as CLIError {
-            FileHandle.standardError.write(Data("bookingctl: \(error.description)\n".utf8))
+            FileHandle.standardError.write(Data(TerminalText.safe("bookingctl: \(error.description)\n").utf8))
             throw error.exit
         }
     }
@@ -76,7 +76,7 @@ struct ProjectorControlClient: Sendable {
                                                    options: [.sortedKeys])
             print(String(decoding: body ?? Data(), as: UTF8.self))
         } else {
-            FileHandle.standardError.write(Data("bookingctl: \(text)\n".utf8))
+            FileHandle.standardError.write(Data(TerminalText.safe("bookingctl: \(text)\n").utf8))
         }
     }
 }
@@ -282,7 +282,7 @@ struct ProjectorCancelCommand: AsyncParsableCommand {
         } else if let status = reply.status {
             print(status.running ? "cancelled: " + RebuildProgress.line(status) : "no rebuild is running")
         } else if let error = reply.error {
-            FileHandle.standardError.write(Data("bookingctl: not cancelled (\(error.code)): \(error.text)\n".utf8))
+            FileHandle.standardError.write(Data(TerminalText.safe("bookingctl: not cancelled (\(error.code)): \(error.text)\n").utf8))
         }
         if !reply.ok { throw ExitCode(1) }
     }
@@ -331,7 +331,7 @@ struct RebuildProgress {
         if terminal {
             FileHandle.standardError.write(Data("\r\u{1B}[2K\(Self.bar(status))".utf8))
         } else {
-            FileHandle.standardError.write(Data("bookingctl: \(Self.line(status))\n".utf8))
+            FileHandle.standardError.write(Data(TerminalText.safe("bookingctl: \(Self.line(status))\n").utf8))
         }
     }
 

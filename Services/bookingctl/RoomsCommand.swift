@@ -59,7 +59,7 @@ struct RoomsCommand: AsyncParsableCommand {
                 print(global.json ? try Output.json(rooms) : Output.table(rooms))
             } else if case .error(let error)? = try? ContractJSON.decode(CommandReply.self, from: data) {
                 if global.json { print(try Output.json(CommandReply.error(error))) }
-                else { FileHandle.standardError.write(Data((Output.describe(error) + "\n").utf8)) }
+                else { FileHandle.standardError.write(Data((TerminalText.safe(Output.describe(error)) + "\n").utf8)) }
                 throw ExitStatus.errorReply
             } else {
                 throw CLIError("the projector's reply is not a contract reply: \(String(decoding: data, as: UTF8.self))")

@@ -44,7 +44,7 @@ struct SuggestCommand: AsyncParsableCommand {
                 print(global.json ? try Output.json(SuggestReply(suggestions: suggestions)) : Self.table(suggestions))
             case .failure(let error)?:
                 if global.json { print(try Output.json(CommandReply.error(error))) }
-                else { FileHandle.standardError.write(Data((Output.describe(error) + "\n").utf8)) }
+                else { FileHandle.standardError.write(Data((TerminalText.safe(Output.describe(error)) + "\n").utf8)) }
                 throw ExitStatus.errorReply
             case nil:
                 throw CLIError("the projector's reply is not a contract reply: \(String(decoding: reply.body, as: UTF8.self))")

@@ -37,6 +37,10 @@ public enum ContractLimits {
     /// the database on every redelivery, holding a consumer slot each time,
     /// instead of being answered.
     public static func hasNULString(_ body: [UInt8]) -> Bool {
+        // A zero byte: a body in UTF-16 or UTF-32, which the decoder takes
+        // too and whose escapes this scan would not see (UTF-8 JSON never
+        // holds one raw).
+        if body.contains(0) { return true }
         var i = 0
         let n = body.count
         while i < n {

@@ -87,6 +87,16 @@ struct BodyLimitTests {
 /// only that: every case is checked against what JSONSerialization decodes.
 @Suite("U+0000 in a body")
 struct NULStringTests {
+    /// A body the decoder reads as UTF-16 or UTF-32 holds zero bytes, and
+    /// its escapes are not where a UTF-8 scan looks: refused whatever it says.
+    @Test func aBodyInUTF16OrUTF32IsCaught() {
+        let text = #"{"bookingId":"bk-1"}"#
+        for encoding in [String.Encoding.utf16LittleEndian, .utf16BigEndian, .utf32LittleEndian] {
+            #expect(ContractLimits.hasNULString([UInt8](text.data(using: encoding)!)), "\(encoding)")
+        }
+        #expect(!ContractLimits.hasNULString(Array(text.utf8)))
+    }
+
     @Test(arguments: [
         (#"{"a":"\u0000"}"#, true),
         (#"{"a":"x\u0000y"}"#, true),

@@ -191,9 +191,10 @@ struct SharedLedgerTests {
         let (a, aClock) = try await instance(hostAhead: 0, followServer: true)
         let (b, bClock) = try await instance(hostAhead: 120, followServer: true)
         // The server runs on this machine: A's offset is about zero, B's about −120 s.
-        #expect(abs(try #require(aClock).offset) < 0.5)
-        #expect(abs(try #require(bClock).offset + 120) < 0.5)
-        #expect(abs(a.now().timeIntervalSince(b.now())) < 0.5, "both instances read the same time")
+        // (Each reading is within half its round trip, at most 0.5 s.)
+        #expect(abs(try #require(aClock).offset) < 1)
+        #expect(abs(try #require(bClock).offset + 120) < 1)
+        #expect(abs(a.now().timeIntervalSince(b.now())) < 1, "both instances read the same time")
 
         let booking = DispatcherTests.booking(attendees: 2)
         guard case .proceed(let jobs) = try await a.admit(event: .bookingConfirmed, booking: booking, previous: nil) else {

@@ -114,7 +114,7 @@ public struct PassDispatcher: Sendable {
                     metrics.claimsWaited.increment()
                     logged = true
                 }
-                let left = held.until.timeIntervalSinceNow
+                let left = held.until.timeIntervalSince(ledger.now())  // the ledger's clock, as the lease
                 try await Task.sleep(for: .milliseconds(Int(max(0.05, min(1, left)) * 1000)))
             }
         }

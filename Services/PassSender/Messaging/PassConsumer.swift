@@ -285,7 +285,7 @@ public struct PassConsumer: Sendable {
     func sweep(olderThan age: TimeInterval, logger: Logger) async {
         let bookings: [String]
         do {
-            bookings = try await ledger.bookingsWithUnpublishedRows(createdBefore: Date().timeIntervalSince1970 - age)
+            bookings = try await ledger.bookingsWithUnpublishedRows(createdBefore: ledger.now().timeIntervalSince1970 - age)
         } catch {
             logger.warning("could not look for unpublished outbox rows; trying again at the next sweep",
                            metadata: ["error": "\(error)"])
