@@ -253,6 +253,36 @@ struct CallerModelTests {
         await w.stop()
     }
 
+    /// A replay whose queue refuses its messages (a negative confirm: here
+    /// a queue at its bound with `reject-publish`) is redelivered and runs
+    /// again, as for a lost connection, until the queue's delivery limit
+    /// dead-letters it — it is not taken for a refused dead-letter copy and
+    /// rejected at the first refusal.
+    @Test func aReplayWhoseQueueRefusesIsRetriedUntilTheDeliveryLimit() async throws {
+        let w = try await World.start()
+        let queue = "availability-projector.replay.refusing"
+        try await w.handler.client.declare([.queue(QueueDeclaration(
+            queue, type: .classic, arguments: ["x-max-length": .int64(0), "x-overflow": .string("reject-publish")]))])
+        let admin = try await w.connection("bookingctl")
+        var properties = AMQPProperties.persistentJSON(type: "booking.replay", messageID: UUID().uuidString)
+        properties.userID = "bookingctl"
+        try await admin.publish(Array(#"{"queue": "\#(queue)"}"#.utf8), exchange: Topology.commandsExchange,
+                                routingKey: "booking.replay", properties: properties)
+        let dead = try await w.nextDeadCommand()
+        #expect(dead.properties.messageID == properties.messageID)
+        // The broker's dead-lettering after the last redelivery, not the
+        // rejection of the first attempt.
+        guard case .array(let deaths)? = dead.properties.headers["x-death"],
+              case .table(let death)? = deaths.first else {
+            Issue.record("no x-death on \(dead.properties.headers)")
+            await w.stop()
+            return
+        }
+        #expect(death["reason"]?.stringValue == "delivery_limit")
+        #expect(dead.properties.headers["x-dead-lettered-by"] == nil, "not a handler's copy")
+        await w.stop()
+    }
+
     /// Series (contract v1.1) follow the same caller model as single
     /// bookings, as the shipped users: one partner's idempotency key books
     /// nothing of another's, a partner cannot cancel another's series (or

@@ -115,18 +115,24 @@ public struct CommandConsumer: Sendable {
                           metadata: ["outcome": .string(outcome)])
             case .poison(let reply, let reason):
                 try await sendReply([UInt8](try ContractJSON.encode(reply)), to: delivery, log: log)
-                try await deadLetter(delivery, reason: reason, code: replyCode(reply))
-                try await delivery.ack()
-                HandlerMetrics.commands.increment(typeLabel, "dead-lettered")
-                log.write(.warning, "poison command dead-lettered", metadata: ["reason": .string(reason)])
+                if try await deadLetter(delivery, reason: reason, code: replyCode(reply)) {
+                    try await delivery.ack()
+                    HandlerMetrics.commands.increment(typeLabel, "dead-lettered")
+                    log.write(.warning, "poison command dead-lettered", metadata: ["reason": .string(reason)])
+                } else {
+                    await leaveToBrokerDeadLettering(delivery, typeLabel: typeLabel, log: log)
+                }
             case .refused(let reason):
                 // Not executed and not answered: the reply would have gone
                 // into a queue the sender may not write to.
-                try await deadLetter(delivery, reason: reason, code: ErrorCode.notPermitted.rawValue)
-                try await delivery.ack()
-                HandlerMetrics.commands.increment(typeLabel, "reply-to-refused")
-                log.write(.warning, "command with a forbidden reply_to dead-lettered, not executed",
-                          metadata: ["reason": .string(reason), "amqp.user_id": .string(p.userID ?? "")])
+                if try await deadLetter(delivery, reason: reason, code: ErrorCode.notPermitted.rawValue) {
+                    try await delivery.ack()
+                    HandlerMetrics.commands.increment(typeLabel, "reply-to-refused")
+                    log.write(.warning, "command with a forbidden reply_to dead-lettered, not executed",
+                              metadata: ["reason": .string(reason), "amqp.user_id": .string(p.userID ?? "")])
+                } else {
+                    await leaveToBrokerDeadLettering(delivery, typeLabel: typeLabel, log: log)
+                }
             case .replay(let request):
                 let reply: CommandReply
                 let requester = Caller(userID: p.userID)
@@ -146,24 +152,13 @@ public struct CommandConsumer: Sendable {
                 HandlerMetrics.commands.increment(typeLabel, outcome)
                 log.write(.info, "replay handled", metadata: ["outcome": .string(outcome)])
             }
-        } catch let error as AMQPError where error.code == .nacked {
-            // Only the dead-letter copy is confirmed this way (a refused reply
-            // is dropped by the reply sender): its queue is at its bound.
-            // Rejected, not requeued: the queue's own dead-lettering
-            // (`at-least-once`, policy `set-consumed-queues`) keeps the
-            // message in this queue until the dead-letter queue has room. A
-            // requeue after a pause held a consumer slot for a second per
-            // delivery, so a stranger's trickle of poison could stall every
-            // caller's commands once the dead-letter queue was full.
-            log.write(.warning, "the dead-letter queue refused the copy (at its bound); rejected to the broker's own dead-lettering",
-                      metadata: ["error": "\(error)"])
-            HandlerMetrics.commands.increment(typeLabel, "dead-letter-refused")
-            try? await delivery.reject(requeue: false)
         } catch {
-            // The reply or dead-letter could not be confirmed (the
-            // connection was lost): requeue after a pause, not at once, so a
-            // broken path is not a hot loop; the command comes back and the
-            // inbox replays the stored reply.
+            // The reply, the dead-letter copy or a replay's page could not be
+            // confirmed (the connection was lost, or a replay's target queue
+            // refused): requeue after a pause, not at once, so a broken path
+            // is not a hot loop; the command comes back and the inbox
+            // replays the stored reply (a replay runs again, and consumers
+            // drop the versions they already have).
             log.write(.warning, "could not finish command; it will be redelivered", metadata: ["error": "\(error)"])
             await delivery.requeueAfterPause()
         }
@@ -275,8 +270,9 @@ public struct CommandConsumer: Sendable {
         do {
             if let replyTo = p.replyTo, !replyTo.isEmpty, ReplyAddress.refusal(replyTo, caller: Caller(userID: p.userID)) == nil {
                 try await sendReply([UInt8](try ContractJSON.encode(CommandReply.error(error))), to: delivery, log: log)
-            } else {
-                try await deadLetter(delivery, reason: "rate-limited", code: ErrorCode.rateLimited.rawValue)
+            } else if try await !deadLetter(delivery, reason: "rate-limited", code: ErrorCode.rateLimited.rawValue) {
+                await leaveToBrokerDeadLettering(delivery, typeLabel: typeLabel, log: log)
+                return
             }
             try await delivery.ack()
             HandlerMetrics.commands.increment(typeLabel, "rate-limited")
@@ -308,7 +304,11 @@ public struct CommandConsumer: Sendable {
     /// forever), and an expiration would let the dead copy vanish. Both
     /// originals are kept in headers (`x-original-user-id`,
     /// `x-original-expiration`), the sender's identity for whoever looks.
-    private func deadLetter(_ delivery: AMQPDelivery, reason: String, code: Int) async throws {
+    ///
+    /// - Returns: false when the dead-letter queue refused the copy (a
+    ///   negative confirm: it is at its bound); throws when the copy could
+    ///   not be confirmed at all.
+    private func deadLetter(_ delivery: AMQPDelivery, reason: String, code: Int) async throws -> Bool {
         var properties = delivery.properties
         // Set only from the real properties: a sender could put either
         // header on its own message to blame someone else.
@@ -324,9 +324,30 @@ public struct CommandConsumer: Sendable {
         properties.headers["x-original-exchange"] = .string(delivery.exchange)
         properties.headers["x-dead-lettered-by"] = "booking-handler"
         properties.deliveryMode = .persistent
-        try await connection.publish(delivery.body, exchange: Topology.deadLetterExchange,
-                                     routingKey: Topology.deadLetterRoutingKey(for: Topology.handlerCommandsQueue),
-                                     properties: properties, mandatory: true)
+        do {
+            try await connection.publish(delivery.body, exchange: Topology.deadLetterExchange,
+                                         routingKey: Topology.deadLetterRoutingKey(for: Topology.handlerCommandsQueue),
+                                         properties: properties, mandatory: true)
+            return true
+        } catch {
+            // Only this publish's nack means "the queue is full"; a nack seen
+            // elsewhere (a replay's target) keeps its own handling.
+            if error.code == .nacked { return false }
+            throw error
+        }
+    }
+
+    /// The dead-letter queue refused the handler's copy (at its bound).
+    /// Rejected, not requeued: the queue's own dead-lettering
+    /// (`at-least-once`, policy `set-consumed-queues`) keeps the message in
+    /// this queue until the dead-letter queue has room. A requeue after a
+    /// pause held a consumer slot for a second per delivery, so a stranger's
+    /// trickle of poison could stall every caller's commands once the
+    /// dead-letter queue was full.
+    private func leaveToBrokerDeadLettering(_ delivery: AMQPDelivery, typeLabel: String, log: LogContext) async {
+        log.write(.warning, "the dead-letter queue refused the copy (at its bound); rejected to the broker's own dead-lettering")
+        HandlerMetrics.commands.increment(typeLabel, "dead-letter-refused")
+        try? await delivery.reject(requeue: false)
     }
 }
 
