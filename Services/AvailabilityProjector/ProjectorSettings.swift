@@ -49,8 +49,20 @@ public struct ProjectorSettings: Sendable {
         replayPageSize = try CommonSettings.integer(pageSize, name: "REPLAY_PAGE_SIZE", default: Rebuilder.defaultReplayPageSize,
                                                     range: 1...ReplayStream.maxBookingsPerMessage)
         pageBooking = try Self.pageBooking(environment, administrators: administrators, handlerUser: bookingHandlerUser)
-        pageHosts = (environment["PAGE_HOSTS"] ?? "").split(separator: ",")
-            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        pageHosts = try Self.pageHosts(environment["PAGE_HOSTS"])
+    }
+
+    /// Reads `PAGE_HOSTS`: names as a `Host` header carries them (a name
+    /// or address, optionally `:port`). A URL is refused rather than read
+    /// as a name: `https://rooms.example` would otherwise become `https`,
+    /// and the page would refuse every booking through the proxy.
+    static func pageHosts(_ text: String?) throws -> [String] {
+        let names = (text ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        for name in names where name.contains(where: { "/@?# ".contains($0) }) || name.contains("://") {
+            throw SettingsError("PAGE_HOSTS: '\(name.prefix(100))' is not a host name; write the name alone, "
+                                + "without scheme or path (e.g. rooms.example.com or rooms.example.com:8443)")
+        }
+        return names
     }
 
     /// Reads `PAGE_USER` with its password. The page books as one caller

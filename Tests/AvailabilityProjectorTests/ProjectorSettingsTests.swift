@@ -16,6 +16,20 @@ struct ProjectorSettingsTests {
         let error = #expect(throws: SettingsError.self) { try ProjectorSettings(environment: ["REBUILD_STALL_TIMEOUT": value]) }
         #expect("\(error.map { "\($0)" } ?? "")".hasPrefix("REBUILD_STALL_TIMEOUT"))
     }
+
+    @Test func pageHostsAreNamesWithAnOptionalPort() throws {
+        let settings = try ProjectorSettings(environment: ["PAGE_HOSTS": " rooms.example.com, rooms.example.com:8443 ,[::1]:80,"])
+        #expect(settings.pageHosts == ["rooms.example.com", "rooms.example.com:8443", "[::1]:80"])
+        #expect(PageHosts(bind: "0.0.0.0:8080", extra: settings.pageHosts).refusal(host: "rooms.example.com:8443", origin: nil) == nil)
+    }
+
+    /// A URL would otherwise be read as the name before its first colon
+    /// (`https`), and every booking through the proxy refused with 403.
+    @Test(arguments: ["https://rooms.example.com", "rooms.example.com/book", "ok.example, user@rooms.example", "rooms example"])
+    func aPageHostThatIsNotANameIsRefusedAtStart(_ value: String) {
+        let error = #expect(throws: SettingsError.self) { try ProjectorSettings(environment: ["PAGE_HOSTS": value]) }
+        #expect("\(error.map { "\($0)" } ?? "")".hasPrefix("PAGE_HOSTS"))
+    }
 }
 
 /// `REPLAY_PAGE_SIZE`: how many bookings one replayed message carries.

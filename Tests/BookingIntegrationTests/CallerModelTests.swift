@@ -71,11 +71,25 @@ struct CallerModelTests {
             get async throws { try await handler.app.store.counts().bookings }
         }
 
-        /// The next message in `booking-handler.commands.dead`.
+        /// The next message in `booking-handler.commands.dead`. Prefetch 1:
+        /// a second message must not sit unacked in a consumer this helper
+        /// stops, where the next call would not see it until the channel
+        /// closes.
         func nextDeadCommand() async throws -> AMQPDelivery {
-            let dead = try await handler.client.consume(queue: Topology.deadLetterQueue(for: Topology.handlerCommandsQueue))
-            defer { dead.stop() }
-            return try await withTimeout(60, "a dead-lettered command") { try await dead.take(1) }[0]
+            let dead = try await handler.client.consume(queue: Topology.deadLetterQueue(for: Topology.handlerCommandsQueue),
+                                                        prefetch: 1)
+            // Acked after the cancel: while the one delivery is unacked the
+            // broker sends no second one, and the cancel goes out first.
+            let delivery: AMQPDelivery
+            do {
+                delivery = try await withTimeout(60, "a dead-lettered command") { try await dead.take(1, ack: false) }[0]
+            } catch {
+                dead.stop()
+                throw error
+            }
+            dead.stop()
+            try await delivery.ack()
+            return delivery
         }
 
         /// Stops the handler gracefully (every delivery settled), keeping
