@@ -87,6 +87,13 @@ public struct FailedConsole: Sendable {
         /// Messages that matched but could not be moved; each stays where it
         /// was. The text says why.
         public var failed: [(message: FailedMessage, error: String)] = []
+        /// Why the run ended before every queue was walked (the queues from
+        /// there on were not touched), or nil.
+        public var stopped: String?
+        /// Whether the connection to the broker was lost during the run:
+        /// messages after that point were not touched, and one move may
+        /// have gone out unconfirmed (its text says so).
+        public var connectionLost = false
     }
 
     /// Retries the matching messages of `queues`: each is published to the
@@ -189,23 +196,49 @@ public struct FailedConsole: Sendable {
                      move: (FailedMessage, AMQPDelivery) async throws -> Void) async throws -> Outcome {
         var outcome = Outcome()
         for queue in queues {
-            guard try await exists(queue) else { continue }
-            let snapshot = try await QueueSnapshot.hold(queue, like: connection)
-            let held = messages(of: snapshot)
-            let results = try await snapshot.settle { position, delivery in
-                guard matches(held[position]) else { return false }
-                try await move(held[position], delivery)
-                return true
+            let held: [FailedMessage], results: [QueueSnapshot.Outcome?]
+            do {
+                guard try await exists(queue) else { continue }
+                let snapshot = try await QueueSnapshot.hold(queue, like: connection)
+                held = messages(of: snapshot)
+                results = try await snapshot.settle { position, delivery in
+                    guard matches(held[position]) else { return false }
+                    do {
+                        try await move(held[position], delivery)
+                    } catch {
+                        guard Self.isLoss(error) else { throw error }
+                        // Unconfirmed is not unsent: the broker may have
+                        // taken it before the connection went.
+                        throw ConsoleError("the connection was lost before the broker confirmed the copy, which may have "
+                                           + "gone out; the message stays in \(queue): check before acting on it again (\(error))")
+                    }
+                    return true
+                }
+            } catch {
+                // Nothing done yet: the plain error. Otherwise what was done
+                // is reported, with where the run stopped.
+                if outcome.done.isEmpty && outcome.failed.isEmpty { throw error }
+                outcome.stopped = "stopped before \(queue), which was not touched (nor any queue after it): \(error)"
+                outcome.connectionLost = outcome.connectionLost || Self.isLoss(error)
+                return outcome
             }
             for (message, result) in zip(held, results) {
                 switch result {
                 case .done?: outcome.done.append(message)
-                case .failed(let error)?: outcome.failed.append((message, "\(error)"))
+                case .failed(let error)?:
+                    outcome.failed.append((message, "\(error)"))
+                    if Self.isLoss(error) || !connection.isConnected { outcome.connectionLost = true }
                 case nil: break
                 }
             }
         }
         return outcome
+    }
+
+    /// Whether `error` is the loss of the connection (or its close after one).
+    private static func isLoss(_ error: any Error) -> Bool {
+        guard let amqp = error as? AMQPError else { return false }
+        return amqp.code == .connectionLost || amqp.code == .closed
     }
 
     private func messages(of snapshot: QueueSnapshot) -> [FailedMessage] {

@@ -160,6 +160,14 @@ public final class QueueSnapshot: Sendable {
                 outcomes[position] = .failed(AMQPError(.connectionLost, "connection re-established during the walk; stopped here"))
                 break
             }
+            // A connection that does not reconnect is lost for good: every
+            // message from here on stays where it was (the broker returns
+            // the held ones when it sees the holder gone).
+            guard holder.isConnected, owner.isConnected else {
+                outcomes[position] = .failed(AMQPError(.connectionLost,
+                    "the connection to the broker was lost; stopped here, this message and the ones after it were not touched"))
+                break
+            }
             let acted: Bool
             do {
                 acted = try await act(position, delivery)
@@ -182,7 +190,15 @@ public final class QueueSnapshot: Sendable {
                 break
             }
         }
-        try await release()
+        do {
+            try await release()
+        } catch {
+            // With the connection gone there is nothing to wait for: the
+            // broker puts the held messages back by itself, and what was
+            // done must still be reported. Any other failure is thrown.
+            guard let lost = error as? AMQPError, lost.code == .closed || lost.code == .connectionLost,
+                  !owner.isConnected || !holder.isConnected else { throw error }
+        }
         return outcomes
     }
 

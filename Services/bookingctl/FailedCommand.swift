@@ -66,7 +66,8 @@ struct FailedCommand: AsyncParsableCommand {
             do {
                 try await console.prepare(lockTimeout: global.timeout)
             } catch {
-                OperatorRun.fail("cannot use \(FailedQueues.archive): \(error)", ExitCode(1))
+                OperatorRun.fail("cannot use \(FailedQueues.archive): \(error)",
+                                 OperatorRun.isLoss(error) ? ExitStatus.unavailable : ExitCode(1))
             }
             return try await body(console)
         }
@@ -353,6 +354,7 @@ private func report(_ outcome: FailedConsole.Outcome, verb: String, selection: F
             "count": outcome.done.count,
             verb: outcome.done.map { ["id": $0.id, "queue": $0.queue] },
             "failed": outcome.failed.map { ["id": $0.message.id, "queue": $0.message.queue, "error": $0.error] },
+            "stopped": outcome.stopped.map { $0 as Any } ?? NSNull(),
         ] as [String: Any])
     } else {
         print("\(verb) \(outcome.done.count) message(s)")
@@ -360,7 +362,12 @@ private func report(_ outcome: FailedConsole.Outcome, verb: String, selection: F
         for f in outcome.failed {
             FileHandle.standardError.write(Data(TerminalText.safe("bookingctl: \(f.message.id) (\(f.message.queue)) stays: \(f.error)\n").utf8))
         }
+        if let stopped = outcome.stopped {
+            FileHandle.standardError.write(Data(TerminalText.safe("bookingctl: \(stopped)\n").utf8))
+        }
     }
-    if !outcome.failed.isEmpty { BookingCtl.exit(withError: ExitCode(1)) }
+    // The broker went away mid-run: unavailable, as when it cannot be reached.
+    if outcome.connectionLost { BookingCtl.exit(withError: ExitStatus.unavailable) }
+    if !outcome.failed.isEmpty || outcome.stopped != nil { BookingCtl.exit(withError: ExitCode(1)) }
     if outcome.done.isEmpty && !selection.all { BookingCtl.exit(withError: ExitCode(3)) }
 }

@@ -84,6 +84,13 @@ struct GlobalOptions: ParsableArguments {
         var configuration = AMQPConfiguration(
             url: urls[0], connectionName: "bookingctl", initialConnectTimeoutSeconds: timeout,
             failoverURLs: Array(urls.dropFirst()))
+        // A run ends at a lost connection rather than carry on over a new
+        // one: the operators' lock and the held messages of a failed-message
+        // walk went with the old one, so a parked publish going out after a
+        // reconnect would send a message the run no longer holds (a
+        // duplicate), and a broker that stays away would keep the run
+        // waiting past --timeout.
+        configuration.reconnectsAfterLoss = false
         try applyTLS(to: &configuration, environment: ProcessInfo.processInfo.environment)
         return try await AMQPConnection.connect(configuration: configuration, logger: logger())
     }

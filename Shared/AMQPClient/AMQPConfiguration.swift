@@ -35,6 +35,15 @@ public struct AMQPConfiguration: Sendable {
     public var tlsSkipHostnameCheckReason: String?
     /// How the connection logs in.
     public var authMechanism: AMQPAuthMechanism
+    /// Whether a connection that was established and then lost is made
+    /// again (the default, for services). `false` closes it for good at
+    /// the loss: what was in flight fails with `connectionLost`, everything
+    /// after with `closed`, consumers end with the error. For a short run
+    /// whose state would not survive a reconnect (an operator's lock on an
+    /// exclusive queue, messages held unacked): parked work that went out
+    /// on a new connection later would act on messages the run no longer
+    /// holds. The initial connect still waits `initialConnectTimeoutSeconds`.
+    public var reconnectsAfterLoss: Bool
 
     /// Sensible production defaults for `url`.
     public init(
@@ -57,6 +66,7 @@ public struct AMQPConfiguration: Sendable {
         self.tlsClientKeyPath = nil
         self.tlsSkipHostnameCheckReason = nil
         self.authMechanism = .plain
+        self.reconnectsAfterLoss = true
     }
 }
 

@@ -317,6 +317,19 @@ struct ConnectionStateMachineActionTests {
         #expect(m.closed() == .init(failStartup: false, announceClosed: true))
     }
 
+    @Test func aConnectionThatDoesNotReconnectClosesAtTheLoss() {
+        var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 30, endpointCount: 2,
+                                       reconnectsAfterLoss: false)
+        // The first connect still waits and moves between nodes as usual.
+        #expect(m.connectFailed(failed(.connectionFailed), now: 0, random: 0) == .retry(at: 0))
+        #expect(m.reconnectDue(now: 0) == true)
+        #expect(m.connectSucceeded() == .completeStartup)
+        #expect(m.connectionLost(now: 10, random: 0) == .closeForGood)
+        #expect(m.state == .closing)
+        #expect(m.reconnectDue(now: .max) == false)
+        #expect(m.closed() == .init(failStartup: false, announceClosed: true))
+    }
+
     @Test func startupFailureIsAnsweredOnce() {
         var m = ConnectionStateMachine(backoff: exactBackoff, now: 0, initialConnectTimeoutSeconds: 0)
         #expect(m.connectFailed(failed(.accessRefused), now: 0, random: 0) == .failStartup)

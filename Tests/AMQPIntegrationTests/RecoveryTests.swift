@@ -214,4 +214,46 @@ struct RecoveryTests {
         try await setup.deleteQueue(queue)
         await setup.close()
     }
+
+    /// Closes every connection of the shared broker named `name` (the
+    /// broker's side of a lost connection) and returns how many.
+    static func closeConnections(named name: String) throws -> Int {
+        var closed = 0
+        // The name a client gives is in its client properties
+        // (`connection_name`); the `name` column is the address.
+        for row in try TestBroker.ctl(["list_connections", "-s", "pid", "client_properties"]).split(separator: "\n") {
+            let fields = row.split(separator: "\t", maxSplits: 1)
+            guard fields.count == 2, fields[1].contains("\"\(name)\"") else { continue }
+            _ = try TestBroker.ctl(["close_connection", String(fields[0]), "test: connection lost"])
+            closed += 1
+        }
+        return closed
+    }
+
+    /// With `reconnectsAfterLoss` off, a lost connection stays lost: its
+    /// consumer ends with the error instead of quietly, and a publish after
+    /// the loss fails at once instead of waiting for a reconnect that
+    /// would carry it out on a connection the caller no longer expects.
+    @Test func aConnectionThatDoesNotReconnectFailsEverythingAfterTheLoss() async throws {
+        let name = uniqueName("no-reconnect")
+        var configuration = try TestBroker.configuration(name)
+        configuration.reconnectsAfterLoss = false
+        let connection = try await AMQPConnection.connect(configuration: configuration, logger: testLogger(name))
+        let queue = uniqueName("no-reconnect-q")
+        try await connection.declare([.queue(QueueDeclaration(queue, type: .classic, durable: false, autoDelete: true))])
+        let consumer = try await connection.consume(queue: queue)
+        #expect(try Self.closeConnections(named: name) == 1)
+        let ending = await #expect(throws: AMQPError.self) {
+            try await withTimeout(30, "the consumer to end") { for try await _ in consumer {} }
+        }
+        #expect(ending?.code == .connectionLost, "\(String(describing: ending))")
+        let publish = await #expect(throws: AMQPError.self) {
+            try await withTimeout(30, "the publish to fail") { try await connection.publish([1], routingKey: queue) }
+        }
+        #expect(publish?.code == .closed, "\(String(describing: publish))")
+        #expect(!connection.isConnected)
+        #expect(connection.reconnectCount == 0)
+        await connection.close()
+    }
+
 }

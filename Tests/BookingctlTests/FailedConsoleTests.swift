@@ -148,6 +148,101 @@ struct FailedConsoleTests {
         await w.stop()
     }
 
+    /// The broker drops the run's connections halfway through `failed
+    /// retry` (here: closed by rabbitmqctl before the third message is
+    /// moved). The run ends there, as bookingctl's connection does not
+    /// reconnect: the two moved are reported, the third and the rest stay
+    /// in the dead-letter queue, and none is in both places. With a
+    /// reconnecting connection the third was published over the new
+    /// connection after the dead copy had gone back: a duplicate.
+    @Test func aLostConnectionEndsTheWalkWithoutADuplicate() async throws {
+        let w = try await World()
+        let dead = Topology.deadLetterQueue(for: Topology.handlerCommandsQueue)
+        let c = try await w.connection("partner-a")
+        for i in 0..<5 {
+            var properties = AMQPProperties.persistentJSON(type: "booking.create", messageID: "lost-\(i)")
+            properties.userID = "partner-a"
+            try await c.publish(Array(Self.create(start: "0\(i + 1):00", end: "0\(i + 1):30", email: "a@example.com").utf8),
+                                exchange: Topology.commandsExchange, routingKey: "booking.create", properties: properties,
+                                mandatory: true)
+        }
+        try await w.deadLetter(from: Topology.handlerCommandsQueue, count: 5)
+
+        let name = uniqueName("operator")
+        var configuration = AMQPConfiguration(url: w.vhost.url("bookingctl"), connectionName: name)
+        configuration.reconnectsAfterLoss = false  // as bookingctl connects
+        let op = try await AMQPConnection.connect(configuration: configuration, logger: testLogger(name))
+        let console = FailedConsole(connection: op)
+        try await console.prepare(lockTimeout: 30)
+        let vhost = w.vhost.vhost
+        var asked = 0
+        let outcome = try await console.retry([dead], by: "test") { _ in
+            asked += 1
+            guard asked == 3 else { return true }
+            // The operator's connection and the snapshot's, as when the broker goes away.
+            // (A client's own name is in its client properties, `connection_name`.)
+            let rows = (try? TestBroker.ctl(["list_connections", "-s", "pid", "vhost", "client_properties"])) ?? ""
+            for row in rows.split(separator: "\n") {
+                let f = row.split(separator: "\t", maxSplits: 2)
+                guard f.count == 3, f[1] == vhost, f[2].contains("\"\(name)\"") || f[2].contains("\"snapshot \(dead)\"") else { continue }
+                _ = try? TestBroker.ctl(["close_connection", String(f[0]), "test: the broker went away"])
+            }
+            // The loss is seen before the third move begins.
+            let deadline = Date().addingTimeInterval(30)
+            while op.isConnected && op.reconnectCount == 0 && Date() < deadline { usleep(1_000) }
+            return true
+        }
+        #expect(outcome.done.map(\.properties.messageID) == ["lost-0", "lost-1"])
+        #expect(outcome.connectionLost)
+        #expect(outcome.failed.first?.message.properties.messageID == "lost-2", "\(outcome.failed.map(\.error))")
+        #expect(op.reconnectCount == 0)
+
+        // The broker put the held three back; the two retried wait in the
+        // handler's queue (no handler runs). None is in both.
+        try await withTimeout(30, "the held messages back in \(dead)") {
+            while try await w.admin.queueInfo(dead).messageCount < 3 { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        func ids(_ queue: String) async throws -> [String] {
+            var out: [String] = []
+            while let m = try await w.admin.get(queue: queue) { out.append(m.properties.messageID ?? "") }
+            return out
+        }
+        let stayed = try await ids(dead), retried = try await ids(Topology.handlerCommandsQueue)
+        #expect(stayed.sorted() == ["lost-2", "lost-3", "lost-4"])
+        #expect(retried.sorted() == ["lost-0", "lost-1"])
+        #expect(Set(stayed).isDisjoint(with: retried))
+        await op.close()
+        await w.stop()
+    }
+
+    /// bookingctl does not reconnect: when the broker drops its connection
+    /// while it waits for another operator's lock (`--timeout 120`), it
+    /// ends at once with 69 instead of waiting on over a new connection.
+    @Test func bookingctlEndsAtALostConnectionInsteadOfWaitingOn() async throws {
+        let w = try await World()
+        let other = try await AMQPConnection.connect(
+            configuration: AMQPConfiguration(url: w.vhost.url("bookingctl"), connectionName: "another-operator"),
+            logger: testLogger("another-operator"))
+        try await QueueLock.acquire(FailedQueues.lock, on: other, waitingUpTo: 5)
+        async let run = w.cli.run(["failed", "list", "--timeout", "120"])
+        let vhost = w.vhost.vhost
+        try await withTimeout(30, "bookingctl's connection to be closed") {
+            while true {
+                let rows = try TestBroker.ctl(["list_connections", "-s", "pid", "vhost", "client_properties"])
+                let ours = rows.split(separator: "\n").map { $0.split(separator: "\t", maxSplits: 2) }
+                    .filter { $0.count == 3 && $0[1] == vhost && $0[2].contains("\"bookingctl\"") }
+                for f in ours { _ = try TestBroker.ctl(["close_connection", String(f[0]), "test: the broker went away"]) }
+                if !ours.isEmpty { return }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        }
+        let result = try await run
+        #expect(result.status == 69, "\(result.stdout) \(result.stderr)")
+        #expect(result.stderr.contains("operators' lock"), "\(result.stderr)")
+        await other.close()
+        await w.stop()
+    }
+
     /// A copy the booking handler re-published (forbidden reply_to) names its
     /// sender only in x-original-user-id: the retry restores it, so the
     /// handler judges the retried command as partner-a's again.

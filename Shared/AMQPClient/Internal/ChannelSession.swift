@@ -378,11 +378,12 @@ struct ChannelSession {
         return out
     }
 
-    /// The close begins: waiting commands fail, consumer streams end.
-    mutating func closing(_ error: AMQPError) -> [Action] {
+    /// The close begins: waiting commands fail, consumer streams end
+    /// (normally, or with `end` when the connection was lost for good).
+    mutating func closing(_ error: AMQPError, consumersEndWith end: AMQPError? = nil) -> [Action] {
         var out: [Action] = deferred.map { command in .resume(Resumption { command.fail(error) }) }
         deferred.removeAll()
-        for consumer in consumers.removeAll() { out.append(.finish(consumer.handler, nil)) }
+        for consumer in consumers.removeAll() { out.append(.finish(consumer.handler, end)) }
         return out
     }
 

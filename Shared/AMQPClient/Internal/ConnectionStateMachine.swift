@@ -58,6 +58,9 @@ struct ConnectionStateMachine {
         /// It dropped while draining for a close: fail what depended on it
         /// and finish closing; there is nothing to reconnect for.
         case finishClosing
+        /// It dropped and this connection does not reconnect
+        /// (`reconnectsAfterLoss` false): fail what depended on it and close.
+        case closeForGood
         /// Not connected (already handled): nothing to do.
         case ignore
     }
@@ -109,8 +112,13 @@ struct ConnectionStateMachine {
     /// Of those, refusals (errors waiting will not fix on that node).
     private var refusedThisRound = 0
 
-    init(backoff: Backoff, now: UInt64, initialConnectTimeoutSeconds: Double, endpointCount: Int = 1) {
+    /// Whether a lost connection is made again (``AMQPConfiguration/reconnectsAfterLoss``).
+    let reconnectsAfterLoss: Bool
+
+    init(backoff: Backoff, now: UInt64, initialConnectTimeoutSeconds: Double, endpointCount: Int = 1,
+         reconnectsAfterLoss: Bool = true) {
         self.backoff = backoff
+        self.reconnectsAfterLoss = reconnectsAfterLoss
         self.endpointCount = max(1, endpointCount)
         self.startedAt = now
         // Clamped: infinity (wait forever) or huge values must not trap.
@@ -184,6 +192,10 @@ struct ConnectionStateMachine {
             return .finishClosing
         }
         guard state == .connected else { return .ignore }
+        guard reconnectsAfterLoss else {
+            state = .closing
+            return .closeForGood
+        }
         endpoint = (endpoint + 1) % endpointCount
         failedThisRound = 0
         refusedThisRound = 0

@@ -125,6 +125,10 @@ final class IOLoop: @unchecked Sendable {
         var consumedCounters: [String: Counter] = [:]
         /// When the loop last called into rabbitmq-c (heartbeat servicing).
         var lastLibraryCall: UInt64 = 0
+        /// Set when a connection that does not reconnect was lost: the
+        /// close that follows fails what is left, and ends the consumers,
+        /// with this cause rather than as an orderly close.
+        var lostForGood: AMQPError?
     }
 
     // MARK: I/O thread only
@@ -159,7 +163,7 @@ final class IOLoop: @unchecked Sendable {
         self._io = LoopState(session: Session(connection: ConnectionStateMachine(
             backoff: configuration.reconnect, now: monotonicNanos(),
             initialConnectTimeoutSeconds: configuration.initialConnectTimeoutSeconds,
-            endpointCount: configuration.endpoints.count)))
+            endpointCount: configuration.endpoints.count, reconnectsAfterLoss: configuration.reconnectsAfterLoss)))
         let dims = [("connection", configuration.connectionName)]
         reconnectCounter = Counter(label: "amqp_reconnects_total", dimensions: dims)
         publishedCounter = Counter(label: "amqp_published_total", dimensions: dims)
@@ -526,6 +530,10 @@ final class IOLoop: @unchecked Sendable {
             logger.warning("AMQP connection lost; reconnecting", metadata: ["error": "\(error)"])
         case .finishClosing:
             logger.warning("AMQP connection lost while closing", metadata: ["error": "\(error)"])
+        case .closeForGood:
+            logger.warning("AMQP connection lost; not reconnecting (reconnectsAfterLoss is off)", metadata: ["error": "\(error)"])
+            io.lostForGood = AMQPError(.connectionLost, "connection lost (not reconnected): \(error.message)",
+                                       replyCode: error.replyCode, libraryStatus: error.libraryStatus)
         }
         io.conn = nil  // destroys the rabbitmq-c connection and its socket
         mailbox.withLock { $0.connected = false }
@@ -535,7 +543,8 @@ final class IOLoop: @unchecked Sendable {
     // MARK: Closing
 
     private func finishClose() {
-        let closedError = AMQPError(.closed, "connection is closed")
+        let closedError = io.lostForGood.map { AMQPError(.closed, "connection is closed: \($0.message)") }
+            ?? AMQPError(.closed, "connection is closed")
         mailbox.withLock { $0.closed = true; $0.connected = false }
         for command in takeCommands() {
             if case .close(let promise?) = command {
@@ -544,7 +553,7 @@ final class IOLoop: @unchecked Sendable {
                 command.fail(closedError)
             }
         }
-        _ = perform(io.session.closing(closedError), nil)
+        _ = perform(io.session.closing(closedError, consumersEndWith: io.lostForGood), nil)
         if let c = io.conn {
             if !io.session.confirms.isEmpty {
                 logger.warning("closing with unconfirmed publishes", metadata: ["amqp.unconfirmed": "\(io.session.confirms.pendingCount)"])
