@@ -117,7 +117,8 @@ public struct FailedPassQueue: Sendable {
     /// Holds every message; for each match runs `replace` and acks the
     /// original if it returned true; returns the others in order. After
     /// the first failure nothing more is replaced (the rest go back
-    /// untouched) and the error is thrown.
+    /// untouched) and the error is thrown: as it is when nothing was moved
+    /// yet, else as ``PartiallyMoved`` listing what was.
     private func act(where matches: (FailedPassEntry) -> Bool,
                      replace: (FailedPassEntry) async throws -> Bool) async throws -> [FailedPassEntry] {
         let snapshot = try await QueueSnapshot.hold(Topology.passesFailedQueue, like: connection)
@@ -129,15 +130,37 @@ public struct FailedPassQueue: Sendable {
                 return try await replace(entries[position])
             } catch {
                 failed = true
-                throw error
+                guard let amqp = error as? AMQPError, amqp.code == .connectionLost || amqp.code == .closed else { throw error }
+                // Unconfirmed is not unsent: the broker may have taken it.
+                throw AMQPError(amqp.code, "the connection was lost before the broker confirmed the copy, which may have gone "
+                                + "out; the pass stays in \(Topology.passesFailedQueue) (\(amqp.message))")
             }
         }
-        for case .failed(let error)? in outcomes { throw error }
-        return zip(entries, outcomes).compactMap { entry, outcome in
+        let moved = zip(entries, outcomes).compactMap { entry, outcome -> FailedPassEntry? in
             if case .done? = outcome { return entry }
             return nil
         }
+        for (entry, outcome) in zip(entries, outcomes) {
+            guard case .failed(let error)? = outcome else { continue }
+            if moved.isEmpty { throw error }
+            throw PartiallyMoved(moved: moved, stoppedAt: entry, error: error)
+        }
+        return moved
     }
+}
+
+/// A retry or discard of `passes.failed` that stopped at a pass after
+/// others were already moved: those are listed, so the operator knows
+/// what is done; the pass it stopped at and the rest stay in the queue.
+public struct PartiallyMoved: Error, CustomStringConvertible {
+    /// Passes moved (and removed from the queue) before the stop.
+    public let moved: [FailedPassEntry]
+    /// The pass whose move failed.
+    public let stoppedAt: FailedPassEntry
+    /// Why.
+    public let error: any Error
+
+    public var description: String { "stopped at \(stoppedAt.key): \(error); it and the passes after it stay in \(Topology.passesFailedQueue)" }
 }
 
 extension FailedPassEntry {

@@ -112,7 +112,9 @@ struct FailedPassesCommand: AsyncParsableCommand {
 
         func run() async throws {
             let predicate = try selection.predicate()
-            let moved = try await withQueue(global) { try await $0.retry(where: predicate) }
+            let moved = try await reportingPartialMoves(verb: "retried", json: global.json) {
+                try await withQueue(global) { try await $0.retry(where: predicate) }
+            }
             report(moved, verb: "retried", json: global.json)
             if moved.isEmpty && !selection.all { throw ExitCode(3) }
         }
@@ -139,7 +141,9 @@ struct FailedPassesCommand: AsyncParsableCommand {
         func run() async throws {
             let predicate = try selection.predicate()
             let who = ProcessInfo.processInfo.environment["USER"] ?? "bookingctl"
-            let gone = try await withQueue(global) { try await $0.discard(reason: reason, by: who, where: predicate) }
+            let gone = try await reportingPartialMoves(verb: "discarded", json: global.json) {
+                try await withQueue(global) { try await $0.discard(reason: reason, by: who, where: predicate) }
+            }
             report(gone, verb: "discarded", json: global.json)
             if gone.isEmpty && !selection.all { throw ExitCode(3) }
         }
@@ -222,6 +226,25 @@ private func listJSON(_ entries: [FailedPassEntry]) -> [String: Any] {
                                  "passes": entries.map(entryJSON)]
     if let oldest = entries.first { object["oldest"] = entryJSON(oldest) }
     return object
+}
+
+/// Runs a retry or discard; when it stopped partway, reports what it moved
+/// (as a finished run does, plus the stop on stderr and `stopped` in JSON)
+/// and exits 69 for a lost connection, else 1.
+private func reportingPartialMoves(verb: String, json: Bool,
+                                   _ body: () async throws -> [FailedPassEntry]) async throws -> [FailedPassEntry] {
+    do {
+        return try await body()
+    } catch let partial as PartiallyMoved {
+        if json {
+            printJSON(["count": partial.moved.count, verb: partial.moved.map(\.key), "stopped": partial.description])
+        } else {
+            print("\(verb) \(partial.moved.count) pass(es)")
+            for e in partial.moved { print("  \(e.key)") }
+            FileHandle.standardError.write(Data(TerminalText.safe("bookingctl: \(partial.description)\n").utf8))
+        }
+        BookingCtl.exit(withError: OperatorRun.isLoss(partial.error) ? ExitStatus.unavailable : ExitCode(1))
+    }
 }
 
 private func report(_ entries: [FailedPassEntry], verb: String, json: Bool) {

@@ -1,6 +1,7 @@
 import AMQPClient
 import BookingContracts
 import BrokerObjects
+import FailedMessages
 import Foundation
 import PassSender
 import Testing
@@ -62,4 +63,55 @@ struct OperatorTests {
         try await audit.ack()
         await h.stop()
     }
+
+    /// The broker drops the operator's connections before the third of four
+    /// passes is retried (bookingctl's connection does not reconnect): the
+    /// run stops there, the error lists the two it moved, and the other two
+    /// stay in `passes.failed`. Before, the error alone was thrown and what
+    /// was already moved went unreported.
+    @Test func aRetryStoppedByALostConnectionListsWhatItMoved() async throws {
+        let gateway = try await FaultGateway.start(passRule: { _, _ in false })
+        let h = try await PassHarness.start(gateway: gateway, maxAttempts: 2, delays: "100ms")
+        let a = makeBooking(attendees: 4, room: "Berlin")
+        for index in 0..<4 {
+            try await h.client.publish([UInt8](try ContractJSON.encode(failedPass(a, index: index, attempts: 2))),
+                                       routingKey: Topology.passesFailedQueue,
+                                       properties: .persistentJSON(type: "pass.failed", messageID: "\(a.id):1:\(index)"))
+        }
+        let name = uniqueName("operator")
+        var configuration = AMQPConfiguration(url: h.url, connectionName: name)
+        configuration.reconnectsAfterLoss = false  // as bookingctl connects
+        let op = try await AMQPConnection.connect(configuration: configuration, logger: testLogger(name))
+        let queue = FailedPassQueue(connection: op)
+        let vhost = h.url.vhost
+        var asked = 0
+        let error = await #expect(throws: PartiallyMoved.self) {
+            _ = try await queue.retry { _ in
+                asked += 1
+                guard asked == 3 else { return true }
+                let rows = (try? TestBroker.ctl(["list_connections", "-s", "pid", "vhost", "client_properties"])) ?? ""
+                for row in rows.split(separator: "\n") {
+                    let f = row.split(separator: "\t", maxSplits: 2)
+                    guard f.count == 3, f[1] == vhost,
+                          f[2].contains("\"\(name)\"") || f[2].contains("\"snapshot \(Topology.passesFailedQueue)\"") else { continue }
+                    _ = try? TestBroker.ctl(["close_connection", String(f[0]), "test: the broker went away"])
+                }
+                let deadline = Date().addingTimeInterval(30)
+                while op.isConnected && op.reconnectCount == 0 && Date() < deadline { usleep(1_000) }
+                return true
+            }
+        }
+        #expect(error?.moved.map(\.key) == ["\(a.id):1:0", "\(a.id):1:1"])
+        #expect(error?.stoppedAt.key == "\(a.id):1:2")
+        #expect("\(error.map { "\($0)" } ?? "")".contains("may have gone out"))
+        try await withTimeout(30, "the two unmoved passes back in passes.failed") {
+            while try await h.client.queueInfo(Topology.passesFailedQueue).messageCount < 2 {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        #expect(try await h.failedQueue().list().map(\.key) == ["\(a.id):1:2", "\(a.id):1:3"])
+        await op.close()
+        await h.stop()
+    }
+
 }
