@@ -170,13 +170,18 @@ public struct FailedConsole: Sendable {
     /// copies without a readable `x-archived-at` are kept). Returns how many.
     public func purgeArchived(before cutoff: Date) async throws -> Int {
         let snapshot = try await QueueSnapshot.hold(FailedQueues.archive, like: connection)
-        let outcomes = try await snapshot.settle { _, delivery in
+        let settled = await snapshot.settle { _, delivery in
             guard let text = delivery.properties.headers["x-archived-at"]?.stringValue,
                   let at = ContractFormat.parseTimestamp(text) else { return false }
             return at < cutoff
         }
-        for case .failed(let error)? in outcomes { throw error }
-        return outcomes.filter { if case .done? = $0 { true } else { false } }.count
+        let removed = settled.outcomes.filter { if case .done? = $0 { true } else { false } }.count
+        let failure = settled.outcomes.lazy.compactMap { outcome -> (any Error)? in
+            if case .failed(let error)? = outcome { return error }
+            return nil
+        }.first ?? settled.stop?.error ?? settled.releaseError
+        if let failure { throw ConsoleError("removed \(removed) audit cop\(removed == 1 ? "y" : "ies"), then stopped: \(failure)") }
+        return removed
     }
 
     /// Every audit copy, oldest first (the archive is left as it was).
@@ -196,17 +201,17 @@ public struct FailedConsole: Sendable {
                      move: (FailedMessage, AMQPDelivery) async throws -> Void) async throws -> Outcome {
         var outcome = Outcome()
         for queue in queues {
-            let held: [FailedMessage], results: [QueueSnapshot.Outcome?]
+            let held: [FailedMessage], settled: QueueSnapshot.Settled
             do {
                 guard try await exists(queue) else { continue }
                 let snapshot = try await QueueSnapshot.hold(queue, like: connection)
                 held = messages(of: snapshot)
-                results = try await snapshot.settle { position, delivery in
+                settled = await snapshot.settle { position, delivery in
                     guard matches(held[position]) else { return false }
                     do {
                         try await move(held[position], delivery)
                     } catch {
-                        guard Self.isLoss(error) else { throw error }
+                        guard let amqp = error as? AMQPError, amqp.code == .connectionLost else { throw error }
                         // Unconfirmed is not unsent: the broker may have
                         // taken it before the connection went.
                         throw ConsoleError("the connection was lost before the broker confirmed the copy, which may have "
@@ -222,14 +227,27 @@ public struct FailedConsole: Sendable {
                 outcome.connectionLost = outcome.connectionLost || Self.isLoss(error)
                 return outcome
             }
-            for (message, result) in zip(held, results) {
+            for (message, result) in zip(held, settled.outcomes) {
                 switch result {
                 case .done?: outcome.done.append(message)
-                case .failed(let error)?:
-                    outcome.failed.append((message, "\(error)"))
-                    if Self.isLoss(error) || !connection.isConnected { outcome.connectionLost = true }
+                case .failed(let error)?: outcome.failed.append((message, "\(error)"))
                 case nil: break
                 }
+            }
+            outcome.connectionLost = outcome.connectionLost || settled.connectionLost
+            // A stop matters only if a message it left would have been chosen.
+            if let stop = settled.stop, held[stop.position...].contains(where: matches) {
+                outcome.stopped = "stopped in \(queue) (\(stop.error.message)); the chosen messages from position \(stop.position) on "
+                    + "stay where they were, and no queue after it was touched"
+                return outcome
+            }
+            if let error = settled.releaseError {
+                outcome.stopped = "after \(queue) the untouched messages were not seen back in it (\(error)); stopped before the next queue"
+                return outcome
+            }
+            if settled.connectionLost {
+                if queues.last != queue { outcome.stopped = "the connection to the broker was lost after \(queue); no queue after it was touched" }
+                return outcome
             }
         }
         return outcome

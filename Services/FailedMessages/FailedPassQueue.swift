@@ -124,27 +124,34 @@ public struct FailedPassQueue: Sendable {
         let snapshot = try await QueueSnapshot.hold(Topology.passesFailedQueue, like: connection)
         let entries = snapshot.deliveries.enumerated().map { FailedPassEntry(position: $0, delivery: $1) }
         var failed = false
-        let outcomes = try await snapshot.settle { position, _ in
+        let settled = await snapshot.settle { position, _ in
             guard !failed, matches(entries[position]) else { return false }
             do {
                 return try await replace(entries[position])
             } catch {
                 failed = true
-                guard let amqp = error as? AMQPError, amqp.code == .connectionLost || amqp.code == .closed else { throw error }
+                guard let amqp = error as? AMQPError, amqp.code == .connectionLost else { throw error }
                 // Unconfirmed is not unsent: the broker may have taken it.
                 throw AMQPError(amqp.code, "the connection was lost before the broker confirmed the copy, which may have gone "
                                 + "out; the pass stays in \(Topology.passesFailedQueue) (\(amqp.message))")
             }
         }
-        let moved = zip(entries, outcomes).compactMap { entry, outcome -> FailedPassEntry? in
+        let moved = zip(entries, settled.outcomes).compactMap { entry, outcome -> FailedPassEntry? in
             if case .done? = outcome { return entry }
             return nil
         }
-        for (entry, outcome) in zip(entries, outcomes) {
-            guard case .failed(let error)? = outcome else { continue }
-            if moved.isEmpty { throw error }
-            throw PartiallyMoved(moved: moved, stoppedAt: entry, error: error)
+        func stop(at entry: FailedPassEntry?, _ error: any Error) -> any Error {
+            moved.isEmpty ? error : PartiallyMoved(moved: moved, stoppedAt: entry, error: error, connectionLost: settled.connectionLost)
         }
+        for (entry, outcome) in zip(entries, settled.outcomes) {
+            guard case .failed(let error)? = outcome else { continue }
+            throw stop(at: entry, error)
+        }
+        // A stop matters only if a pass it left would have been chosen.
+        if let halt = settled.stop, let next = entries[halt.position...].first(where: matches) {
+            throw stop(at: next, halt.error)
+        }
+        if let error = settled.releaseError { throw stop(at: nil, error) }
         return moved
     }
 }
@@ -155,12 +162,18 @@ public struct FailedPassQueue: Sendable {
 public struct PartiallyMoved: Error, CustomStringConvertible {
     /// Passes moved (and removed from the queue) before the stop.
     public let moved: [FailedPassEntry]
-    /// The pass whose move failed.
-    public let stoppedAt: FailedPassEntry
+    /// The first chosen pass that was not moved; nil when every chosen one
+    /// was, and only putting the others back failed.
+    public let stoppedAt: FailedPassEntry?
     /// Why.
     public let error: any Error
+    /// Whether the broker connection was lost during the run.
+    public let connectionLost: Bool
 
-    public var description: String { "stopped at \(stoppedAt.key): \(error); it and the passes after it stay in \(Topology.passesFailedQueue)" }
+    public var description: String {
+        guard let stoppedAt else { return "moved every chosen pass, then: \(error)" }
+        return "stopped at \(stoppedAt.key): \(error); it and the passes after it stay in \(Topology.passesFailedQueue)"
+    }
 }
 
 extension FailedPassEntry {

@@ -147,59 +147,75 @@ public final class QueueSnapshot: Sendable {
     /// its work and answers `true` (the message is then acked — removed),
     /// or answers `false` (it stays held). When `act` throws, the error is
     /// recorded for that message, which stays, and the walk goes on: one
-    /// message that cannot be moved does not keep the others. Then releases
-    /// the rest (``release()``). Returns, per position, nil (untouched),
-    /// `.done` or `.failed(error)`.
-    public func settle(_ act: (Int, AMQPDelivery) async throws -> Bool) async throws -> [Outcome?] {
-        var outcomes: [Outcome?] = Array(repeating: nil, count: deliveries.count)
+    /// message that cannot be moved does not keep the others. The walk
+    /// stops early when a connection was lost or re-established (the held
+    /// messages and the operators' lock went with it) or an ack failed.
+    /// Then releases the rest (``release()``). Never throws: what was done
+    /// is always returned, with why the walk stopped and a failed release.
+    public func settle(_ act: (Int, AMQPDelivery) async throws -> Bool) async -> Settled {
+        var settled = Settled(outcomes: Array(repeating: nil, count: deliveries.count))
         for (position, delivery) in deliveries.enumerated() {
             // Held messages are only ours while both connections are the
             // ones the snapshot began with: after a reconnect the holder's
-            // messages went back (acking them fails) and the lock is gone.
-            guard holder.reconnectCount == 0, owner.reconnectCount == ownerConnections else {
-                outcomes[position] = .failed(AMQPError(.connectionLost, "connection re-established during the walk; stopped here"))
-                break
-            }
-            // A connection that does not reconnect is lost for good: every
-            // message from here on stays where it was (the broker returns
+            // messages went back (acking them fails) and the lock is gone;
+            // a connection that does not reconnect is lost for good. From
+            // here on every message stays where it was (the broker returns
             // the held ones when it sees the holder gone).
-            guard holder.isConnected, owner.isConnected else {
-                outcomes[position] = .failed(AMQPError(.connectionLost,
-                    "the connection to the broker was lost; stopped here, this message and the ones after it were not touched"))
+            guard holder.reconnectCount == 0, owner.reconnectCount == ownerConnections,
+                  holder.isConnected, owner.isConnected else {
+                settled.stop = (position, AMQPError(.connectionLost,
+                    "the connection to the broker was lost during the walk; nothing from here on was touched"))
                 break
             }
             let acted: Bool
             do {
                 acted = try await act(position, delivery)
             } catch {
-                outcomes[position] = .failed(error)
+                settled.outcomes[position] = .failed(error)
                 continue
             }
             guard acted else { continue }
             do {
                 try await delivery.ack()
                 acked.withLock { $0 += 1 }
-                outcomes[position] = .done
+                settled.outcomes[position] = .done
             } catch {
                 // Its replacement is out but the dead copy could not be
                 // removed: it comes back and would be acted on twice by a
                 // later run. Going on would do the same to every message
                 // after it (the holding channel is gone), so stop here.
-                outcomes[position] = .failed(AMQPError(.staleDelivery,
+                settled.outcomes[position] = .failed(AMQPError(.staleDelivery,
                     "acted on, but the dead copy could not be removed (\(error)); it is back in \(queue): check before acting on it again"))
+                settled.stop = (position + 1, AMQPError(.staleDelivery, "the holding channel is gone; nothing from here on was touched"))
                 break
             }
         }
+        // Read before the release, which closes the holder on purpose.
+        settled.connectionLost = !holder.isConnected || !owner.isConnected || holder.reconnectCount > 0
+            || owner.reconnectCount != ownerConnections
         do {
             try await release()
         } catch {
-            // With the connection gone there is nothing to wait for: the
-            // broker puts the held messages back by itself, and what was
-            // done must still be reported. Any other failure is thrown.
-            guard let lost = error as? AMQPError, lost.code == .closed || lost.code == .connectionLost,
-                  !owner.isConnected || !holder.isConnected else { throw error }
+            // With a connection gone the broker puts the held messages back
+            // by itself; only report a release that failed otherwise.
+            if !settled.connectionLost { settled.releaseError = error }
         }
-        return outcomes
+        return settled
+    }
+
+    /// What ``settle(_:)`` did.
+    public struct Settled: Sendable {
+        /// Per position: nil (untouched), `.done` or `.failed(error)`.
+        public var outcomes: [Outcome?]
+        /// Where the walk stopped early and why: the messages from that
+        /// position on were not offered to `act`.
+        public var stop: (position: Int, error: AMQPError)?
+        /// Whether a connection was lost (or re-established) during the walk.
+        public var connectionLost = false
+        /// The release failed (the untouched messages were not seen back in
+        /// the queue in time): they are back when the broker notices, but
+        /// a snapshot right after might not find them in front.
+        public var releaseError: (any Error)?
     }
 
     /// What ``settle(_:)`` did with one held message.

@@ -16,7 +16,8 @@ struct BookingCtl: AsyncParsableCommand {
             Exit status: 0 success; 1 error reply (or other failure); 3 no failed pass
             or message matched (passes failed / failed show/retry/discard); 64 bad usage; 68 nothing
             receives the message (service or topology missing); 69 broker
-            unreachable, login refused or no reply in time.
+            unreachable, login refused, connection lost during the run (it is
+            not re-established) or no reply in time.
             """,
         subcommands: [RoomCommand.self, BookCommand.self, ConfirmCommand.self, RejectCommand.self, CheckinCommand.self, CancelCommand.self,
                       UpdateCommand.self,

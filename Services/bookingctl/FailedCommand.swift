@@ -29,8 +29,10 @@ struct FailedCommand: AsyncParsableCommand {
             'queue:booking-handler.commands.dead', 'day:2026-11-23'.
 
             Exit status: 0 done; 1 a message could not be moved (it stays);
-            3 nothing matched; 64 bad usage; 69 broker unreachable, or another
-            operator's run held the lock for --timeout seconds.
+            3 nothing matched; 64 bad usage; 69 broker unreachable, the
+            connection lost during the run (what was moved is still listed;
+            bookingctl does not reconnect), or another operator's run held
+            the lock for --timeout seconds.
             """,
         subcommands: [List.self, Show.self, Retry.self, Discard.self, PurgeArchived.self],
         defaultSubcommand: List.self)

@@ -188,7 +188,8 @@ private func withQueue<T: Sendable>(_ global: GlobalOptions, _ body: (FailedPass
         do {
             try await queue.declare()
         } catch {
-            OperatorRun.fail("cannot use \(Topology.passesFailedQueue): \(error)", ExitCode(1))
+            OperatorRun.fail("cannot use \(Topology.passesFailedQueue): \(error)",
+                             OperatorRun.isLoss(error) ? ExitStatus.unavailable : ExitCode(1))
         }
         return try await body(queue)
     }
@@ -243,7 +244,7 @@ private func reportingPartialMoves(verb: String, json: Bool,
             for e in partial.moved { print("  \(e.key)") }
             FileHandle.standardError.write(Data(TerminalText.safe("bookingctl: \(partial.description)\n").utf8))
         }
-        BookingCtl.exit(withError: OperatorRun.isLoss(partial.error) ? ExitStatus.unavailable : ExitCode(1))
+        BookingCtl.exit(withError: partial.connectionLost || OperatorRun.isLoss(partial.error) ? ExitStatus.unavailable : ExitCode(1))
     }
 }
 

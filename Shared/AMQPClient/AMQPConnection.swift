@@ -255,7 +255,9 @@ public final class AMQPConnection: Sendable, Service {
 ///
 /// Iterate it once. The sequence ends after ``stop()`` (once deliveries
 /// already received are handed out) or when the connection is closed, and
-/// throws if the broker cancels the consumer (its queue was deleted).
+/// throws if the broker cancels the consumer (its queue was deleted) or a
+/// connection that does not reconnect (``AMQPConfiguration/reconnectsAfterLoss``)
+/// was lost (`connectionLost`).
 public final class AMQPConsumer: AsyncSequence, Sendable {
     public typealias Element = AMQPDelivery
     public typealias AsyncIterator = AsyncThrowingStream<AMQPDelivery, any Error>.AsyncIterator

@@ -160,6 +160,7 @@ public struct CommandConsumer: Sendable {
             // replays the stored reply (a replay runs again, and consumers
             // drop the versions they already have).
             log.write(.warning, "could not finish command; it will be redelivered", metadata: ["error": "\(error)"])
+            HandlerMetrics.commands.increment(typeLabel, "requeued")
             await delivery.requeueAfterPause()
         }
         HandlerMetrics.commandDuration.recordInterval(since: started)
