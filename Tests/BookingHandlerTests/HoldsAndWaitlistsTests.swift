@@ -58,9 +58,9 @@ struct HoldsAndWaitlistsTests {
     }
 
     /// Positions count only earlier waiters whose slot, widened by the
-    /// buffer, overlaps; the walk offers every waiter in order, so a short
-    /// waiter behind a blocked long one still gets a slot the long one
-    /// does not share.
+    /// buffer, overlaps; the walk never lets a later waiter pass an
+    /// earlier one whose slot it overlaps (contract v1.2), but offers a
+    /// slot no earlier waiter shares.
     @Test func promotionOrderWithOverlappingWaitersOfDifferentLengths() {
         func waiter(_ id: String, _ start: String, _ end: String) -> Booking {
             Booking(id: id, room: "Berlin", date: "2026-11-23", start: "", end: "", timeZone: "Europe/Berlin",
@@ -75,22 +75,26 @@ struct HoldsAndWaitlistsTests {
                 "with a 15-minute buffer, back-to-back slots wait behind each other")
 
         // Promote against a day where 10:00–11:00 stays blocked: `long`
-        // cannot be promoted, `inside` can (09:00–10:00), `later` can, and
-        // `abutting` then conflicts with `later`, promoted just before it.
+        // cannot be promoted; `inside` (09:00–10:00) is free but overlaps
+        // `long`, so it is not offered — taking it would pass `long` over;
+        // `later` shares no waiting slot and is promoted; `abutting` then
+        // conflicts with `later`, promoted just before it.
         var blocked: [(Double, Double)] = [(10, 11)]
-        var promoted: [String] = []
+        var promoted: [String] = [], offered: [String] = []
         func hours(_ text: String) -> Double {
             let time = text.split(separator: "T")[1]
             return Double(time.prefix(2))! + Double(time.dropFirst(3).prefix(2))! / 60
         }
-        BookingRules.walkWaitlist(waiters) { booking in
+        BookingRules.walkWaitlist(waiters, bufferSeconds: 0) { booking in
+            offered.append(booking.id)
             let (start, end) = (hours(booking.startsAt), hours(booking.endsAt))
             guard !blocked.contains(where: { $0.0 < end && start < $0.1 }) else { return false }
             blocked.append((start, end))
             promoted.append(booking.id)
             return true
         }
-        #expect(promoted == ["inside", "later"])
+        #expect(promoted == ["later"])
+        #expect(offered == ["long", "later", "abutting"])
     }
 
     // MARK: On both stores
@@ -460,6 +464,94 @@ struct HoldsAndWaitlistsTests {
         #expect(closed.cancelled?.map(\.id).contains(same.id) == true)
         let cancelled = try #require(try await s.store.booking(id: same.id))
         #expect(cancelled.status == .cancelled && cancelled.cancelReason == "room closed: paint")
+    }
+
+    /// "No waiter is passed over by a later one whose slot overlaps it":
+    /// a short waiter does not take the part of an earlier, longer
+    /// waiter's slot that comes free first; the earlier one gets its whole
+    /// slot when the rest comes free.
+    @Test(arguments: StoreKind.allCases)
+    func aLaterWaiterDoesNotPassAnEarlierOneWhoseSlotItOverlaps(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        defer { fixture.remove() }
+        let s = try await setup(fixture)
+        let wait = #","ifTaken":"waitlist""#
+        let x = try #require(try await s.create("10:00", "11:00").bookingValue)
+        let y = try #require(try await s.create("11:00", "12:00").bookingValue)
+        let long = try #require(try await s.create("10:00", "12:00", extra: wait, user: "bob").bookingValue)
+        let short = try #require(try await s.create("11:00", "12:00", extra: wait, user: "cy").bookingValue)
+        #expect(long.status == .waitlisted && short.status == .waitlisted)
+        #expect(short.waitlist?.position == 2)
+        #expect(try await s.cancel(y.id).bookingValue?.status == .cancelled)
+        #expect(try await s.status(short.id) == .waitlisted, "11:00–12:00 is free, but taking it would pass the earlier waiter")
+        #expect(try await s.cancel(x.id).bookingValue?.status == .cancelled)
+        #expect(try await s.status(long.id) == .confirmed)
+        #expect(try await s.status(short.id) == .waitlisted)
+    }
+
+    /// A requester may let go of a hold or leave a waitlist inside the
+    /// room's change cutoff (a confirmed booking there is still 2004).
+    @Test(arguments: StoreKind.allCases)
+    func heldAndWaitlistedBookingsAreCancelledInsideTheCutoff(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        defer { fixture.remove() }
+        let s = try await setup(fixture)
+        #expect(try await s.send(.registerRoom, #"{"name":"Cutoff","capacity":8,"changeCutoffMinutes":60}"#, user: "root").isOK)
+        let holder = try #require(try await s.create("12:00", "13:00", room: "Cutoff").bookingValue)
+        let waiter = try #require(try await s.create("12:00", "13:00", room: "Cutoff", extra: #","ifTaken":"waitlist""#,
+                                                     user: "bob").bookingValue)
+        #expect(waiter.status == .waitlisted)
+        // 11:30 Berlin: 30 minutes before the start.
+        s.clock.withLock { $0 = utc("2026-11-23T10:30:00Z") }
+        #expect(try await s.cancel(holder.id).errorValue?.code == .tooLateToChange)
+        #expect(try await s.cancel(waiter.id, user: "bob").bookingValue?.status == .cancelled)
+        let hold = try #require(try await s.create("13:00", "14:00", room: "Cutoff", extra: #","hold":{"minutes":60}"#,
+                                                   user: "cy").bookingValue)
+        #expect(hold.status == .held)
+        // 12:20 Berlin: 40 minutes before its start, the hold not yet lapsed.
+        s.clock.withLock { $0 = utc("2026-11-23T11:20:00Z") }
+        #expect(try await s.cancel(hold.id, user: "cy").bookingValue?.status == .cancelled)
+    }
+
+    /// An end frees a place of the requester's quota: a waiter kept only by
+    /// the quota is promoted when its requester's booking ends.
+    @Test(arguments: StoreKind.allCases)
+    func anEndPromotesAWaiterKeptByTheQuota(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        defer { fixture.remove() }
+        let s = try await setup(fixture)
+        let taken = try #require(try await s.create("11:00", "12:00", room: "Quota").bookingValue)
+        let first = try #require(try await s.create("09:00", "10:00", room: "Quota", user: "bob").bookingValue)
+        let waiter = try #require(try await s.create("11:00", "12:00", room: "Quota", extra: #","ifTaken":"waitlist""#,
+                                                     user: "bob").bookingValue)
+        #expect(waiter.status == .waitlisted)
+        // The quota is lowered to one: bob has two (the waiter counts).
+        #expect(try await s.send(.registerRoom, #"{"name":"Quota","capacity":8,"maxActiveBookings":1}"#, user: "root").isOK)
+        #expect(try await s.cancel(taken.id).bookingValue != nil)
+        #expect(try await s.status(waiter.id) == .waitlisted, "free, but over bob's quota")
+        // 10:00 Berlin: bob's first booking starts and ends.
+        s.clock.withLock { $0 = utc("2026-11-23T09:00:00Z") }
+        _ = try await s.runTimers()
+        #expect(try await s.status(first.id) == .completed)
+        #expect(try await s.status(waiter.id) == .confirmed)
+    }
+
+    /// A room re-registered smaller does not take a waiter with more
+    /// attendees than it now holds.
+    @Test(arguments: StoreKind.allCases)
+    func promotionChecksTheRoomsCapacity(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        defer { fixture.remove() }
+        let s = try await setup(fixture)
+        let holder = try #require(try await s.create("09:00", "10:00").bookingValue)
+        let two = #"[{"name":"Ada","email":"ada@example.com","phone":"0170 1234567"},{"name":"Bo","email":"bo@example.com","phone":"0170 7654321"}]"#
+        let waiter = try #require(try await s.send(.createBooking,
+            #"{"room":"Berlin","date":"2026-11-23","start":"09:00","end":"10:00","title":"T","attendees":\#(two),"ifTaken":"waitlist"}"#,
+            user: "bob").bookingValue)
+        #expect(waiter.status == .waitlisted)
+        #expect(try await s.send(.registerRoom, #"{"name":"Berlin","capacity":1}"#, user: "root").isOK)
+        #expect(try await s.cancel(holder.id).bookingValue != nil)
+        #expect(try await s.status(waiter.id) == .waitlisted)
     }
 
     /// Series: `ifTaken` per occurrence — the taken week waits, the others

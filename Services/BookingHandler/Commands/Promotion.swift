@@ -49,7 +49,7 @@ extension CommandProcessor {
         let waiters = try tx.waiters(room: name)
         guard !waiters.isEmpty else { return [] }
         var promoted: [Booking] = []
-        try BookingRules.walkWaitlist(waiters.map(\.booking)) { booking in
+        try BookingRules.walkWaitlist(waiters.map(\.booking), bufferSeconds: room.bufferSeconds) { booking in
             guard try promotionRefusal(booking, room: room, tx, now: now) == nil else { return false }
             var changed = booking
             changed.status = room.requiresApproval ? .pending : .confirmed
@@ -70,7 +70,7 @@ extension CommandProcessor {
 
     /// Why `booking` cannot be promoted now, or nil: not started, the
     /// room's hours and policies for its slot (``BookingRules/slot(room:date:start:end:now:)``),
-    /// closures, the requester's quota, and conflicts with the blocking
+    /// its capacity, closures, the requester's quota, and conflicts with the blocking
     /// bookings (buffers included) — the rules of a create, against the
     /// room as it is now.
     func promotionRefusal(_ booking: Booking, room: Room, _ tx: any StoreTransaction, now: Date) throws -> ReplyError? {
@@ -87,6 +87,11 @@ extension CommandProcessor {
               ContractFormat.parseTimestamp(booking.endsAt) == slot.endsAt else {
             return ReplyError(code: .statusChangeNotAllowed,
                               text: "booking \(booking.id) was made in \(booking.timeZone); \(room.name) is now in \(room.timeZone)")
+        }
+        // The room may have been re-registered smaller since the waiter came.
+        if booking.attendees.count > room.capacity {
+            return ReplyError(code: .overCapacity,
+                              text: "\(booking.attendees.count) attendees exceed the room's capacity of \(room.capacity)", field: "attendees")
         }
         if let closed = try closedRefusal(room, slot, tx) { return closed }
         // The waiter is among the requester's active bookings already: the
@@ -105,11 +110,30 @@ extension BookingRules {
     /// The promotion walk (contract v1.2): `waiters` in waitlist order,
     /// each offered to `promote`, which checks it against the current
     /// state — including every promotion it made before — and promotes it
-    /// (returning true) or leaves it waiting (false). Every waiter is
-    /// offered: one that cannot be promoted does not stop a later one whose
-    /// slot it does not share.
-    public static func walkWaitlist(_ waiters: [Booking], promote: (Booking) throws -> Bool) rethrows {
-        for waiter in waiters { _ = try promote(waiter) }
+    /// (returning true) or leaves it waiting (false).
+    ///
+    /// "No waiter is passed over by a later one whose slot overlaps it":
+    /// a waiter that stays waiting, for whatever reason, holds its slot
+    /// (widened by `bufferSeconds`, as positions count) against every
+    /// later waiter, which is then not offered and holds its own slot in
+    /// turn. A later waiter whose slot overlaps none of them is offered.
+    /// Without this, a short waiter took part of a longer earlier one's
+    /// slot as soon as that part came free, and the earlier one could then
+    /// never be promoted.
+    public static func walkWaitlist(_ waiters: [Booking], bufferSeconds: Double,
+                                    promote: (Booking) throws -> Bool) rethrows {
+        var held: [(start: Double, end: Double)] = []
+        for waiter in waiters {
+            guard let range = instants(waiter) else {
+                _ = try promote(waiter)
+                continue
+            }
+            if held.contains(where: { $0.start < range.end + bufferSeconds && range.start < $0.end + bufferSeconds }) {
+                held.append(range)
+                continue
+            }
+            if try !promote(waiter) { held.append(range) }
+        }
     }
 
     /// A waiter's place (contract v1.2): 1 + the waiters before it in

@@ -16,7 +16,11 @@ extension BookingRules {
     /// - reschedule, update and cancel of a booking that has not started are refused
     ///   later than the room's `changeCutoffMinutes` before its start —
     ///   exactly at the cutoff is still in time — unless `isAdmin`.
-    ///   Cancelling an inProgress booking is allowed whatever the cutoff.
+    ///   Cancelling an inProgress booking is allowed whatever the cutoff,
+    ///   and so is cancelling a held or waitlisted one: it frees time or
+    ///   a place in the queue and binds nobody, while refusing it would
+    ///   keep a requester to a hold until it lapses, or to a waiter that
+    ///   could still be promoted (and sent a pass) inside the cutoff.
     ///
     /// Rejecting is an approval decision, not a change of the booking's
     /// terms: only the end limits it. Check-in has its own window
@@ -45,7 +49,8 @@ extension BookingRules {
             return ReplyError(code: .tooLateToChange,
                               text: "booking \(booking.id) was not approved by its start (\(booking.startsAt)); it expires")
         }
-        if action == .cancel || action == .reschedule || action == .update, !isAdmin, !started,
+        let withdrawal = action == .cancel && (booking.status == .held || booking.status == .waitlisted)
+        if action == .cancel || action == .reschedule || action == .update, !isAdmin, !started, !withdrawal,
            let cutoff = room.changeCutoffMinutes, now > startsAt.addingTimeInterval(-Double(cutoff) * 60) {
             return ReplyError(code: .tooLateToChange,
                               text: "\(room.name) takes changes up to \(cutoff) minutes before the start; booking \(booking.id) starts at \(booking.startsAt)")

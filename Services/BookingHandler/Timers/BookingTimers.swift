@@ -68,9 +68,10 @@ extension CommandProcessor {
                 let metrics = waitlistMetrics
                 tx.afterCommit { metrics.holdsExpired.increment() }
             }
-            // A cancelled hold, a release or a rejection frees time: the
-            // room's waiters are offered it in this transaction (v1.2).
-            if next.transition.status == .cancelled || next.transition.status == .rejected {
+            // A cancelled hold, a release or a rejection frees time, and an
+            // end frees a place of its requester's quota: the room's waiters
+            // are offered it in this transaction (v1.2).
+            if [.cancelled, .rejected, .completed].contains(next.transition.status) {
                 try promoteWaiters(room: booking.room, tx, now: now)
             }
             return .applied(bookingID: id, transition: next.transition, version: encoded.booking.version)
