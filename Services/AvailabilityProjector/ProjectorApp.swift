@@ -132,7 +132,10 @@ final class ModelFiller: Service, Sendable {
             var delay = Duration.seconds(1)
             while !Task.isCancelled && !Task.isShuttingDownGracefully {
                 do {
-                    if try await store.counts().rooms > 0 {
+                    // Not "has rooms": live events write rooms into an empty
+                    // model before (or while) it is filled, and a replica
+                    // must not report ready on those alone.
+                    if try await store.hasBeenFilled() {
                         logger.info("read model kept from the last run; not replaying")
                     } else {
                         let result = try await rebuilder.rebuild()

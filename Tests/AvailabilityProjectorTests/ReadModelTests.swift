@@ -175,6 +175,43 @@ struct ReadModelTests {
         #expect(store.rebuildProgress == nil)
     }
 
+    /// The replay carries no reopened closures (the handler deletes them):
+    /// the live tombstone survives the swap, so a late `room.closed` of a
+    /// reopened closure does not close the room again.
+    @Test func aReopenedClosureStaysReopenedAcrossARebuild() async throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let closure = RoomClosure(id: "c1", room: "Berlin", from: "2026-11-24T23:00:00Z", to: "2026-11-25T23:00:00Z",
+                                  reason: "painting")
+        _ = try await store.apply(.room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z"))
+        _ = try await store.apply(.closure(closure, removed: false))
+        _ = try await store.apply(.closure(closure, removed: true))
+        #expect(try await store.beginRebuild(replayId: "r1"))
+        #expect(try await store.applyReplayed(.room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z"), replayId: "r1"))
+        _ = try #require(try await store.finishRebuild(replayId: "r1"))
+        // The `room.closed` again, e.g. redelivered after a failed confirm.
+        _ = try await store.apply(.closure(closure, removed: false))
+        #expect(store.index.snapshot.closures["Berlin"]?.isEmpty ?? true, "\(store.index.snapshot.closures)")
+    }
+
+    /// A replica fills itself until a rebuild has completed on its file;
+    /// rooms written by live events do not count as a filled model.
+    @Test func onlyACompletedRebuildMarksTheModelFilled() async throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        _ = try await store.apply(.room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z"))
+        #expect(try await store.hasBeenFilled() == false)
+        #expect(try await store.beginRebuild(replayId: "r1"))
+        try await store.abortRebuild(replayId: "r1")
+        #expect(try await store.hasBeenFilled() == false, "an aborted rebuild fills nothing")
+        #expect(try await store.beginRebuild(replayId: "r2"))
+        _ = try await store.applyReplayed(.room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z"), replayId: "r2")
+        _ = try #require(try await store.finishRebuild(replayId: "r2"))
+        #expect(try await store.hasBeenFilled())
+        let reopened = try ProjectorStore(path: dir.appendingPathComponent("model.sqlite").path)
+        #expect(try await reopened.hasBeenFilled())
+    }
+
     /// A cancel accepted after the replay ended, while the swap waits for
     /// the writer, keeps the live model; once the swap has begun a cancel
     /// is refused (too late), never reported as done.

@@ -577,6 +577,15 @@ public final class ProjectorStore: Sendable {
         }
     }
 
+    /// Whether a rebuild has ever completed on this file (``finishRebuild``
+    /// records it in the swap's transaction). Rooms alone do not say so:
+    /// live `room.registered` events reach an empty model before any fill.
+    public func hasBeenFilled() async throws -> Bool {
+        try await pool.read { db in
+            try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'model_filled')") ?? false
+        }
+    }
+
     /// Replaces the live model with the rebuild in one transaction, reloads
     /// the index and returns the room-days whose `avail` differs (normally
     /// none: the rebuild reproduces what the events built).
@@ -592,7 +601,15 @@ public final class ProjectorStore: Sendable {
             guard let progress = claimed else { return nil }
             try db.inTransaction(.immediate) {
                 try Self.recomputeAll(db, prefix: Self.staging)
+                // The replay has no reopened closures (the handler deletes
+                // them): the live tombstones are kept, or a late or
+                // redelivered `room.closed` would close the room again.
+                // `model_filled` records that this file holds a whole model
+                // (a replica fills itself until it does).
                 try db.execute(sql: """
+                    INSERT OR IGNORE INTO rebuild_closure SELECT id, room, json, removed FROM closure WHERE removed = 1;
+                    CREATE TABLE IF NOT EXISTS model_filled (at TEXT NOT NULL);
+                    INSERT INTO model_filled (at) VALUES (strftime('%Y-%m-%dT%H:%M:%SZ', 'now'));
                     DROP TABLE room; DROP TABLE booking; DROP TABLE roomday; DROP TABLE closure; DROP TABLE IF EXISTS rebuild_seen;
                     ALTER TABLE rebuild_closure RENAME TO closure;
                     ALTER TABLE rebuild_room RENAME TO room;
