@@ -194,6 +194,24 @@ struct ReadModelTests {
         #expect(store.index.snapshot.closures["Berlin"]?.isEmpty ?? true, "\(store.index.snapshot.closures)")
     }
 
+    /// A closure the rebuild brings (the live model had missed it) is
+    /// announced on the local dates it covers in the room's zone: in Tokyo
+    /// 20:00–08:00 closes the morning of the next local day, a date the
+    /// closure's UTC span never reaches.
+    @Test func aClosureARebuildBringsIsAnnouncedOnItsLocalDates() async throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var tokyo = Room(name: "Tokyo", capacity: 8)
+        tokyo.timeZone = "Asia/Tokyo"
+        _ = try await store.apply(.room(tokyo, occurredAt: "2026-11-01T10:00:00Z"))
+        #expect(try await store.beginRebuild(replayId: "r1"))
+        _ = try await store.applyReplayed(.room(tokyo, occurredAt: "2026-11-01T10:00:00Z"), replayId: "r1")
+        let night = RoomClosure(id: "c1", room: "Tokyo", from: "2026-12-24T11:00:00Z", to: "2026-12-24T23:00:00Z", reason: "party")
+        _ = try await store.applyReplayed(.closure(night, removed: false), replayId: "r1")
+        let result = try #require(try await store.finishRebuild(replayId: "r1"))
+        #expect(result.changes.map(\.day) == [RoomDay(room: "Tokyo", date: "2026-12-25")], "\(result.changes)")
+    }
+
     /// A replica fills itself until a rebuild has completed on its file;
     /// rooms written by live events do not count as a filled model.
     @Test func onlyACompletedRebuildMarksTheModelFilled() async throws {

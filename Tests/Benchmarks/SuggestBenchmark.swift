@@ -72,6 +72,20 @@ struct SuggestBenchmark: AsyncParsableCommand {
         let engineSuggest = measure { _ = engine.suggest(checkedSuggest) }
         let engineEmpty = measure { _ = engine.suggest(checkedEmpty) }
         let engineQuery = measure { _ = try? engine.replyBody(checkedQuery).get() }
+        // Around an offset change the days Friday to Monday take the exact
+        // path; a week starting on that Friday against the week after it
+        // (both beyond the bookings, so equally empty).
+        let (dstFriday, laterFriday) = try Self.fridayBeforeTheNextOffsetChange()
+        func weekFrom(_ day: String) throws -> CheckedSuggest {
+            let body = #"{"from":"\#(day)","to":"\#(LocalClockBench.date(day, plus: 7))","durationMinutes":60,"minCapacity":6,"equipment":["beamer"]}"#
+            return try QueryEngine.parseSuggest(body: Array(body.utf8)).get()
+        }
+        let checkedDST = try weekFrom(dstFriday), checkedLater = try weekFrom(laterFriday)
+        guard engine.suggest(checkedDST).count == 10, engine.suggest(checkedLater).count == 10 else {
+            throw ValidationError("the weeks around the offset change should have 10 suggestions each")
+        }
+        let engineDST = measure { _ = engine.suggest(checkedDST) }
+        let engineLater = measure { _ = engine.suggest(checkedLater) }
 
         // The projector as users run it.
         let port = try freeTCPPort()
@@ -119,11 +133,32 @@ struct SuggestBenchmark: AsyncParsableCommand {
         print("suggest 7 days, 60 min, ≥6 people, beamer — HTTP           \(ms(httpSuggest))")
         print("suggest 7 days, 60 min, ≥6 people, beamer — RPC            \(ms(rpcSuggest))   goal p99 ≤ 20")
         print("suggest 7 days, 720 min, limit 100 — engine          \(ms(engineEmpty))")
+        print("suggest as above from \(dstFriday) (offset change) — engine \(ms(engineDST))")
+        print("suggest as above from \(laterFriday) (a week later) — engine \(ms(engineLater))")
         print("suggest 7 days, 720 min, limit 100 — RPC             \(ms(rpcEmpty))")
         print("availability.query 7 days, 50 rooms — engine              \(ms(engineQuery))")
         print("availability.query 7 days, 50 rooms — HTTP                \(ms(httpQuery))")
         print("availability.query 7 days, 50 rooms — RPC                 \(ms(rpcQuery))   goal p99 ≤ 10")
         print(String(format: "projector RSS after the run: %.1f MiB (peak %.1f MiB)", rss, peak))
+    }
+
+    /// The Friday before Europe/Berlin's next offset change (its Sunday
+    /// minus two days) and the Friday a week later, as local dates.
+    static func fridayBeforeTheNextOffsetChange() throws -> (String, String) {
+        guard let zone = TimeZone(identifier: "Europe/Berlin"),
+              let change = zone.nextDaylightSavingTimeTransition(after: Date().addingTimeInterval(3 * 86_400)) else {
+            throw ValidationError("no offset change ahead in Europe/Berlin")
+        }
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = zone
+        let sunday = calendar.startOfDay(for: change.addingTimeInterval(-3600))
+        let formatter = DateFormatter()
+        formatter.calendar = calendar
+        formatter.timeZone = zone
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.dateFormat = "yyyy-MM-dd"
+        let friday = formatter.string(from: sunday.addingTimeInterval(-2 * 86_400 + 7_200))
+        return (friday, LocalClockBench.date(friday, plus: 7))
     }
 
     func measure(_ body: () -> Void) -> Latencies {

@@ -627,10 +627,16 @@ public final class ProjectorStore: Sendable {
             for (date, rooms) in before.days { for room in rooms.keys { days.insert(RoomDay(room: room, date: date)) } }
             for (date, rooms) in after.days { for room in rooms.keys { days.insert(RoomDay(room: room, date: date)) } }
             // Closed days have no occupancy row: the days of every closure
-            // before or after compare too.
+            // before or after compare too, as local dates in the room's zone
+            // (before and after the swap: a rebuild may carry a new one).
             for state in [before, after] {
                 for (room, spans) in state.closures {
-                    for span in spans { for date in span.dates { days.insert(RoomDay(room: room, date: date)) } }
+                    let zones = [before.rooms[room]?.zone, after.rooms[room]?.zone].compactMap { $0 }
+                    for span in spans {
+                        for zone in zones.isEmpty ? [TimeZone.gmt] : zones {
+                            for date in span.dates(zone: zone) { days.insert(RoomDay(room: room, date: date)) }
+                        }
+                    }
                 }
             }
             for day in days.sorted() {
