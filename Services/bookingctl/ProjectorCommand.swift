@@ -192,8 +192,10 @@ struct ProjectorRebuildCommand: AsyncParsableCommand {
                 // or gone: only the last lasts.
                 if ContinuousClock.now - since > .seconds(max(global.timeout, 5) * 3) {
                     progress.clear()
-                    client.report("the availability projector no longer runs this rebuild (restarted or unreachable); "
-                                  + "its live model is unchanged — run the rebuild again", json: global.json)
+                    client.report("the availability projector no longer runs this rebuild and its answer did not come "
+                                  + "(restarted, unreachable, or finished with the answer lost); a rebuild swaps its model "
+                                  + "in whole or not at all — check `bookingctl projector status`, and run the rebuild again if in doubt",
+                                  json: global.json)
                     await client.connection.close()
                     throw ExitStatus.unavailable
                 }

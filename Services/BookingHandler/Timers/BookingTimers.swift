@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import Metrics
 import ServiceLifecycle
+import Synchronization
 
 /// What one timer step did.
 public enum TimerStep: Sendable, Equatable {
@@ -14,6 +15,11 @@ public enum TimerStep: Sendable, Equatable {
     /// The row could not be read; its timer was cleared so it does not
     /// block the others (logged as an error).
     case unreadable(bookingID: String, error: String)
+    /// Applying the transition failed (its room row unreadable, a waiter
+    /// read during promotion, a constraint): the timer was moved
+    /// ``CommandProcessor/timerRetryDelay`` on, so the rows due behind it
+    /// are applied meanwhile, and it is tried again then (logged as an error).
+    case postponed(bookingID: String, error: String)
 }
 
 extension CommandProcessor {
@@ -26,8 +32,29 @@ extension CommandProcessor {
     /// transition commits at most once. Nil when nothing is due.
     public func applyDueTimer() async throws -> TimerStep? {
         let now = self.now()
-        return try await store.transaction { [self] tx -> TimerStep? in
+        let picked = PickedRow()
+        do {
+            return try await applyDueTimer(now: now, picked: picked)
+        } catch {
+            // The earliest row failed. Left where it is it would be picked
+            // first again in every round and stop every timer behind it,
+            // in every room. Moved a few seconds on, in a transaction of
+            // its own; when even that fails (the database is away), the
+            // round ends and the next one tries again.
+            guard let id = picked.id.withLock({ $0 }) else { throw error }
+            try await store.transaction { tx in try tx.setDue(bookingID: id, now.addingTimeInterval(Self.timerRetryDelay)) }
+            return .postponed(bookingID: id, error: "\(error)")
+        }
+    }
+
+    /// How far a timer whose transition failed is moved on before it is
+    /// tried again (the contract asks for a transition within 5 s).
+    static let timerRetryDelay: TimeInterval = 5
+
+    private func applyDueTimer(now: Date, picked: PickedRow) async throws -> TimerStep? {
+        try await store.transaction { [self] tx -> TimerStep? in
             guard let (id, stored) = try tx.earliestDue(at: now) else { return nil }
+            picked.id.withLock { $0 = id }
             let booking: Booking
             do {
                 guard let found = try tx.booking(id: id) else { return nil }
@@ -77,6 +104,12 @@ extension CommandProcessor {
             return .applied(bookingID: id, transition: next.transition, version: encoded.booking.version)
         }
     }
+}
+
+/// The booking whose timer a step picked, known to the caller also when
+/// the step's transaction failed.
+final class PickedRow: Sendable {
+    let id = Mutex<String?>(nil)
 }
 
 /// The booking handler's durable timers: start, end, release and expiry
@@ -144,6 +177,9 @@ public final class BookingTimers: Service, Sendable {
                     continue
                 case .unreadable(let id, let error):
                     logger.error("booking row unreadable; its timer is cleared, the booking needs an operator",
+                                 metadata: ["booking.id": .string(id), "error": .string(error)])
+                case .postponed(let id, let error):
+                    logger.error("a booking's timed transition failed; tried again in \(Int(CommandProcessor.timerRetryDelay)) s, the others go on",
                                  metadata: ["booking.id": .string(id), "error": .string(error)])
                 }
             }
