@@ -124,5 +124,8 @@ struct LedgerClockTests {
             #expect(next >= last)
             last = next
         }
+        // And it moves: once the host's clock has passed it, so has it.
+        while Date() <= first.addingTimeInterval(0.002) {}
+        #expect(steady() > first)
     }
 }
