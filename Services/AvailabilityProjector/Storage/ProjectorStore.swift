@@ -602,12 +602,14 @@ public final class ProjectorStore: Sendable {
             try db.inTransaction(.immediate) {
                 try Self.recomputeAll(db, prefix: Self.staging)
                 // The replay has no reopened closures (the handler deletes
-                // them): the live tombstones are kept, or a late or
-                // redelivered `room.closed` would close the room again.
+                // them): the live tombstones are kept — and win over a late
+                // or redelivered `room.closed` staged during the rebuild —
+                // or that event would close the room again.
                 // `model_filled` records that this file holds a whole model
                 // (a replica fills itself until it does).
                 try db.execute(sql: """
-                    INSERT OR IGNORE INTO rebuild_closure SELECT id, room, json, removed FROM closure WHERE removed = 1;
+                    INSERT INTO rebuild_closure (id, room, json, removed) SELECT id, room, json, removed FROM closure WHERE removed = 1
+                        ON CONFLICT (id) DO UPDATE SET removed = 1;
                     CREATE TABLE IF NOT EXISTS model_filled (at TEXT NOT NULL);
                     INSERT INTO model_filled (at) VALUES (strftime('%Y-%m-%dT%H:%M:%SZ', 'now'));
                     DROP TABLE room; DROP TABLE booking; DROP TABLE roomday; DROP TABLE closure; DROP TABLE IF EXISTS rebuild_seen;

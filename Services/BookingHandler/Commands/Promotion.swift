@@ -50,12 +50,17 @@ extension CommandProcessor {
         guard !waiters.isEmpty else { return [] }
         var promoted: [Booking] = []
         try BookingRules.walkWaitlist(waiters.map(\.booking), bufferSeconds: room.bufferSeconds) { booking in
-            guard try promotionRefusal(booking, room: room, tx, now: now) == nil else { return false }
+            if let refusal = try promotionRefusal(booking, room: room, tx, now: now) {
+                // Kept by the slot or by its requester's quota, it still
+                // wants that slot; refused for anything else (started, too
+                // many attendees, hours, a changed zone) it cannot take it.
+                return refusal.code == .overlap || refusal.code == .quotaExceeded ? .waiting : .ineligible
+            }
             var changed = booking
             changed.status = room.requiresApproval ? .pending : .confirmed
             let event: EventType = room.requiresApproval ? .bookingSubmitted : .bookingConfirmed
             promoted.append(try record(changed, from: booking, event: event, tx, now: now, promoted: true).booking)
-            return true
+            return .promoted
         }
         let since = Dictionary(waiters.map { ($0.booking.id, $0.waitingSince) }, uniquingKeysWith: { a, _ in a })
         let waited = promoted.compactMap { since[$0.id] ?? nil }.map { max(0, now.timeIntervalSince($0)) }
@@ -106,6 +111,16 @@ extension CommandProcessor {
     }
 }
 
+/// What the promotion walk did with one waiter.
+public enum WaiterOutcome: Sendable, Equatable {
+    /// Promoted.
+    case promoted
+    /// Stays waiting and wants its slot (it holds it against later waiters).
+    case waiting
+    /// Stays waiting but cannot take its slot now (it holds nothing).
+    case ineligible
+}
+
 extension BookingRules {
     /// The promotion walk (contract v1.2): `waiters` in waitlist order,
     /// each offered to `promote`, which checks it against the current
@@ -113,15 +128,18 @@ extension BookingRules {
     /// (returning true) or leaves it waiting (false).
     ///
     /// "No waiter is passed over by a later one whose slot overlaps it":
-    /// a waiter that stays waiting, for whatever reason, holds its slot
+    /// a waiter that stays `.waiting` (its slot still taken, or its
+    /// requester over the quota: it still wants that slot) holds its slot
     /// (widened by `bufferSeconds`, as positions count) against every
     /// later waiter, which is then not offered and holds its own slot in
     /// turn. A later waiter whose slot overlaps none of them is offered.
     /// Without this, a short waiter took part of a longer earlier one's
     /// slot as soon as that part came free, and the earlier one could then
-    /// never be promoted.
+    /// never be promoted. A waiter that is `.ineligible` (started, too many
+    /// attendees for the room now, outside its hours) holds nothing: it
+    /// cannot take the slot, and holding it would leave the slot empty.
     public static func walkWaitlist(_ waiters: [Booking], bufferSeconds: Double,
-                                    promote: (Booking) throws -> Bool) rethrows {
+                                    promote: (Booking) throws -> WaiterOutcome) rethrows {
         var held: [(start: Double, end: Double)] = []
         for waiter in waiters {
             guard let range = instants(waiter) else {
@@ -132,7 +150,7 @@ extension BookingRules {
                 held.append(range)
                 continue
             }
-            if try !promote(waiter) { held.append(range) }
+            if try promote(waiter) == .waiting { held.append(range) }
         }
     }
 

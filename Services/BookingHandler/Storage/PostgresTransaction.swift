@@ -311,6 +311,10 @@ struct PostgresTransaction: QueuingTransaction {
         try run("UPDATE booking SET nextDueAt = \(due.map { StoreRules.dueSeconds($0) }) WHERE id = \(bookingID)")
     }
 
+    func postponeDue(bookingID: String, from stored: Int64, to due: Date) throws {
+        try run("UPDATE booking SET nextDueAt = \(StoreRules.dueSeconds(due)) WHERE id = \(bookingID) AND nextDueAt = \(stored)")
+    }
+
     func checkOrderKeys(_ keys: [String]) throws {
         guard let held = claim else { return }
         let pending = keys.filter { !events.clearKeys.contains($0) }

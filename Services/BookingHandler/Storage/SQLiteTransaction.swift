@@ -331,6 +331,11 @@ struct SQLiteTransaction: QueuingTransaction {
             .execute(arguments: [due.map { StoreRules.dueSeconds($0) }, bookingID])
     }
 
+    public func postponeDue(bookingID: String, from stored: Int64, to due: Date) throws {
+        try db.cachedStatement(sql: "UPDATE booking SET nextDueAt = ? WHERE id = ? AND nextDueAt = ?")
+            .execute(arguments: [StoreRules.dueSeconds(due), bookingID, stored])
+    }
+
     /// Queues an event for the relay, in this transaction. Normally the row
     /// is claimed by this process from the start (``OutboxHandOver/insertLease``)
     /// and after the commit the event reaches this process's relay in

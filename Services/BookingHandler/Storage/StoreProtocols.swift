@@ -196,6 +196,10 @@ public protocol StoreTransaction {
     func earliestDue(at now: Date) throws -> (id: String, due: Int64)?
     /// Moves a booking's timer to `due` (nil: none) without changing the booking.
     func setDue(bookingID: String, _ due: Date?) throws
+    /// Moves a booking's timer to `due` only while it is still `stored`
+    /// (as ``earliestDue(at:)`` read it): a due time another process or a
+    /// command set meanwhile is kept.
+    func postponeDue(bookingID: String, from stored: Int64, to due: Date) throws
     /// Stores a closure of its room over [from, to) (contract v1.2).
     func insertClosure(_ closure: RoomClosure, from: Date, to: Date) throws
     /// The closure `id` of `room`, or nil.

@@ -15,10 +15,10 @@ public enum TimerStep: Sendable, Equatable {
     /// The row could not be read; its timer was cleared so it does not
     /// block the others (logged as an error).
     case unreadable(bookingID: String, error: String)
-    /// Applying the transition failed (its room row unreadable, a waiter
-    /// read during promotion, a constraint): the timer was moved
-    /// ``CommandProcessor/timerRetryDelay`` on, so the rows due behind it
-    /// are applied meanwhile, and it is tried again then (logged as an error).
+    /// Applying the transition failed several rounds in a row (its room
+    /// row unreadable, a waiter read during promotion, a constraint): the
+    /// timer was moved a few seconds on, so the rows due behind it are
+    /// applied meanwhile, and it is tried again then (logged as an error).
     case postponed(bookingID: String, error: String)
 }
 
@@ -30,38 +30,57 @@ extension CommandProcessor {
     /// processes on one database serialise on that lock, and the first to
     /// apply a transition changes the status the next one reads: each
     /// transition commits at most once. Nil when nothing is due.
-    public func applyDueTimer() async throws -> TimerStep? {
+    ///
+    /// A step that fails throws (the round ends; the next, a second later,
+    /// tries again), unless the same booking's step has now failed
+    /// ``timerFailuresBeforePostponing`` times in a row in `failures`: then
+    /// its timer is moved ``timerRetryDelay`` on (only if no one moved it
+    /// meanwhile) and the step is `.postponed`, so a row that keeps failing
+    /// (its room's row unreadable, say) no longer comes first in every
+    /// round and stops every timer behind it, in every room.
+    public func applyDueTimer(failures: TimerFailures = TimerFailures()) async throws -> TimerStep? {
         let now = self.now()
         let picked = PickedRow()
         do {
-            return try await applyDueTimer(now: now, picked: picked)
+            let step = try await applyDueTimer(now: now, picked: picked)
+            if let (id, _) = picked.row.withLock({ $0 }) { failures.clear(id) }
+            return step
         } catch {
-            // The earliest row failed. Left where it is it would be picked
-            // first again in every round and stop every timer behind it,
-            // in every room. Moved a few seconds on, in a transaction of
-            // its own; when even that fails (the database is away), the
-            // round ends and the next one tries again.
-            guard let id = picked.id.withLock({ $0 }) else { throw error }
-            try await store.transaction { tx in try tx.setDue(bookingID: id, now.addingTimeInterval(Self.timerRetryDelay)) }
+            guard let (id, stored) = picked.row.withLock({ $0 }),
+                  failures.record(id) >= Self.timerFailuresBeforePostponing else { throw error }
+            let original = error
+            do {
+                try await store.transaction { tx in
+                    try tx.postponeDue(bookingID: id, from: stored, to: now.addingTimeInterval(Self.timerRetryDelay))
+                }
+            } catch {
+                // The database is away: the round ends on the step's own error.
+                throw original
+            }
+            failures.clear(id)
             return .postponed(bookingID: id, error: "\(error)")
         }
     }
 
-    /// How far a timer whose transition failed is moved on before it is
-    /// tried again (the contract asks for a transition within 5 s).
+    /// How far a timer whose step keeps failing is moved on.
     static let timerRetryDelay: TimeInterval = 5
+    /// Failures in a row of one booking's step before it is moved on: a
+    /// passing fault (a lost connection, a lock) is retried in the next
+    /// round, in due order.
+    static let timerFailuresBeforePostponing = 3
 
     private func applyDueTimer(now: Date, picked: PickedRow) async throws -> TimerStep? {
         try await store.transaction { [self] tx -> TimerStep? in
             guard let (id, stored) = try tx.earliestDue(at: now) else { return nil }
-            picked.id.withLock { $0 = id }
+            picked.row.withLock { $0 = (id, stored) }
             let booking: Booking
             do {
                 guard let found = try tx.booking(id: id) else { return nil }
                 booking = found
             } catch let error as DecodingError {
                 // Only a row that cannot be read is given up; any other
-                // error (I/O, locks) fails the round, which runs again:
+                // error (I/O, locks) fails the round, which runs again
+                // (and a step failing round after round is moved on):
                 // clearing the timer then would stop the booking's life.
                 try tx.setDue(bookingID: id, nil)
                 return .unreadable(bookingID: id, error: "\(error)")
@@ -106,10 +125,31 @@ extension CommandProcessor {
     }
 }
 
-/// The booking whose timer a step picked, known to the caller also when
-/// the step's transaction failed.
+/// The booking whose timer a step picked and the due time it read, known
+/// to the caller also when the step's transaction failed.
 final class PickedRow: Sendable {
-    let id = Mutex<String?>(nil)
+    let row = Mutex<(id: String, stored: Int64)?>(nil)
+}
+
+/// How often each booking's timer step has failed in a row (one per
+/// ``BookingTimers`` loop), so that only a step that keeps failing is
+/// moved on (``CommandProcessor/applyDueTimer(failures:)``).
+public final class TimerFailures: Sendable {
+    private let counts = Mutex<[String: Int]>([:])
+
+    public init() {}
+
+    /// Counts a failure of `id`'s step; returns how many in a row.
+    func record(_ id: String) -> Int {
+        counts.withLock { counts in
+            // Ids another process then applied are never cleared here: bounded.
+            if counts.count > 1_000 { counts.removeAll() }
+            counts[id, default: 0] += 1
+            return counts[id]!
+        }
+    }
+
+    func clear(_ id: String) { _ = counts.withLock { $0.removeValue(forKey: id) } }
 }
 
 /// The booking handler's durable timers: start, end, release and expiry
@@ -134,6 +174,7 @@ public final class BookingTimers: Service, Sendable {
     private let relay: OutboxRelay
     private let logger: Logger
     private let interval: Duration
+    private let failures = TimerFailures()
 
     /// At most this many steps per round before yielding to the sleep; a
     /// backlog after downtime continues in the next round.
@@ -164,7 +205,7 @@ public final class BookingTimers: Service, Sendable {
         var count = 0
         do {
             for _ in 0..<Self.roundLimit {
-                guard let step = try await processor.applyDueTimer() else { break }
+                guard let step = try await processor.applyDueTimer(failures: failures) else { break }
                 switch step {
                 case .applied(let id, let transition, let version):
                     count += 1
