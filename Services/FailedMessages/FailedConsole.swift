@@ -211,11 +211,7 @@ public struct FailedConsole: Sendable {
                     do {
                         try await move(held[position], delivery)
                     } catch {
-                        guard let amqp = error as? AMQPError, amqp.code == .connectionLost else { throw error }
-                        // Unconfirmed is not unsent: the broker may have
-                        // taken it before the connection went.
-                        throw ConsoleError("the connection was lost before the broker confirmed the copy, which may have "
-                                           + "gone out; the message stays in \(queue): check before acting on it again (\(error))")
+                        throw OperatorRunError.unconfirmedMove(error, stays: queue)
                     }
                     return true
                 }
@@ -224,7 +220,7 @@ public struct FailedConsole: Sendable {
                 // is reported, with where the run stopped.
                 if outcome.done.isEmpty && outcome.failed.isEmpty { throw error }
                 outcome.stopped = "stopped before \(queue), which was not touched (nor any queue after it): \(error)"
-                outcome.connectionLost = outcome.connectionLost || Self.isLoss(error)
+                outcome.connectionLost = outcome.connectionLost || OperatorRunError.isLoss(error)
                 return outcome
             }
             for (message, result) in zip(held, settled.outcomes) {
@@ -251,12 +247,6 @@ public struct FailedConsole: Sendable {
             }
         }
         return outcome
-    }
-
-    /// Whether `error` is the loss of the connection (or its close after one).
-    private static func isLoss(_ error: any Error) -> Bool {
-        guard let amqp = error as? AMQPError else { return false }
-        return amqp.code == .connectionLost || amqp.code == .closed
     }
 
     private func messages(of snapshot: QueueSnapshot) -> [FailedMessage] {

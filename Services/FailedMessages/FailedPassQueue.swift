@@ -130,10 +130,7 @@ public struct FailedPassQueue: Sendable {
                 return try await replace(entries[position])
             } catch {
                 failed = true
-                guard let amqp = error as? AMQPError, amqp.code == .connectionLost else { throw error }
-                // Unconfirmed is not unsent: the broker may have taken it.
-                throw AMQPError(amqp.code, "the connection was lost before the broker confirmed the copy, which may have gone "
-                                + "out; the pass stays in \(Topology.passesFailedQueue) (\(amqp.message))")
+                throw OperatorRunError.unconfirmedMove(error, stays: Topology.passesFailedQueue)
             }
         }
         let moved = zip(entries, settled.outcomes).compactMap { entry, outcome -> FailedPassEntry? in

@@ -227,6 +227,26 @@ public final class QueueSnapshot: Sendable {
     }
 }
 
+/// Errors of an operator's run whose connection does not reconnect.
+public enum OperatorRunError {
+    /// Whether `error` is the loss of the broker connection, or an
+    /// operation refused because the connection closed after one.
+    public static func isLoss(_ error: any Error) -> Bool {
+        guard let amqp = error as? AMQPError else { return false }
+        return amqp.code == .connectionLost || amqp.code == .closed
+    }
+
+    /// `error` of a move (a retry or an audit copy) as the operator should
+    /// read it: a publish that failed with `connectionLost` was unconfirmed,
+    /// not unsent — the broker may have taken it — while one that failed
+    /// with `closed` never went out. Other errors are returned as they are.
+    public static func unconfirmedMove(_ error: any Error, stays queue: String) -> any Error {
+        guard let amqp = error as? AMQPError, amqp.code == .connectionLost else { return error }
+        return AMQPError(amqp.code, "the connection was lost before the broker confirmed the copy, which may have gone "
+                         + "out; the message stays in \(queue): check before acting on it again (\(amqp.message))")
+    }
+}
+
 /// A broker-wide mutex for operators' tools: an exclusive, auto-deleted
 /// queue that only one connection can hold at a time. The broker drops it
 /// when that connection closes or dies, so a crashed tool never leaves the

@@ -69,7 +69,7 @@ struct FailedCommand: AsyncParsableCommand {
                 try await console.prepare(lockTimeout: global.timeout)
             } catch {
                 OperatorRun.fail("cannot use \(FailedQueues.archive): \(error)",
-                                 OperatorRun.isLoss(error) ? ExitStatus.unavailable : ExitCode(1))
+                                 OperatorRunError.isLoss(error) ? ExitStatus.unavailable : ExitCode(1))
             }
             return try await body(console)
         }

@@ -26,7 +26,7 @@ enum OperatorRun {
             fail(error.message, ExitStatus.unavailable)
         } catch {
             await connection.close()
-            fail("cannot take the operators' lock \(FailedQueues.lock): \(error)", isLoss(error) ? ExitStatus.unavailable : ExitCode(1))
+            fail("cannot take the operators' lock \(FailedQueues.lock): \(error)", OperatorRunError.isLoss(error) ? ExitStatus.unavailable : ExitCode(1))
         }
         do {
             let result = try await body(connection)
@@ -36,16 +36,9 @@ enum OperatorRun {
             await connection.close()
             // The connection does not reconnect (the lock went with it):
             // the run ends as when the broker cannot be reached.
-            if isLoss(error) { fail("lost the connection to the broker during the run; nothing more was done: \(error)", ExitStatus.unavailable) }
+            if OperatorRunError.isLoss(error) { fail("lost the connection to the broker during the run; nothing more was done: \(error)", ExitStatus.unavailable) }
             throw error
         }
-    }
-
-    /// Whether `error` is the loss of the broker connection (or an
-    /// operation refused because the connection closed after one).
-    static func isLoss(_ error: any Error) -> Bool {
-        guard let amqp = error as? AMQPError else { return false }
-        return amqp.code == .connectionLost || amqp.code == .closed
     }
 
     /// Prints `bookingctl: text` on stderr and exits with `status`.

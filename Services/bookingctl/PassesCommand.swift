@@ -189,7 +189,7 @@ private func withQueue<T: Sendable>(_ global: GlobalOptions, _ body: (FailedPass
             try await queue.declare()
         } catch {
             OperatorRun.fail("cannot use \(Topology.passesFailedQueue): \(error)",
-                             OperatorRun.isLoss(error) ? ExitStatus.unavailable : ExitCode(1))
+                             OperatorRunError.isLoss(error) ? ExitStatus.unavailable : ExitCode(1))
         }
         return try await body(queue)
     }
@@ -244,7 +244,7 @@ private func reportingPartialMoves(verb: String, json: Bool,
             for e in partial.moved { print("  \(e.key)") }
             FileHandle.standardError.write(Data(TerminalText.safe("bookingctl: \(partial.description)\n").utf8))
         }
-        BookingCtl.exit(withError: partial.connectionLost || OperatorRun.isLoss(partial.error) ? ExitStatus.unavailable : ExitCode(1))
+        BookingCtl.exit(withError: partial.connectionLost || OperatorRunError.isLoss(partial.error) ? ExitStatus.unavailable : ExitCode(1))
     }
 }
 
