@@ -175,6 +175,31 @@ struct ReadModelTests {
         #expect(store.rebuildProgress == nil)
     }
 
+    /// A replayed booking whose status this projector does not know (a
+    /// newer handler's) is ignored as a live event would be: the rebuild
+    /// keeps the live model's state of it, counts it as replayed, and the
+    /// swap changes no room-day; one the live model never had stays out.
+    @Test func aReplayedUnknownStatusKeepsTheLastKnownState() async throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        _ = try await store.apply(.room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z"))
+        _ = try await store.apply(state("b1", "09:00", "10:00", version: 1))
+        #expect(try await store.beginRebuild(replayId: "r1"))
+        #expect(try await store.applyReplayed([.room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z"),
+                                               .keepBooking(id: "b1"), .keepBooking(id: "never-seen"),
+                                               state("b2", "12:00", "13:00")], replayId: "r1"))
+        // Redelivered: counted once.
+        #expect(try await store.applyReplayed(.keepBooking(id: "b1"), replayId: "r1"))
+        #expect(store.rebuildProgress?.bookings == 3, "every replayed booking counts, known status or not")
+        let result = try #require(try await store.finishRebuild(replayId: "r1"))
+        #expect(result.changes.map(\.avail) == [["07:00 - 09:00", "10:00 - 12:00", "13:00 - 19:00"]],
+                "only b2's day changes: b1 is still busy")
+        #expect(try await store.booking(id: "b1")?.version == 1)
+        #expect(try await store.booking(id: "never-seen") == nil)
+        // Live, the same status is not a change at all (EventReader).
+        #expect(try await store.apply(.keepBooking(id: "b1")).applied == false)
+    }
+
     /// The replay carries no reopened closures (the handler deletes them):
     /// the live tombstone survives the swap, so a late `room.closed` of a
     /// reopened closure does not close the room again.

@@ -58,6 +58,28 @@ struct ReplayPageReaderTests {
         #expect(EventReader.readPage(Array(#"{"rooms":[]}"#.utf8)) == nil)
     }
 
+    /// Contract v1.1: consumers ignore unknown status values. A page with
+    /// one is read whole, the booking kept in its place as "keep what you
+    /// know"; an event with one is acked as unknown, not dead-lettered.
+    @Test func anUnknownStatusIsIgnoredNotRefused() throws {
+        var json = String(decoding: try ContractJSON.encode(ReplayPage(bookings: Self.bookings)), as: UTF8.self)
+        json = json.replacingOccurrences(of: #""status":"pending""#, with: #""status":"noShow""#)
+        let changes = try #require(EventReader.readPage(Array(json.utf8)))
+        #expect(changes.count == Self.bookings.count)
+        guard case .keepBooking(let id) = changes[1] else { Issue.record("\(changes[1])"); return }
+        #expect(id == "bk-1")
+        #expect(Self.states(changes).map(\.id) == ["bk-0", "bk-2", "bk-3", "bk-4", "bk-5"])
+
+        let event = try ContractJSON.encode(BookingEvent(eventId: "e", occurredAt: "2026-11-22T10:00:00Z",
+                                                         booking: Self.bookings[0]))
+        let unknown = String(decoding: event, as: UTF8.self)
+            .replacingOccurrences(of: #""status":"confirmed""#, with: #""status":"expired""#)
+        guard case .unknownStatus(let bookingId, let status) = EventReader.read(type: "booking.updated", body: Array(unknown.utf8)) else {
+            Issue.record("not read as an unknown status"); return
+        }
+        #expect(bookingId == "bk-0" && status == "expired")
+    }
+
     @Test func aRebuildAsksForPagesUnlessThePageSizeIsOne() throws {
         let paged = Rebuilder.replayRequest(queue: "availability-projector.replay", replayId: "r", pageSize: 500)
         #expect(paged.bookingsPerMessage == 500)

@@ -213,6 +213,33 @@ struct RetrySemanticsTests {
         await h.stop()
     }
 
+    /// Contract v1.1: consumers ignore unknown status values. An event
+    /// from a newer handler is acked without a pass (whether one is due
+    /// cannot be told) and is not dead-lettered; the booking's next known
+    /// state is handled as usual.
+    @Test func anUnknownStatusIsIgnoredNotDeadLettered() async throws {
+        let gateway = try await FaultGateway.start()
+        let h = try await PassHarness.start(gateway: gateway)
+        var booking = makeBooking(version: 1, attendees: 2)
+        let event = BookingEvent(eventId: UUID().uuidString, occurredAt: ContractFormat.timestamp(Date()), booking: booking)
+        let body = String(decoding: try ContractJSON.encode(event), as: UTF8.self)
+            .replacingOccurrences(of: #""status":"confirmed""#, with: #""status":"tentative""#)
+        try await h.client.publish(Array(body.utf8), exchange: Topology.eventsExchange,
+                                   routingKey: EventType.bookingConfirmed.rawValue,
+                                   properties: .persistentJSON(type: EventType.bookingConfirmed.rawValue, messageID: event.eventId,
+                                                               userID: h.client.user))
+        let id = booking.id
+        try await h.settled.wait("unknown status settled") { !$0.isEmpty }
+        #expect(h.settled.current.map(\.outcome) == [.acked])
+        #expect(h.settled.current.first?.bookingId == id)
+        #expect(gateway.state.current.sent.isEmpty)
+        booking.version = 2
+        try await h.publish(.bookingConfirmed, booking)
+        try await h.waitDelivered(booking, indexes: [0, 1])
+        #expect(try await h.client.queueInfo(Topology.deadLetterQueue(for: Topology.passSenderEventsQueue)).messageCount == 0)
+        await h.stop()
+    }
+
     @Test func poisonEventsAreDeadLettered() async throws {
         let gateway = try await FaultGateway.start()
         let h = try await PassHarness.start(gateway: gateway)

@@ -92,6 +92,12 @@ struct ProjectorEndToEndTests {
         try await h.publishEvent(.bookingConfirmed, confirmed)
         try await h.publishEvent(.bookingConfirmed, confirmed)
         try await h.publishEvent(.bookingRescheduled, event("x2", "15:00", "16:00", .confirmed, 1))
+        // A newer version with a status this projector does not know
+        // (v1.1: ignored): acked, not dead-lettered, and x2 stays 12–13.
+        let unknown = String(decoding: try ContractJSON.encode(event("x2", "15:00", "16:00", .confirmed, 3)), as: UTF8.self)
+            .replacingOccurrences(of: #""status":"confirmed""#, with: #""status":"noShow""#)
+        try await h.client.publish(Array(unknown.utf8), exchange: Topology.eventsExchange, routingKey: "booking.updated",
+                                   properties: .persistentJSON(type: "booking.updated", userID: h.client.user))
         // An unreadable event is dead-lettered, not a crash.
         try await h.client.publish(Array("{oops".utf8), exchange: Topology.eventsExchange, routingKey: "booking.created",
                                    properties: .persistentJSON(type: "booking.created", userID: h.client.user))
@@ -114,7 +120,7 @@ struct ProjectorEndToEndTests {
                 try await Task.sleep(for: .milliseconds(20))
             }
         }
-        #expect(dead == 1)
+        #expect(dead == 1, "the unknown status is not dead-lettered")
         await h.stop()
     }
 

@@ -16,6 +16,12 @@ enum EventReader {
         case poison(String)
         /// Not published by the booking handler's user: dead-letter.
         case untrusted(String)
+        /// A booking event whose status this projector does not know: a
+        /// newer handler's. Contract v1.1 has consumers ignore unknown
+        /// status values, so the event is acked and the model keeps what
+        /// it knew of the booking — dead-lettering it would fill the dead
+        /// letters with every event of an upgrade done handler first.
+        case unknownStatus(bookingId: String, status: String)
     }
 
     static func read(type: String, body: [UInt8]) -> Outcome {
@@ -40,7 +46,10 @@ enum EventReader {
             guard let b = (try? ContractJSON.decode(SlotEvent.self, from: body))?.booking else {
                 return .poison("\(type) body does not decode")
             }
-            guard let state = BookingState(id: b.id, room: b.room, date: b.date, start: b.start, end: b.end, status: b.status,
+            guard let status = BookingStatus(rawValue: b.status) else {
+                return .unknownStatus(bookingId: b.id, status: b.status)
+            }
+            guard let state = BookingState(id: b.id, room: b.room, date: b.date, start: b.start, end: b.end, status: status,
                                            version: b.version) else {
                 return .poison("\(type) has an unreadable date or time")
             }
@@ -50,9 +59,10 @@ enum EventReader {
         }
     }
 
-    /// A replay page's bookings (``ReplayPage``) as changes, in page order;
-    /// nil when the body does not decode or one of its bookings has an
-    /// unreadable date or time.
+    /// A replay page's bookings (``ReplayPage``) as changes, in page order
+    /// (a booking with a status this projector does not know as
+    /// ``ModelChange/keepBooking(id:)``); nil when the body does not decode
+    /// or one of its bookings has an unreadable date or time.
     ///
     /// Only the fields the read model keeps are decoded: a page of 500
     /// bookings with their attendees is mostly fields the projector never
@@ -62,7 +72,12 @@ enum EventReader {
         var changes: [ModelChange] = []
         changes.reserveCapacity(page.bookings.count)
         for b in page.bookings {
-            guard let state = BookingState(id: b.id, room: b.room, date: b.date, start: b.start, end: b.end, status: b.status,
+            guard let status = BookingStatus(rawValue: b.status) else {
+                guard !b.id.isEmpty else { return nil }
+                changes.append(.keepBooking(id: b.id))
+                continue
+            }
+            guard let state = BookingState(id: b.id, room: b.room, date: b.date, start: b.start, end: b.end, status: status,
                                            version: b.version) else { return nil }
             changes.append(.booking(state))
         }
@@ -77,7 +92,8 @@ enum EventReader {
             let date: String
             let start: String
             let end: String
-            let status: BookingStatus
+            /// Text: an unknown value is ignored, not a decoding error.
+            let status: String
             let version: Int
         }
         let bookings: [Slot]
@@ -149,6 +165,10 @@ public struct EventConsumer: Sendable {
         case .ignored:
             try? await delivery.ack()
             ProjectorMetrics.events.increment("ignored")
+        case .unknownStatus(let bookingId, let status):
+            UnknownStatus.note(status, bookingId: bookingId, logger: logger)
+            try? await delivery.ack()
+            ProjectorMetrics.events.increment("unknown-status")
         case .poison(let reason):
             logger.warning("unreadable event dead-lettered", metadata: ["reason": .string(reason),
                                                                         "amqp.message_id": .string(delivery.properties.messageID ?? "")])
@@ -212,6 +232,7 @@ public struct EventConsumer: Sendable {
         case .booking(let state): "booking:\(state.id)#\(state.version)"
         case .room: messageID
         case .closure(let closure, let removed): "closure:\(closure.id)#\(removed ? "reopened" : "closed")"
+        case .keepBooking: messageID
         }
     }
 

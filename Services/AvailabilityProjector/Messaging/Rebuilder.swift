@@ -356,6 +356,9 @@ public final class Rebuilder: Sendable {
         switch EventReader.read(type: type, body: delivery.body) {
         case .change(let change):
             batcher.add([change], replayId: replayId, delivery: delivery)
+        case .unknownStatus(let bookingId, let status):
+            UnknownStatus.note(status, bookingId: bookingId, logger: logger)
+            batcher.add([.keepBooking(id: bookingId)], replayId: replayId, delivery: delivery)
         case .ignored, .poison, .untrusted:
             try? await delivery.ack()
         }

@@ -49,6 +49,13 @@ public enum ModelChange: Sendable {
     case booking(BookingState)
     /// `room.closed` (`removed` false) or `room.reopened` (true), v1.2.
     case closure(RoomClosure, removed: Bool)
+    /// A replayed booking whose status this projector does not know
+    /// (v1.1: consumers ignore unknown status values). The model keeps
+    /// what it knew of the booking: a rebuild carries the live model's row
+    /// over, if there is one, and counts the booking as replayed, so the
+    /// count check against the end marker still holds. Live events with
+    /// such a status never become a change (``EventReader``).
+    case keepBooking(id: String)
 }
 
 /// A room-day whose free slots changed, with its new `avail`.
@@ -363,6 +370,22 @@ public final class ProjectorStore: Sendable {
             try storeClosure(closure, removed: removed, db, prefix: p)
             return (true, [], [], nil)
 
+        case .keepBooking(let id):
+            // Only a rebuild has something to keep: the live row, unless
+            // the rebuild already holds a state of the booking.
+            guard p != live else { return (false, [], [], nil) }
+            try db.cachedStatement(sql: """
+                INSERT OR IGNORE INTO \(p)booking (id, room, date, startMin, endMin, status, version, prevDate)
+                SELECT id, room, date, startMin, endMin, status, version, prevDate FROM \(live)booking WHERE id = ?
+                """).execute(arguments: [id])
+            guard db.changesCount > 0, let row = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT room, date FROM \(p)booking WHERE id = ?"), arguments: [id]) else {
+                return (false, [], [], nil)
+            }
+            let day = RoomDay(room: row[0], date: row[1])
+            if recompute { try Self.recompute(day, db, prefix: p) }
+            return (true, [day], [], nil)
+
         case .booking(let b):
             let existing = try Row.fetchOne(db.cachedStatement(sql: "SELECT room, date, version, prevDate FROM \(p)booking WHERE id = ?"),
                                             arguments: [b.id])
@@ -548,12 +571,13 @@ public final class ProjectorStore: Sendable {
                     case .room(let room, _): key = "room:" + room.name
                     case .booking(let booking): key = "booking:" + booking.id
                     case .closure(let closure, _): key = "closure:" + closure.id
+                    case .keepBooking(let id): key = "booking:" + id
                     }
                     try db.cachedStatement(sql: "INSERT OR IGNORE INTO rebuild_seen (key) VALUES (?)").execute(arguments: [key])
                     guard db.changesCount > 0 else { continue }
                     switch change {
                     case .room: counted.rooms += 1
-                    case .booking: counted.bookings += 1
+                    case .booking, .keepBooking: counted.bookings += 1
                     case .closure: counted.closures += 1
                     }
                 }

@@ -109,6 +109,17 @@ public struct PassConsumer: Sendable {
         do {
             event = try ContractJSON.decode(BookingEvent.self, from: delivery.body)
         } catch {
+            if let (bookingId, status) = UnknownStatus.probe(delivery.body) {
+                // A newer handler's status (v1.1: ignored). Whether a pass
+                // is due cannot be told from it; the ledger keeps the
+                // booking's last known state.
+                UnknownStatus.note(status, bookingId: bookingId, logger: logger)
+                try? await delivery.ack()
+                PassSenderMetrics.shared.messages.increment(type.rawValue, "unknown-status")
+                observer?(Settled(queue: Topology.passSenderEventsQueue, type: type.rawValue,
+                                  bookingId: String(bookingId.prefix(128)), outcome: .acked, summary: nil))
+                return
+            }
             await poison(delivery, reason: "body is not a booking event: \(error)", logger: logger, label: type.rawValue)
             observer?(Settled(queue: Topology.passSenderEventsQueue, type: type.rawValue, bookingId: nil,
                               outcome: .deadLettered("body is not a booking event"), summary: nil))
