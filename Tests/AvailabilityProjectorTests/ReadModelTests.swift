@@ -1,4 +1,5 @@
 @testable import AvailabilityProjector
+import GRDB
 import BookingContracts
 import Foundation
 import Testing
@@ -173,6 +174,15 @@ struct ReadModelTests {
         #expect(try await store.beginRebuild(replayId: "r3"))
         try await store.abortRebuild(replayId: "r3")
         #expect(store.rebuildProgress == nil)
+    }
+
+    /// Commits are fsynced (`synchronous = FULL`, 2) on the writer, not
+    /// GRDB's WAL default NORMAL (1): an event is acked after its commit.
+    @Test func theWriterSyncsEveryCommit() async throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let level = try await store.pool.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") }
+        #expect(level == 2)
     }
 
     /// A replayed booking whose status this projector does not know (a

@@ -68,6 +68,17 @@ struct StoreTests {
         }
     }
 
+    /// Commits are fsynced (`synchronous = FULL`, 2) on the writer that
+    /// group commit uses, not GRDB's WAL default NORMAL (1): a reply and an
+    /// ack follow the commit, so the commit must survive a power cut.
+    @Test func theSQLiteWriterSyncsEveryCommit() async throws {
+        let dir = try TemporaryDirectory("sync")
+        defer { dir.remove() }
+        let store = try SQLiteBookingStore(path: dir.appending("db.sqlite").path)
+        let level = try await store.pool.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") }
+        #expect(level == 2)
+    }
+
     func makeProcessor(_ fixture: StoreFixture) async throws -> (any BookingStore, CommandProcessor) {
         let store = try await fixture.open()
         let now = ISO8601DateFormatter().date(from: "2026-11-22T10:00:00Z")!

@@ -166,9 +166,14 @@ public final class ProjectorStore: Sendable {
         var configuration = Configuration()
         configuration.busyMode = .timeout(15)
         configuration.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            try db.execute(sql: "PRAGMA synchronous = FULL")
         }
         pool = try DatabasePool(path: path, configuration: configuration)
+        // FULL on the writer too (GRDB sets NORMAL there when it turns WAL
+        // on): an event is acked after its commit, so a commit lost to a
+        // power cut or an OS crash would leave the model stale until the
+        // next rebuild, with nothing to say so.
+        try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         self.index = index
         try pool.write { db in
             try Self.createTables(db, prefix: Self.live, ifNotExists: true)

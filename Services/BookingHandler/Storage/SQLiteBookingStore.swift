@@ -41,7 +41,9 @@ public final class SQLiteBookingStore: BookingStore {
         // Another process holding the write lock makes us wait, not fail.
         configuration.busyMode = .timeout(15)
         configuration.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA synchronous = NORMAL")  // WAL: durable at checkpoint, safe on crash
+            // WAL + FULL: a command's commit is on disk before its reply,
+            // its events and its ack (set again on the writer below).
+            try db.execute(sql: "PRAGMA synchronous = FULL")
             // SQLite's temporary files in memory: with the default, the
             // handler created, wrote and unlinked a file in /var/tmp
             // (`etilqs_*`) for about every third booking — strace: 136 in
@@ -68,6 +70,12 @@ public final class SQLiteBookingStore: BookingStore {
             try Self.migrator.migrate(pool)
             return pool
         }
+        // GRDB's DatabasePool sets `synchronous = NORMAL` on its writer when
+        // it turns WAL on, after `prepareDatabase`: without this the writer
+        // runs NORMAL, and an answered, acked booking can be lost to a power
+        // cut or an OS crash (not to a process crash). Group commit shares the fsync
+        // among the commands of one transaction (docs/performance.md).
+        try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         commits = CommitEngine(backend: SQLiteWriter(pool: pool, rooms: rooms, checkpoints: try WALCheckpointer(path: path)),
                                handOver: handOver)
     }
