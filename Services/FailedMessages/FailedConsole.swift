@@ -166,9 +166,23 @@ public struct FailedConsole: Sendable {
         }
     }
 
+    /// What ``purgeArchived(before:)`` did.
+    public struct Purged: Sendable {
+        /// Audit copies removed.
+        public var removed: Int
+        /// Why the purge stopped before every old copy was removed (the
+        /// rest stay in the archive); nil when it went through.
+        public var stopped: String?
+        /// Whether the broker connection was lost on the way.
+        public var connectionLost: Bool
+    }
+
     /// Removes the audit copies archived before `cutoff` (oldest first;
-    /// copies without a readable `x-archived-at` are kept). Returns how many.
-    public func purgeArchived(before cutoff: Date) async throws -> Int {
+    /// copies without a readable `x-archived-at` are kept). A purge that
+    /// stops half way reports how many it removed, not only an error: a
+    /// script reading `--json` needs the count either way. Throws only
+    /// when it could not start.
+    public func purgeArchived(before cutoff: Date) async throws -> Purged {
         let snapshot = try await QueueSnapshot.hold(FailedQueues.archive, like: connection)
         let settled = await snapshot.settle { _, delivery in
             guard let text = delivery.properties.headers["x-archived-at"]?.stringValue,
@@ -180,8 +194,8 @@ public struct FailedConsole: Sendable {
             if case .failed(let error)? = outcome { return error }
             return nil
         }.first ?? settled.stop?.error ?? settled.releaseError
-        if let failure { throw ConsoleError("removed \(removed) audit cop\(removed == 1 ? "y" : "ies"), then stopped: \(failure)") }
-        return removed
+        return Purged(removed: removed, stopped: failure.map { "stopped after removing \(removed): \($0)" },
+                      connectionLost: settled.connectionLost || failure.map(OperatorRunError.isLoss) == true)
     }
 
     /// Every audit copy, oldest first (the archive is left as it was).

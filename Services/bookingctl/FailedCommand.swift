@@ -267,9 +267,14 @@ struct FailedCommand: AsyncParsableCommand {
                 try await $0.purgeArchived(before: cutoff)
             }
             if global.json {
-                OperatorRun.printJSON(["purged": purged, "before": ContractFormat.timestamp(cutoff)])
+                OperatorRun.printJSON(["purged": purged.removed, "before": ContractFormat.timestamp(cutoff),
+                                       "stopped": purged.stopped.map { $0 as Any } ?? NSNull()])
             } else {
-                print("purged \(purged) archived message(s) older than \(olderThan) (before \(ContractFormat.timestamp(cutoff)))")
+                print("purged \(purged.removed) archived message(s) older than \(olderThan) (before \(ContractFormat.timestamp(cutoff)))")
+            }
+            if let stopped = purged.stopped {
+                FileHandle.standardError.write(Data(TerminalText.safe("bookingctl: \(stopped)\n").utf8))
+                BookingCtl.exit(withError: purged.connectionLost ? ExitStatus.unavailable : ExitCode(1))
             }
         }
     }
