@@ -184,18 +184,24 @@ public struct FailedConsole: Sendable {
     /// when it could not start.
     public func purgeArchived(before cutoff: Date) async throws -> Purged {
         let snapshot = try await QueueSnapshot.hold(FailedQueues.archive, like: connection)
-        let settled = await snapshot.settle { _, delivery in
+        func isOld(_ delivery: AMQPDelivery) -> Bool {
             guard let text = delivery.properties.headers["x-archived-at"]?.stringValue,
                   let at = ContractFormat.parseTimestamp(text) else { return false }
             return at < cutoff
         }
+        let settled = await snapshot.settle { _, delivery in isOld(delivery) }
         let removed = settled.outcomes.filter { if case .done? = $0 { true } else { false } }.count
+        // What counts as stopping: an old copy the broker kept, or a stop
+        // before an old copy. A stop among young copies only, or untouched
+        // copies not seen back in time, left nothing old behind.
         let failure = settled.outcomes.lazy.compactMap { outcome -> (any Error)? in
             if case .failed(let error)? = outcome { return error }
             return nil
-        }.first ?? settled.stop?.error ?? settled.releaseError
+        }.first ?? settled.stop.flatMap { stop in
+            snapshot.deliveries[stop.position...].contains(where: isOld) ? stop.error : nil
+        }
         return Purged(removed: removed, stopped: failure.map { "stopped after removing \(removed): \($0)" },
-                      connectionLost: settled.connectionLost || failure.map(OperatorRunError.isLoss) == true)
+                      connectionLost: failure.map(OperatorRunError.isLoss) == true)
     }
 
     /// Every audit copy, oldest first (the archive is left as it was).

@@ -107,6 +107,38 @@ struct GroupCommitTests {
         for i in 0..<10 { #expect((try await store.booking(id: "b\(i)") != nil) == (i != 5), "b\(i)") }
     }
 
+    /// A change that commits but whose index update fails (a failed read
+    /// of the committed occupancy) is requeued; its redelivery is a no-op
+    /// by version, so the index would miss the day until a restart. The
+    /// next writer job reads the day again and announces it.
+    @Test func aCommittedChangeTheIndexMissedIsReadAgainByTheNextJob() async throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        _ = try await store.apply(.room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z"))
+        let day = RoomDay(room: "Berlin", date: "2026-11-23")
+        store.indexFault.withLock { $0 = Injected() }
+        await #expect(throws: Injected.self) { try await store.apply(state("b1", "09:00", "10:00")) }
+        store.indexFault.withLock { $0 = nil }
+        #expect(try await store.booking(id: "b1") != nil, "committed")
+        #expect(store.index.free(day, in: store.index.snapshot)?.availStrings == ["07:00 - 19:00"], "the index missed it")
+
+        // The event again (redelivered): no-op by version, yet the day is read and announced.
+        let again = try await store.apply(state("b1", "09:00", "10:00"))
+        #expect(!again.applied)
+        #expect(again.changes == [DayChange(day: day, timeZone: "Europe/Berlin", avail: ["07:00 - 09:00", "10:00 - 19:00"])])
+        #expect(store.index.free(day, in: store.index.snapshot)?.availStrings == ["07:00 - 09:00", "10:00 - 19:00"])
+
+        // A room whose index update failed is read again from its table.
+        store.indexFault.withLock { $0 = Injected() }
+        await #expect(throws: Injected.self) {
+            try await store.apply(.room(Room(name: "Paris", capacity: 4), occurredAt: "2026-11-01T10:00:00Z"))
+        }
+        store.indexFault.withLock { $0 = nil }
+        #expect(store.index.snapshot.rooms["Paris"] == nil)
+        _ = try await store.apply(state("b2", date: "2026-11-24", "09:00", "10:00"))
+        #expect(store.index.snapshot.rooms["Paris"]?.room.capacity == 4)
+    }
+
     /// A failing change in a rebuild's batch is found by halving: only it
     /// is missing, in about 2 log₂ n transactions, not one per change.
     @Test func aFailingReplayedChangeIsIsolatedByHalving() async throws {

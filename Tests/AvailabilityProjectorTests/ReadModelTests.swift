@@ -208,6 +208,17 @@ struct ReadModelTests {
         #expect(try await store.booking(id: "never-seen") == nil)
         // Live, the same status is not a change at all (EventReader).
         #expect(try await store.apply(.keepBooking(id: "b1")).applied == false)
+
+        // A stale live event staged during a rebuild (b1 v1, the live
+        // model has v2) does not win over the kept newer state.
+        _ = try await store.apply(state("b1", "14:00", "15:00", version: 2))
+        #expect(try await store.beginRebuild(replayId: "r2"))
+        _ = try await store.apply(state("b1", "09:00", "10:00", version: 1))
+        #expect(try await store.applyReplayed([.room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z"),
+                                               .keepBooking(id: "b1"), state("b2", "12:00", "13:00")], replayId: "r2"))
+        let second = try #require(try await store.finishRebuild(replayId: "r2"))
+        #expect(second.changes.isEmpty, "\(second.changes)")
+        #expect(try await store.booking(id: "b1")?.version == 2)
     }
 
     /// The replay carries no reopened closures (the handler deletes them):

@@ -78,6 +78,17 @@ struct ReplayPageReaderTests {
             Issue.record("not read as an unknown status"); return
         }
         #expect(bookingId == "bk-0" && status == "expired")
+
+        // A booking event type this projector does not know carries the
+        // whole booking like any other: read as its state.
+        guard case .change(.booking(let state)) = EventReader.read(type: "booking.expired", body: [UInt8](event)) else {
+            Issue.record("a new booking event type not read as a booking state"); return
+        }
+        #expect(state.id == "bk-0" && state.version == 1)
+        guard case .ignored = EventReader.read(type: "booking.expired", body: Array(#"{"something":"else"}"#.utf8)),
+              case .ignored = EventReader.read(type: "room.renamed", body: [UInt8](event)) else {
+            Issue.record("an unknown type that is no booking event must be ignored"); return
+        }
     }
 
     @Test func aRebuildAsksForPagesUnlessThePageSizeIsOne() throws {

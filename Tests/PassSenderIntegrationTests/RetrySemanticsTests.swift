@@ -216,7 +216,7 @@ struct RetrySemanticsTests {
     /// Contract v1.1: consumers ignore unknown status values. An event
     /// from a newer handler is acked without a pass (whether one is due
     /// cannot be told) and is not dead-lettered; the booking's next known
-    /// state is handled as usual.
+    /// state is handled as usual, though its `previous` has that status.
     @Test func anUnknownStatusIsIgnoredNotDeadLettered() async throws {
         let gateway = try await FaultGateway.start()
         let h = try await PassHarness.start(gateway: gateway)
@@ -233,8 +233,20 @@ struct RetrySemanticsTests {
         #expect(h.settled.current.map(\.outcome) == [.acked])
         #expect(h.settled.current.first?.bookingId == id)
         #expect(gateway.state.current.sent.isEmpty)
+        // The next event carries that status as the state before
+        // (`previous`): handled without the snapshot, the pass goes out.
+        var before = booking
+        before.status = .pending
         booking.version = 2
-        try await h.publish(.bookingConfirmed, booking)
+        let next = BookingEvent(eventId: UUID().uuidString, occurredAt: ContractFormat.timestamp(Date()), booking: booking,
+                                previous: BookingSnapshot(before))
+        let nextBody = String(decoding: try ContractJSON.encode(next), as: UTF8.self)
+            .replacingOccurrences(of: #""status":"pending""#, with: #""status":"tentative""#)
+        #expect(nextBody.contains(#""status":"tentative""#) && nextBody.contains(#""status":"confirmed""#))
+        try await h.client.publish(Array(nextBody.utf8), exchange: Topology.eventsExchange,
+                                   routingKey: EventType.bookingConfirmed.rawValue,
+                                   properties: .persistentJSON(type: EventType.bookingConfirmed.rawValue, messageID: next.eventId,
+                                                               userID: h.client.user))
         try await h.waitDelivered(booking, indexes: [0, 1])
         #expect(try await h.client.queueInfo(Topology.deadLetterQueue(for: Topology.passSenderEventsQueue)).messageCount == 0)
         await h.stop()

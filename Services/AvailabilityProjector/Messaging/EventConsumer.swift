@@ -25,7 +25,17 @@ enum EventReader {
     }
 
     static func read(type: String, body: [UInt8]) -> Outcome {
-        guard let eventType = EventType(rawValue: type) else { return .ignored }
+        guard let eventType = EventType(rawValue: type) else {
+            // A newer handler's booking event type: every booking event
+            // carries the whole booking, so its state counts like any
+            // other (a rebuild's count check counts it too). A body that
+            // is not a booking event is some other message: ignored.
+            guard type.hasPrefix("booking."), !type.hasPrefix("booking.replay") else { return .ignored }
+            switch read(type: EventType.bookingUpdated.rawValue, body: body) {
+            case .poison: return .ignored
+            case let outcome: return outcome
+            }
+        }
         switch eventType {
         case .roomRegistered:
             guard let event = try? ContractJSON.decode(RoomRegistered.self, from: body) else {

@@ -84,17 +84,56 @@ extension ProjectorStore {
         }
         applyTransactions.add(1, ordering: .relaxed)
         if staging { rebuild.withLock { $0?.liveEvents += batch.count } }
+        // What an earlier batch committed but could not put in the index
+        // is announced with the first change of this one.
+        var repaired = repairIndex(db)
         for (item, result) in zip(batch, results) {
             do {
-                let changes = try updateIndex(db, days: result.days, room: result.room)
+                let changes = repaired + (try updateIndex(db, days: result.days, room: result.room))
+                repaired = []
                 item.onCommit(changes, result.applied ? Array(result.days) : [])
                 item.continuation.resume(returning: ApplyOutcome(applied: result.applied, changes: changes,
                                                                  touched: result.touched))
             } catch {
+                // Committed, but the index misses it: a redelivered event
+                // is a no-op by version and would not update it, so the
+                // days are kept for the next writer job to read again.
+                staleIndex.withLock { stale in
+                    stale.days.formUnion(result.days)
+                    if let room = result.room { stale.rooms.insert(room.name) }
+                }
                 item.continuation.resume(throwing: error)
             }
         }
         return true
+    }
+
+    /// Reads the room-days and rooms an index update missed (``staleIndex``)
+    /// into the index; returns their changes to announce. What still fails
+    /// stays for the next job. Runs on the writer.
+    func repairIndex(_ db: Database) -> [DayChange] {
+        let stale = staleIndex.withLock { stale -> StaleIndex in
+            defer { stale = StaleIndex() }
+            return stale
+        }
+        guard !stale.isEmpty else { return [] }
+        do {
+            var changes: [DayChange] = []
+            for name in stale.rooms.sorted() {
+                guard let json = try Data.fetchOne(db, sql: "SELECT json FROM room WHERE name = ?", arguments: [name]) else {
+                    continue
+                }
+                changes += try updateIndex(db, days: [], room: try ContractJSON.decode(Room.self, from: json))
+            }
+            changes += try updateIndex(db, days: stale.days, room: nil)
+            return changes
+        } catch {
+            staleIndex.withLock { now in
+                now.days.formUnion(stale.days)
+                now.rooms.formUnion(stale.rooms)
+            }
+            return []
+        }
     }
 }
 

@@ -120,10 +120,17 @@ public struct PassConsumer: Sendable {
                                   bookingId: String(bookingId.prefix(128)), outcome: .acked, summary: nil))
                 return
             }
-            await poison(delivery, reason: "body is not a booking event: \(error)", logger: logger, label: type.rawValue)
-            observer?(Settled(queue: Topology.passSenderEventsQueue, type: type.rawValue, bookingId: nil,
-                              outcome: .deadLettered("body is not a booking event"), summary: nil))
-            return
+            // The state before was a newer handler's status: the event is
+            // handled without its `previous`, as one before v1.1.
+            if let readable = UnknownStatus.withoutUnknownPrevious(delivery.body),
+               let decoded = try? ContractJSON.decode(BookingEvent.self, from: readable) {
+                event = decoded
+            } else {
+                await poison(delivery, reason: "body is not a booking event: \(error)", logger: logger, label: type.rawValue)
+                observer?(Settled(queue: Topology.passSenderEventsQueue, type: type.rawValue, bookingId: nil,
+                                  outcome: .deadLettered("body is not a booking event"), summary: nil))
+                return
+            }
         }
         let booking = event.booking
         // The id goes into message ids (`<id>:<version>:<index>`, at most
