@@ -26,6 +26,8 @@ extension ProjectorStore {
     /// slots changed: every day the closure touches. On the writer.
     func applyClosure(_ closure: RoomClosure, removed: Bool, _ db: Database, staging: Bool,
                       onCommit: CommitObserver) throws -> ApplyOutcome {
+        // Its free times are computed from the index: missed days first.
+        try? repairIndex(db)
         var isRemoved = removed
         try db.inTransaction(.immediate) {
             try Self.storeClosure(closure, removed: removed, db, prefix: Self.live)

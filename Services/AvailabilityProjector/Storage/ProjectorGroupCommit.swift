@@ -84,13 +84,14 @@ extension ProjectorStore {
         }
         applyTransactions.add(1, ordering: .relaxed)
         if staging { rebuild.withLock { $0?.liveEvents += batch.count } }
-        // What an earlier batch committed but could not put in the index
-        // is announced with the first change of this one.
-        var repaired = repairIndex(db)
+        // Days an earlier batch committed but could not put in the index:
+        // read first, so this batch's changes are compared with what the
+        // file holds. (Announced by the redelivered event that missed them,
+        // ``EventConsumer``.)
+        try? repairIndex(db)
         for (item, result) in zip(batch, results) {
             do {
-                let changes = repaired + (try updateIndex(db, days: result.days, room: result.room))
-                repaired = []
+                let changes = try updateIndex(db, days: result.days, room: result.room)
                 item.onCommit(changes, result.applied ? Array(result.days) : [])
                 item.continuation.resume(returning: ApplyOutcome(applied: result.applied, changes: changes,
                                                                  touched: result.touched))
@@ -98,50 +99,36 @@ extension ProjectorStore {
                 // Committed, but the index misses it: a redelivered event
                 // is a no-op by version and would not update it, so the
                 // days are kept for the next writer job to read again.
-                staleIndex.withLock { stale in
-                    stale.days.formUnion(result.days)
-                    if let room = result.room { stale.rooms.insert(room.name) }
-                }
+                staleDays.withLock { $0.formUnion(result.days) }
                 item.continuation.resume(throwing: error)
             }
         }
         return true
     }
 
-    /// Reads the room-days and rooms an index update missed (``staleIndex``)
-    /// into the index; returns their changes to announce. What still fails
-    /// stays for the next job. Runs on the writer.
-    func repairIndex(_ db: Database) -> [DayChange] {
-        let stale = staleIndex.withLock { stale -> StaleIndex in
-            defer { stale = StaleIndex() }
-            return stale
-        }
-        guard !stale.isEmpty else { return [] }
-        do {
-            var changes: [DayChange] = []
-            for name in stale.rooms.sorted() {
-                guard let json = try Data.fetchOne(db, sql: "SELECT json FROM room WHERE name = ?", arguments: [name]) else {
-                    continue
-                }
-                changes += try updateIndex(db, days: [], room: try ContractJSON.decode(Room.self, from: json))
-            }
-            changes += try updateIndex(db, days: stale.days, room: nil)
-            return changes
-        } catch {
-            staleIndex.withLock { now in
-                now.days.formUnion(stale.days)
-                now.rooms.formUnion(stale.rooms)
-            }
-            return []
-        }
+    /// Reads the room-days an index update missed (``staleDays``) into the
+    /// index, without announcing them. Throws when that fails; they stay
+    /// missed for the next job. Runs on the writer.
+    func repairIndex(_ db: Database) throws {
+        let stale = staleDays.withLock { $0 }
+        guard !stale.isEmpty else { return }
+        _ = try updateIndex(db, days: stale, room: nil)
+        staleDays.withLock { $0.subtract(stale) }
     }
 }
 
 extension ProjectorStore {
     /// Runs `body` as a job of the writer, in order with every commit, its
     /// index update and its announcements (which run on the writer too).
+    ///
+    /// Missed room-days are read into the index first (``repairIndex(_:)``);
+    /// when that fails, so does the job, so that nothing is announced or
+    /// acked on the strength of an index that misses a commit.
     func onWriter<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await pool.writeWithoutTransaction { _ in try body() }
+        try await pool.writeWithoutTransaction { db in
+            try self.repairIndex(db)
+            return try body()
+        }
     }
 }
 

@@ -117,19 +117,13 @@ public final class ProjectorStore: Sendable {
     /// Tests: an error to throw from the index update after a commit, as a
     /// failed read of the committed occupancy would.
     let indexFault = Mutex<(any Error)?>(nil)
-    /// Committed room-days and rooms whose index update failed: the index
-    /// misses them until ``repairIndex(_:)`` reads them again (the next
-    /// writer job). Written on the writer only.
-    let staleIndex = Mutex<StaleIndex>(StaleIndex())
-
-    /// What the index missed of committed changes.
-    struct StaleIndex: Sendable {
-        var days: Set<RoomDay> = []
-        /// Names: the room is read again from its table, which may hold a
-        /// newer registration by then.
-        var rooms: Set<String> = []
-        var isEmpty: Bool { days.isEmpty && rooms.isEmpty }
-    }
+    /// Committed room-days whose index update failed: the index misses
+    /// them until ``repairIndex(_:)`` reads them again. Only days: a
+    /// redelivered booking event is a no-op by version and would never
+    /// update them, while a redelivered `room.registered` applies again
+    /// (ties go to the later arrival) and announces the room's days
+    /// itself. Touched on the writer only.
+    let staleDays = Mutex<Set<RoomDay>>([])
 
     /// A rebuild in progress.
     public struct RebuildProgress: Sendable, Equatable {
