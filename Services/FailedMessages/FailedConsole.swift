@@ -200,8 +200,20 @@ public struct FailedConsole: Sendable {
         }.first ?? settled.stop.flatMap { stop in
             snapshot.deliveries[stop.position...].contains(where: isOld) ? stop.error : nil
         }
-        return Purged(removed: removed, stopped: failure.map { "stopped after removing \(removed): \($0)" },
-                      connectionLost: failure.map(OperatorRunError.isLoss) == true)
+        if let failure {
+            return Purged(removed: removed, stopped: "stopped after removing \(removed): \(failure)",
+                          connectionLost: OperatorRunError.isLoss(failure))
+        }
+        // Removals are acks the broker may not have taken before a loss.
+        if settled.connectionLost && removed > 0 {
+            return Purged(removed: removed, stopped: "the connection was lost after removing \(removed); removals the broker "
+                            + "had not taken yet are back in \(FailedQueues.archive)", connectionLost: true)
+        }
+        if !snapshot.isComplete {
+            return Purged(removed: removed, stopped: "\(FailedQueues.archive) holds more copies than one run reads; run it again",
+                          connectionLost: false)
+        }
+        return Purged(removed: removed, stopped: nil, connectionLost: false)
     }
 
     /// Every audit copy, oldest first (the archive is left as it was).
