@@ -121,7 +121,7 @@ struct ReplayPermissionTests {
     /// Berlin and bookings `b-0`…`b-6`, `b-3` cancelled, versions 1…7.
     static func seedSevenBookings(_ processor: CommandProcessor) async throws {
         try await processor.store.transaction { tx in
-            try tx.upsertRoom(Fixture.berlin)
+            _ = try tx.upsertRoom(Fixture.berlin, at: Date())
             for i in 0..<7 {
                 var b = Fixture.booking(id: "b-\(i)", status: i == 3 ? .cancelled : .confirmed)
                 b.version = i + 1

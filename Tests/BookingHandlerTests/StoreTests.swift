@@ -141,6 +141,28 @@ struct StoreTests {
         #expect(announced.suffix(2).first { $0.name == "Berlin" }?.capacity == 8)
     }
 
+    /// `occurredAt` has whole seconds: registrations of one room within
+    /// one second get increasing instants (one second apart), so every
+    /// projector keeps the last whatever order it applies them in; a
+    /// replay and an unchanged room's announcement carry the last one.
+    @Test(arguments: StoreKind.allCases)
+    func registrationsOfARoomInOneSecondAreOrderedByOccurredAt(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        defer { fixture.remove() }
+        let store = try await fixture.open()
+        let now = ISO8601DateFormatter().date(from: "2026-11-22T10:00:00Z")!
+        let processor = CommandProcessor(store: store, now: { now.addingTimeInterval(0.6) })
+        for capacity in [8, 9, 10, 10] {
+            _ = try await processor.upsertRooms(fileContents: Data(#"[{"name": "Berlin", "capacity": \#(capacity)}]"#.utf8))
+        }
+        let events = store.takeCommitted(limit: 100) + (try await store.claimOutbox(limit: 100, lease: 60))
+        let announced = try events.sorted { $0.id < $1.id }.map { try ContractJSON.decode(RoomRegistered.self, from: Data($0.body)) }
+        #expect(announced.map(\.room.capacity) == [8, 9, 10, 10])
+        #expect(announced.map(\.occurredAt) == ["2026-11-22T10:00:00Z", "2026-11-22T10:00:01Z", "2026-11-22T10:00:02Z",
+                                                 "2026-11-22T10:00:02Z"])
+        #expect(try await store.replayRooms().map { ContractFormat.timestamp($0.updatedAt) } == ["2026-11-22T10:00:02Z"])
+    }
+
     @Test(arguments: StoreKind.allCases)
     func concurrentRepeatsOfOneKeyHaveOneEffectAndOneReply(_ kind: StoreKind) async throws {
         let fixture = try StoreFixture(kind)
@@ -611,7 +633,7 @@ struct StoreTests {
         defer { fixture.remove() }
         let store = try await fixture.open()
         try await store.transaction { tx in
-            try tx.upsertRoom(Fixture.berlin)
+            _ = try tx.upsertRoom(Fixture.berlin, at: Date())
             for i in [4, 0, 6, 2, 5, 1, 3] {
                 for version in 1...(1 + i % 3) {
                     var booking = Fixture.booking(id: "b-\(i)", status: i == 3 && version > 1 ? .cancelled : .confirmed)
@@ -648,7 +670,7 @@ struct StoreTests {
         defer { fixture.remove() }
         let store = try await fixture.open()
         try await store.transaction { tx in
-            try tx.upsertRoom(Fixture.berlin)
+            _ = try tx.upsertRoom(Fixture.berlin, at: Date())
             for version in 1...3 {
                 var booking = Fixture.booking(id: "b-1", status: .confirmed)
                 booking.version = version

@@ -285,13 +285,15 @@ public struct CommandProcessor: Sendable {
         // unchanged room has none). Their `room.registered` still goes out,
         // so that a projector started on an empty model learns every room;
         // queued together (on PostgreSQL one insert per thousand rooms).
-        let stored = Dictionary(try await store.replayRooms().map { ($0.room.name, $0.room) }) { first, _ in first }
+        let stored = Dictionary(try await store.replayRooms().map { ($0.room.name, $0) }) { first, _ in first }
         try await store.transaction { [self] tx in
-            let unchanged = valid.filter { stored[$0.name] == $0 }
-            try tx.enqueueAll(try unchanged.map { try roomRegistered($0, now: now) })
-            for room in valid where stored[room.name] != room {
-                try tx.upsertRoom(room)
-                try enqueueRoomRegistered(room, tx, now: now)
+            // An unchanged room is announced as registered when it was, as
+            // a replay announces it: not as newer than a change made since.
+            let unchanged = valid.compactMap { room in stored[room.name].flatMap { $0.room == room ? $0 : nil } }
+            try tx.enqueueAll(try unchanged.map { try roomRegistered($0.room, at: $0.updatedAt) })
+            for room in valid where stored[room.name]?.room != room {
+                let registered = try tx.upsertRoom(room, at: now)
+                try enqueueRoomRegistered(room, tx, at: registered)
                 try promoteWaiters(room: room.name, tx, now: now)
             }
         }
@@ -335,8 +337,8 @@ public struct CommandProcessor: Sendable {
             switch BookingRules.validateRoom(c) {
             case .failure(let error): return ReplyBody(.error(error))
             case .success(let room):
-                try tx.upsertRoom(room)
-                try enqueueRoomRegistered(room, tx, now: now)
+                let registered = try tx.upsertRoom(room, at: now)
+                try enqueueRoomRegistered(room, tx, at: registered)
                 // New hours or a smaller buffer may free waiters' slots.
                 try promoteWaiters(room: room.name, tx, now: now)
                 return ReplyBody(.room(room))
@@ -531,13 +533,15 @@ public struct CommandProcessor: Sendable {
 
     // MARK: Events
 
-    private func enqueueRoomRegistered(_ room: Room, _ tx: any StoreTransaction, now: Date) throws {
-        let event = try roomRegistered(room, now: now)
+    /// `registered`: the instant ``StoreTransaction/upsertRoom(_:at:)``
+    /// stored, which a replay of the room carries too.
+    private func enqueueRoomRegistered(_ room: Room, _ tx: any StoreTransaction, at registered: Date) throws {
+        let event = try roomRegistered(room, at: registered)
         try tx.enqueue(routingKey: event.routingKey, messageID: event.messageID, body: event.body, orderKey: event.orderKey)
     }
 
-    private func roomRegistered(_ room: Room, now: Date) throws -> NewOutboxEvent {
-        let event = RoomRegistered(eventId: newID(), occurredAt: ContractFormat.timestamp(now), room: room)
+    private func roomRegistered(_ room: Room, at registered: Date) throws -> NewOutboxEvent {
+        let event = RoomRegistered(eventId: newID(), occurredAt: ContractFormat.timestamp(registered), room: room)
         return NewOutboxEvent(routingKey: EventType.roomRegistered.rawValue, messageID: event.eventId,
                               body: try ContractJSON.encode(event), orderKey: OutboxKey.room(room.name))
     }

@@ -128,15 +128,20 @@ struct PostgresTransaction: QueuingTransaction {
         return room
     }
 
-    func upsertRoom(_ room: Room) throws {
+    func upsertRoom(_ room: Room, at now: Date) throws -> Date {
         let json = Self.text(try ContractJSON.encode(room))
-        try run("""
-            INSERT INTO room (name, json, updatedAt) VALUES (\(room.name), \(json), \(Date().timeIntervalSince1970))
-            ON CONFLICT (name) DO UPDATE SET json = excluded.json, updatedAt = excluded.updatedAt
-            """)
+        // As on SQLite: whole seconds, after the previous registration.
+        // The row lock of the upsert orders concurrent handlers' writes.
+        let registered = try run("""
+            INSERT INTO room (name, json, updatedAt) VALUES (\(room.name), \(json), \(now.timeIntervalSince1970.rounded(.down)))
+            ON CONFLICT (name) DO UPDATE SET json = excluded.json,
+              updatedAt = GREATEST(excluded.updatedAt, floor(room.updatedAt) + 1)
+            RETURNING updatedAt
+            """).first.map { try $0.decode(Double.self) }
         // As on SQLite: bookings waiting for a check-in are re-evaluated
         // under the new policy.
         try run("UPDATE booking SET nextDueAt = startsAt WHERE room = \(room.name) AND status = 'confirmed' AND nextDueAt > startsAt")
+        return Date(timeIntervalSince1970: registered ?? now.timeIntervalSince1970.rounded(.down))
     }
 
     func booking(id: String) throws -> Booking? {

@@ -160,12 +160,16 @@ struct SQLiteTransaction: QueuingTransaction {
         return room
     }
 
-    public func upsertRoom(_ room: Room) throws {
+    public func upsertRoom(_ room: Room, at now: Date) throws -> Date {
         let json = try ContractJSON.encode(room)
-        try db.cachedStatement(sql: """
+        // Whole seconds, as `occurredAt` carries them; after the previous
+        // registration (rows from before this rule may hold fractions).
+        let registered = try Double.fetchOne(db.cachedStatement(sql: """
             INSERT INTO room (name, json, updatedAt) VALUES (?, ?, ?)
-            ON CONFLICT(name) DO UPDATE SET json = excluded.json, updatedAt = excluded.updatedAt
-            """).execute(arguments: [room.name, json, Date().timeIntervalSince1970])
+            ON CONFLICT(name) DO UPDATE SET json = excluded.json,
+              updatedAt = MAX(excluded.updatedAt, CAST(room.updatedAt AS INTEGER) + 1)
+            RETURNING updatedAt
+            """), arguments: [room.name, json, now.timeIntervalSince1970.rounded(.down)])
         // Bookings waiting for a check-in were given their release time by
         // the old policy; back to their start, so the timer re-evaluates
         // them under the new one (started at once if check-in is no longer
@@ -175,6 +179,7 @@ struct SQLiteTransaction: QueuingTransaction {
             """).execute(arguments: [room.name])
         // Not cached here: a rolled-back transaction would leave the cache
         // ahead of the row. The next read caches it.
+        return Date(timeIntervalSince1970: registered ?? now.timeIntervalSince1970.rounded(.down))
     }
 
     public func booking(id: String) throws -> Booking? {

@@ -164,8 +164,11 @@ public protocol StoreTransaction {
     /// The room, decoded once per distinct stored JSON.
     func room(named name: String) throws -> Room?
     /// Registers or replaces a room (and re-arms the timers of its bookings
-    /// waiting for a check-in).
-    func upsertRoom(_ room: Room) throws
+    /// waiting for a check-in). Returns the registration's instant, whole
+    /// seconds: `now`, or one second after the room's previous one if that
+    /// is not earlier — so a room's registrations, live and replayed, are
+    /// ordered by `occurredAt` without ties.
+    func upsertRoom(_ room: Room, at now: Date) throws -> Date
     /// One booking, or nil.
     func booking(id: String) throws -> Booking?
     /// Ids of the room's blocking (pending, confirmed, inProgress, held)
