@@ -10,13 +10,15 @@ import TestSupport
 /// and (for cancel and progress) the real bookingctl binary.
 @Suite("Projector rebuild: no time limit, stall bound, cancel", .serialized)
 struct RebuildBoundsTests {
-    /// The handler replays at 2 messages a second: the six rooms, then 3 s
-    /// later the six bookings, then 3 s later the end marker — 6 s in all,
-    /// each gap 3 s. With a 4.5 s stall bound the rebuild as a whole lasts
-    /// longer than the bound and still succeeds, because the replay keeps
-    /// delivering (a fixed limit of the same length would have cut it off).
+    /// The handler replays at 2 items a second, in steps of one second's
+    /// worth (two rooms, then two more, …, then pages of two bookings):
+    /// 6 s in all, no gap much over 1 s. With a 2.5 s stall bound the
+    /// rebuild as a whole lasts longer than the bound and still succeeds,
+    /// because the replay keeps delivering (a fixed limit of the same
+    /// length would have cut it off; so did the bound when the six rooms
+    /// went out at once and the bookings 3 s later).
     @Test func aSlowReplayThatKeepsDeliveringIsNotCutOff() async throws {
-        let bound = Duration.milliseconds(4_500)
+        let bound = Duration.milliseconds(2_500)
         let h = try await ProjectorHarness.start(replayRate: 2, rebuildStallTimeout: bound)
         let date = localDate(daysFromNow: 12)
         try await h.waitForRooms("date=\(date)", "rooms") { $0.count == 6 }

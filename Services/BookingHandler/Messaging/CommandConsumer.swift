@@ -183,7 +183,15 @@ public struct CommandConsumer: Sendable {
         let replayId = request.replayId ?? RandomID.uuidString()
         // Checked by ``CommandProcessor`` (1100 out of range); clamped so a
         // caller of this method alone cannot send a page the contract forbids.
-        let perMessage = min(max(1, request.bookingsPerMessage ?? 1), ReplayStream.maxBookingsPerMessage)
+        // With REPLAY_MAX_RATE, nothing goes out in steps larger than one
+        // second of it — rooms, closures and bookings in chunks of `rate`,
+        // pages of at most `rate` bookings — so consecutive messages are
+        // at most about a second apart. In steps of a read page (or of all
+        // rooms at once) a low rate left gaps of minutes, which a
+        // projector's stall bound (REBUILD_STALL_TIMEOUT, 120 s) takes for
+        // a dead replay: 500 bookings at 4/s, or 2,000 rooms at 10/s.
+        let step = replayRate > 0 ? replayRate : Int.max
+        let perMessage = min(max(1, request.bookingsPerMessage ?? 1), ReplayStream.maxBookingsPerMessage, step)
         do {
             _ = try await connection.queueInfo(queue)
         } catch {
@@ -204,24 +212,29 @@ public struct CommandConsumer: Sendable {
         let now = ContractFormat.timestamp(Date())
         var pacer = ReplayPacer(rate: replayRate, start: ContinuousClock.now, itemsPerMessage: perMessage)
         let rooms = try await processor.store.replayRooms()
-        try await publish(try rooms.map { entry in
-            message(EventType.roomRegistered.rawValue, try ContractJSON.encode(
-                RoomRegistered(eventId: RandomID.uuidString(), occurredAt: ContractFormat.timestamp(entry.updatedAt),
-                               room: entry.room)))
-        })
-        try await pace(&pacer, sent: rooms.count, queue: queue)
+        for chunk in rooms.chunks(of: step) {
+            try await publish(try chunk.map { entry in
+                message(EventType.roomRegistered.rawValue, try ContractJSON.encode(
+                    RoomRegistered(eventId: RandomID.uuidString(), occurredAt: ContractFormat.timestamp(entry.updatedAt),
+                                   room: entry.room)))
+            })
+            try await pace(&pacer, sent: chunk.count, queue: queue)
+        }
         // Closures after their rooms, before the bookings (v1.2): a
         // projector rebuilt from the replay knows every closed time.
         let closures = try await processor.store.replayClosures()
-        try await publish(try closures.map { closure in
-            message(EventType.roomClosed.rawValue, try ContractJSON.encode(
-                RoomClosureEvent(eventId: RandomID.uuidString(), occurredAt: now, closure: closure)))
-        })
-        try await pace(&pacer, sent: closures.count, queue: queue)
+        for chunk in closures.chunks(of: step) {
+            try await publish(try chunk.map { closure in
+                message(EventType.roomClosed.rawValue, try ContractJSON.encode(
+                    RoomClosureEvent(eventId: RandomID.uuidString(), occurredAt: now, closure: closure)))
+            })
+            try await pace(&pacer, sent: chunk.count, queue: queue)
+        }
         var bookings = 0
         var after: String?
-        // Whole pages per read: 500 bookings, or one page when pages are larger.
-        let readSize = perMessage * max(1, Self.replayPage / perMessage)
+        // Whole pages per read: 500 bookings, or one page when pages are
+        // larger; no more than one second of REPLAY_MAX_RATE.
+        let readSize = perMessage * max(1, min(Self.replayPage, step) / perMessage)
         while true {
             let count: Int
             if perMessage == 1 {
@@ -389,5 +402,14 @@ struct LogContext {
                metadata extra: @autoclosure () -> Logger.Metadata = [:]) {
         guard base.logLevel <= level else { return }
         base.log(level: level, message(), metadata: metadata.merging(extra()) { _, new in new })
+    }
+}
+
+extension Array {
+    /// The elements in consecutive slices of at most `size` (at least 1);
+    /// none for an empty array.
+    func chunks(of size: Int) -> [ArraySlice<Element>] {
+        let size = Swift.max(1, size)
+        return stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
     }
 }
