@@ -75,7 +75,9 @@ public struct FailedConsole: Sendable {
             let snapshot = try await QueueSnapshot.hold(queue, like: connection)
             try await snapshot.release()
             listing.messages += messages(of: snapshot)
-            if !snapshot.isComplete { listing.incomplete.append(queue) }
+            // Copies are archived oldest first: an old last copy means older
+        // ones may wait beyond what one snapshot reads.
+        if !snapshot.isComplete, snapshot.deliveries.last.map(isOld) == true { listing.incomplete.append(queue) }
         }
         return listing
     }
@@ -209,7 +211,9 @@ public struct FailedConsole: Sendable {
             return Purged(removed: removed, stopped: "the connection was lost after removing \(removed); removals the broker "
                             + "had not taken yet are back in \(FailedQueues.archive)", connectionLost: true)
         }
-        if !snapshot.isComplete {
+        // Copies are archived oldest first: an old last copy means older
+        // ones may wait beyond what one snapshot reads.
+        if !snapshot.isComplete, snapshot.deliveries.last.map(isOld) == true {
             return Purged(removed: removed, stopped: "\(FailedQueues.archive) holds more copies than one run reads; run it again",
                           connectionLost: false)
         }

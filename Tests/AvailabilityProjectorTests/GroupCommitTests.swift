@@ -126,13 +126,23 @@ struct GroupCommitTests {
         await #expect(throws: Injected.self) { try await store.onWriter { free() } }
         store.indexFault.withLock { $0 = nil }
 
-        // The event again (redelivered): a no-op by version, and the day is read again.
+        // The event again (redelivered): a no-op by version, and the day is
+        // read again and announced with it.
         let again = try await store.apply(state("b1", "09:00", "10:00"))
         #expect(!again.applied)
         #expect(again.touched == [day], "what the consumer republishes")
+        #expect(again.changes == [DayChange(day: day, timeZone: "Europe/Berlin", avail: ["07:00 - 09:00", "10:00 - 19:00"])])
         #expect(free() == ["07:00 - 09:00", "10:00 - 19:00"])
         #expect(store.staleDays.withLock { $0.isEmpty })
         #expect(try await store.onWriter { free() } == ["07:00 - 09:00", "10:00 - 19:00"])
+
+        // Repaired by another event's batch (the one that missed it moved
+        // on): the repair is announced with that event's changes.
+        store.indexFault.withLock { $0 = Injected() }
+        await #expect(throws: Injected.self) { try await store.apply(state("b2", date: "2026-11-24", "09:00", "10:00")) }
+        store.indexFault.withLock { $0 = nil }
+        let other = try await store.apply(state("b3", date: "2026-11-25", "09:00", "10:00"))
+        #expect(other.changes.map(\.day.date) == ["2026-11-24", "2026-11-25"])
     }
 
     /// A failing change in a rebuild's batch is found by halving: only it

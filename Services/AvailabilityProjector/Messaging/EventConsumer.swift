@@ -261,7 +261,8 @@ public struct EventConsumer: Sendable {
                 guard let info = state.rooms[day.room], let free = store.index.free(day, in: state) else { return nil }
                 return DayChange(day: day, timeZone: info.room.timeZone, avail: free.availStrings)
             }
-            return publisher.enqueue(changes, cause: cause, trace: trace)
+            // What the writer job's index repair changed goes out first.
+            return publisher.enqueue(store.takeUnannounced() + changes, cause: cause, trace: trace)
         }
         try await ticket.wait()
     }

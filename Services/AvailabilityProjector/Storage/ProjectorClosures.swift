@@ -26,8 +26,9 @@ extension ProjectorStore {
     /// slots changed: every day the closure touches. On the writer.
     func applyClosure(_ closure: RoomClosure, removed: Bool, _ db: Database, staging: Bool,
                       onCommit: CommitObserver) throws -> ApplyOutcome {
-        // Its free times are computed from the index: missed days first.
-        try? repairIndex(db)
+        // Its free times are computed from the index: missed days first
+        // (failing, the closure is requeued before anything commits).
+        try repairIndex(db)
         var isRemoved = removed
         try db.inTransaction(.immediate) {
             try Self.storeClosure(closure, removed: removed, db, prefix: Self.live)
@@ -53,8 +54,9 @@ extension ProjectorStore {
         }
         let applied = before.closures[closure.room]?.map(\.closure.id) != after.closures[closure.room]?.map(\.closure.id)
         let days = (ClosureSpan(closure)?.dates(zone: zone) ?? []).map { RoomDay(room: closure.room, date: $0) }
-        onCommit(changes, applied ? days : [])
+        let announced = takeUnannounced() + changes
+        onCommit(announced, applied ? days : [])
         // Not applied (a repeat): its days, so a redelivery republishes them.
-        return ApplyOutcome(applied: applied, changes: changes, touched: applied ? [] : days)
+        return ApplyOutcome(applied: applied, changes: announced, touched: applied ? [] : days)
     }
 }

@@ -86,12 +86,11 @@ extension ProjectorStore {
         if staging { rebuild.withLock { $0?.liveEvents += batch.count } }
         // Days an earlier batch committed but could not put in the index:
         // read first, so this batch's changes are compared with what the
-        // file holds. (Announced by the redelivered event that missed them,
-        // ``EventConsumer``.)
+        // file holds; what that changed goes out ahead of the first change.
         try? repairIndex(db)
         for (item, result) in zip(batch, results) {
             do {
-                let changes = try updateIndex(db, days: result.days, room: result.room)
+                let changes = takeUnannounced() + (try updateIndex(db, days: result.days, room: result.room))
                 item.onCommit(changes, result.applied ? Array(result.days) : [])
                 item.continuation.resume(returning: ApplyOutcome(applied: result.applied, changes: changes,
                                                                  touched: result.touched))
@@ -107,13 +106,24 @@ extension ProjectorStore {
     }
 
     /// Reads the room-days an index update missed (``staleDays``) into the
-    /// index, without announcing them. Throws when that fails; they stay
-    /// missed for the next job. Runs on the writer.
+    /// index; what changed waits in ``unannounced`` for the next
+    /// announcement. Throws when that fails; they stay missed for the next
+    /// job. Runs on the writer.
     func repairIndex(_ db: Database) throws {
         let stale = staleDays.withLock { $0 }
         guard !stale.isEmpty else { return }
-        _ = try updateIndex(db, days: stale, room: nil)
+        let changes = try updateIndex(db, days: stale, room: nil)
         staleDays.withLock { $0.subtract(stale) }
+        unannounced.withLock { $0 += changes }
+    }
+
+    /// The repaired room-days' changes not announced yet (and forgets
+    /// them: the caller announces them). Runs on the writer.
+    func takeUnannounced() -> [DayChange] {
+        unannounced.withLock { pending in
+            defer { pending = [] }
+            return pending
+        }
     }
 }
 

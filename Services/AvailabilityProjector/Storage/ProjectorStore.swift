@@ -124,6 +124,12 @@ public final class ProjectorStore: Sendable {
     /// (ties go to the later arrival) and announces the room's days
     /// itself. Touched on the writer only.
     let staleDays = Mutex<Set<RoomDay>>([])
+    /// What reading missed days into the index changed, until the next
+    /// commit or republish announces it (``takeUnannounced()``): the event
+    /// that missed them may never say so again (a later event of the same
+    /// booking moves `touched` elsewhere; the delivery limit). Touched on
+    /// the writer only.
+    let unannounced = Mutex<[DayChange]>([])
 
     /// A rebuild in progress.
     public struct RebuildProgress: Sendable, Equatable {
