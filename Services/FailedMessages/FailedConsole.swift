@@ -75,9 +75,7 @@ public struct FailedConsole: Sendable {
             let snapshot = try await QueueSnapshot.hold(queue, like: connection)
             try await snapshot.release()
             listing.messages += messages(of: snapshot)
-            // Copies are archived oldest first: an old last copy means older
-        // ones may wait beyond what one snapshot reads.
-        if !snapshot.isComplete, snapshot.deliveries.last.map(isOld) == true { listing.incomplete.append(queue) }
+            if !snapshot.isComplete { listing.incomplete.append(queue) }
         }
         return listing
     }
