@@ -90,7 +90,9 @@ extension ProjectorStore {
         try? repairIndex(db)
         for (item, result) in zip(batch, results) {
             do {
-                let changes = takeUnannounced() + (try updateIndex(db, days: result.days, room: result.room))
+                // Its own first: taken before a throw, the repaired ones would be lost.
+                let own = try updateIndex(db, days: result.days, room: result.room)
+                let changes = takeUnannounced() + own
                 item.onCommit(changes, result.applied ? Array(result.days) : [])
                 item.continuation.resume(returning: ApplyOutcome(applied: result.applied, changes: changes,
                                                                  touched: result.touched))

@@ -691,9 +691,14 @@ public final class ProjectorStore: Sendable {
                     }
                 }
             }
-            for day in days.sorted() {
+            // The index was just read from the file: nothing is missed any
+            // more, and repaired days not announced yet go out with their
+            // value now (as their earlier value would be stale).
+            self.staleDays.withLock { $0 = [] }
+            let pending = Set(self.takeUnannounced().map(\.day))
+            for day in days.union(pending).sorted() {
                 guard let info = after.rooms[day.room], let new = self.index.free(day, in: after) else { continue }
-                if self.index.free(day, in: before) != new {
+                if pending.contains(day) || self.index.free(day, in: before) != new {
                     changes.append(DayChange(day: day, timeZone: info.room.timeZone, avail: new.availStrings))
                 }
             }

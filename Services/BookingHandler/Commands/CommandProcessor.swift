@@ -287,12 +287,10 @@ public struct CommandProcessor: Sendable {
         // queued together (on PostgreSQL one insert per thousand rooms).
         let stored = Dictionary(try await store.replayRooms().map { ($0.room.name, $0) }) { first, _ in first }
         try await store.transaction { [self] tx in
-            // An unchanged room is stamped afresh (one statement for all),
-            // so its announcement wins over whatever a projector holds, and
-            // a replay carries the same stamp.
-            let unchanged = valid.filter { stored[$0.name]?.room == $0 }
-            let stamps = try tx.stampRooms(unchanged.map(\.name), at: now)
-            try tx.enqueueAll(try unchanged.map { try roomRegistered($0, at: stamps[$0.name] ?? now) })
+            // An unchanged room is announced as registered when it was, as
+            // a replay announces it: not as newer than a change made since.
+            let unchanged = valid.compactMap { room in stored[room.name].flatMap { $0.room == room ? $0 : nil } }
+            try tx.enqueueAll(try unchanged.map { try roomRegistered($0.room, at: $0.updatedAt) })
             for room in valid where stored[room.name]?.room != room {
                 let registered = try tx.upsertRoom(room, at: now)
                 try enqueueRoomRegistered(room, tx, at: registered)

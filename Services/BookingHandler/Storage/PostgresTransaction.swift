@@ -144,19 +144,6 @@ struct PostgresTransaction: QueuingTransaction {
         return Date(timeIntervalSince1970: registered ?? now.timeIntervalSince1970.rounded(.down))
     }
 
-    func stampRooms(_ names: [String], at now: Date) throws -> [String: Date] {
-        guard !names.isEmpty else { return [:] }
-        var stamps: [String: Date] = [:]
-        for row in try run("""
-            UPDATE room SET updatedAt = GREATEST(\(now.timeIntervalSince1970.rounded(.down)), floor(updatedAt) + 1)
-            WHERE name = ANY(\(names)) RETURNING name, updatedAt
-            """) {
-            let (name, stamp) = try row.decode((String, Double).self)
-            stamps[name] = Date(timeIntervalSince1970: stamp)
-        }
-        return stamps
-    }
-
     func booking(id: String) throws -> Booking? {
         try run("SELECT json FROM booking WHERE id = \(id)").first
             .map { try ContractJSON.decode(Booking.self, from: Data(try $0.decode(String.self).utf8)) }

@@ -182,20 +182,6 @@ struct SQLiteTransaction: QueuingTransaction {
         return Date(timeIntervalSince1970: registered ?? now.timeIntervalSince1970.rounded(.down))
     }
 
-    public func stampRooms(_ names: [String], at now: Date) throws -> [String: Date] {
-        var stamps: [String: Date] = [:]
-        // Below SQLite's limit of bound variables per statement.
-        for chunk in names.chunks(of: 10_000) {
-            let rows = try Row.fetchAll(db, sql: """
-                UPDATE room SET updatedAt = MAX(?, CAST(updatedAt AS INTEGER) + 1)
-                WHERE name IN (\(Array(repeating: "?", count: chunk.count).joined(separator: ", ")))
-                RETURNING name, updatedAt
-                """, arguments: StatementArguments([now.timeIntervalSince1970.rounded(.down)] + Array(chunk)))
-            for row in rows { stamps[row["name"]] = Date(timeIntervalSince1970: row["updatedAt"]) }
-        }
-        return stamps
-    }
-
     public func booking(id: String) throws -> Booking? {
         guard let data = try Data.fetchOne(db.cachedStatement(sql: "SELECT json FROM booking WHERE id = ?"), arguments: [id]) else { return nil }
         return try ContractJSON.decode(Booking.self, from: data)

@@ -169,12 +169,6 @@ public protocol StoreTransaction {
     /// is not earlier — so a room's registrations, live and replayed, are
     /// ordered by `occurredAt` without ties.
     func upsertRoom(_ room: Room, at now: Date) throws -> Date
-    /// Stamps rooms registered again unchanged (a `ROOMS_FILE` at start-up)
-    /// as ``upsertRoom(_:at:)`` would, without writing them otherwise, in
-    /// one statement; returns each one's new instant. Their announcement
-    /// then wins over whatever a consumer holds (a restored database, a
-    /// stamp from before this rule) as a fresh registration does.
-    func stampRooms(_ names: [String], at now: Date) throws -> [String: Date]
     /// One booking, or nil.
     func booking(id: String) throws -> Booking?
     /// Ids of the room's blocking (pending, confirmed, inProgress, held)
