@@ -15,8 +15,8 @@ struct RebuildBoundsTests {
     /// 6 s in all, no gap much over 1 s. With a 2.5 s stall bound the
     /// rebuild as a whole lasts longer than the bound and still succeeds,
     /// because the replay keeps delivering (a fixed limit of the same
-    /// length would have cut it off; so did the bound when the six rooms
-    /// went out at once and the bookings 3 s later).
+    /// length would cut it off, as would the bound if the six rooms went
+    /// out at once and the bookings 3 s later).
     @Test func aSlowReplayThatKeepsDeliveringIsNotCutOff() async throws {
         let bound = Duration.milliseconds(2_500)
         let h = try await ProjectorHarness.start(replayRate: 2, rebuildStallTimeout: bound)

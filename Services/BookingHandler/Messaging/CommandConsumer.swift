@@ -186,10 +186,10 @@ public struct CommandConsumer: Sendable {
         // With REPLAY_MAX_RATE, nothing goes out in steps larger than one
         // second of it — rooms, closures and bookings in chunks of `rate`,
         // pages of at most `rate` bookings — so consecutive messages are
-        // at most about a second apart. In steps of a read page (or of all
-        // rooms at once) a low rate left gaps of minutes, which a
-        // projector's stall bound (REBUILD_STALL_TIMEOUT, 120 s) takes for
-        // a dead replay: 500 bookings at 4/s, or 2,000 rooms at 10/s.
+        // at most about a second apart. Larger steps leave gaps of
+        // step/rate seconds, which a projector's stall bound
+        // (REBUILD_STALL_TIMEOUT, 120 s) takes for a dead replay at a low
+        // rate: 500 bookings at 4/s, or 2,000 rooms at 10/s.
         let step = replayRate > 0 ? replayRate : Int.max
         let perMessage = min(max(1, request.bookingsPerMessage ?? 1), ReplayStream.maxBookingsPerMessage, step)
         do {
