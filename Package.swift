@@ -310,7 +310,8 @@ let package = Package(
         ),
         .testTarget(
             name: "AvailabilityProjectorTests",
-            dependencies: ["ServiceSettings", "AvailabilityProjector", "BookingContracts", "ServiceSupport"],
+            dependencies: ["ServiceSettings", "AvailabilityProjector", "BookingContracts", "ServiceSupport",
+                           .product(name: "Logging", package: "swift-log")],
             path: "Tests/AvailabilityProjectorTests"
         ),
         .testTarget(

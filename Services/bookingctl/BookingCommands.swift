@@ -13,7 +13,11 @@ struct SendOptions: ParsableArguments {
 /// on an error reply.
 func sendAndPrint<Body: Encodable>(_ type: CommandType, _ body: Body, global: GlobalOptions,
                                            send: SendOptions) async throws {
-    let reply = try await CommandClient(global: global).send(type, body, messageID: send.messageID)
+    let sent = try await CommandClient(global: global).send(type, body, messageID: send.messageID)
+    guard case .full(let reply) = sent else {
+        if case .outline(let outline, let raw) = sent { try printOutline(outline, raw: raw, json: global.json) }
+        return
+    }
     if global.json {
         print(try Output.json(reply))
     } else {
@@ -30,6 +34,23 @@ func sendAndPrint<Body: Encodable>(_ type: CommandType, _ body: Body, global: Gl
         }
     }
     if case .error = reply { throw ExitStatus.errorReply }
+}
+
+/// A newer handler's reply, read in outline: with `--json` the reply as
+/// received (it is JSON), else one line; a failure ends with
+/// ``ExitStatus/errorReply`` as a full one does.
+private func printOutline(_ outline: ReplyOutline, raw: [UInt8], json: Bool) throws {
+    if json {
+        print(try Output.json(raw: raw))
+    } else if outline.ok {
+        print(TerminalText.safe("booking \(outline.bookingId ?? "?")  \(outline.status ?? "?")"))
+        FileHandle.standardError.write(Data(("bookingctl: the reply has a status this bookingctl does not know (a newer "
+                                             + "booking handler); --json prints all of it\n").utf8))
+    } else {
+        let text = "error \(outline.errorCode.map(String.init) ?? "?"): \(outline.errorText ?? "(no text)")"
+        FileHandle.standardError.write(Data((TerminalText.safe(text) + "\n").utf8))
+    }
+    if !outline.ok { throw ExitStatus.errorReply }
 }
 
 /// Reads a JSON body from a file or `-` (stdin).

@@ -15,12 +15,31 @@ struct BookingsCommand: AsyncParsableCommand {
 
     /// Sends one query and returns its reply; an error reply is printed and
     /// ends the command with exit status 1.
+    ///
+    /// Bookings with a status this build does not know (a newer handler's)
+    /// are left out of a list, as contract v1.1 has clients ignore unknown
+    /// status values, and named on stderr. A single such booking throws
+    /// ``NewerBooking``.
     static func ask(_ type: BookingQueryType, _ body: some Encodable, global: GlobalOptions) async throws -> BookingQueryReply {
         let reply = try await CommandClient(global: global).call(
             exchange: Topology.bookingQueriesExchange, routingKey: type.rawValue, type: type.rawValue,
             body: [UInt8](try ContractJSON.encode(body)), messageID: nil)
-        guard let decoded = try? ContractJSON.decode(BookingQueryReply.self, from: reply.body) else {
-            throw CLIError("the handler's reply is not a contract reply: \(String(decoding: reply.body, as: UTF8.self))")
+        let decoded: BookingQueryReply
+        do {
+            let read = try BookingQueryReply.decodeIgnoringUnknownStatuses(reply.body)
+            decoded = read.reply
+            if !read.leftOut.isEmpty {
+                let named = read.leftOut.prefix(5).map { "\($0.id) (\($0.status))" }.joined(separator: ", ")
+                    + (read.leftOut.count > 5 ? ", …" : "")
+                FileHandle.standardError.write(Data(TerminalText.safe(
+                    "bookingctl: left out \(read.leftOut.count) booking\(read.leftOut.count == 1 ? "" : "s") with a status this "
+                    + "bookingctl does not know (a newer booking handler): \(named)\n").utf8))
+            }
+        } catch let unknown as UnknownStatusBooking {
+            throw NewerBooking(booking: unknown, body: reply.body)
+        } catch {
+            throw CLIError("the handler's reply is not a contract reply: "
+                           + TerminalText.safe(String(decoding: reply.body.prefix(2_000), as: UTF8.self)))
         }
         if case .error(let error) = decoded {
             if global.json { print(try Output.json(decoded)) }
@@ -99,11 +118,29 @@ struct BookingsCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await reportingErrors {
-                let reply = try await BookingsCommand.ask(.get, GetBooking(bookingId: bookingId), global: global)
-                guard case .booking(let view) = reply else { throw CLIError("the handler answered booking.get with something else") }
-                print(global.json ? try Output.json(reply) : Output.describe(view))
+                do {
+                    let reply = try await BookingsCommand.ask(.get, GetBooking(bookingId: bookingId), global: global)
+                    guard case .booking(let view) = reply else { throw CLIError("the handler answered booking.get with something else") }
+                    print(global.json ? try Output.json(reply) : Output.describe(view))
+                } catch let newer as NewerBooking {
+                    // The booking exists; only its status is new to this build.
+                    if global.json {
+                        print(try Output.json(raw: newer.body))
+                    } else {
+                        print(TerminalText.safe("booking \(newer.booking.id)  \(newer.booking.status)"))
+                        FileHandle.standardError.write(Data(("bookingctl: the booking has a status this bookingctl does not "
+                                                             + "know (a newer booking handler); --json prints all of it\n").utf8))
+                    }
+                }
             }
         }
+    }
+
+    /// `booking.get` answered with a booking whose status this build does
+    /// not know; `body` is the reply as received.
+    struct NewerBooking: Error {
+        let booking: UnknownStatusBooking
+        let body: [UInt8]
     }
 }
 

@@ -25,14 +25,18 @@ enum ExitStatus {
 struct CommandClient {
     let global: GlobalOptions
 
-    func send<Body: Encodable>(_ type: CommandType, _ body: Body, messageID: String?) async throws -> CommandReply {
+    func send<Body: Encodable>(_ type: CommandType, _ body: Body, messageID: String?) async throws -> SentReply {
         let data = try ContractJSON.encode(body)
         let reply = try await call(exchange: Topology.commandsExchange, routingKey: type.rawValue,
                                    type: type.rawValue, body: [UInt8](data), messageID: messageID)
         do {
-            return try ContractJSON.decode(CommandReply.self, from: Data(reply.body))
+            return .full(try ContractJSON.decode(CommandReply.self, from: Data(reply.body)))
         } catch {
-            throw CLIError("the reply is not a contract reply (\(error)): \(String(decoding: reply.body, as: UTF8.self))")
+            if let outline = try? ContractJSON.decode(ReplyOutline.self, from: reply.body) {
+                return .outline(outline, body: reply.body)
+            }
+            throw CLIError("the reply is not a contract reply (\(error)): "
+                           + TerminalText.safe(String(decoding: reply.body.prefix(2_000), as: UTF8.self)))
         }
     }
 
@@ -79,6 +83,15 @@ struct CommandClient {
             throw CLIError("cannot connect to \(try global.brokerURL()): \(error.message)", exit: ExitStatus.unavailable)
         }
     }
+}
+
+/// A command's reply: read in full, or only in outline when it is a newer
+/// handler's (a booking status this build does not know, which contract
+/// v1.1 has clients ignore rather than refuse).
+enum SentReply {
+    case full(CommandReply)
+    /// `body` is the reply as received; it parsed as JSON.
+    case outline(ReplyOutline, body: [UInt8])
 }
 
 /// A failure bookingctl reports in one line on stderr, with its exit status.

@@ -7,6 +7,15 @@ enum Output {
         String(decoding: try ContractJSON.prettyEncoder().encode(value), as: UTF8.self)
     }
 
+    /// A JSON body this build cannot decode in full (a newer handler's
+    /// reply), printed in the same layout as ``json(_:)``.
+    static func json(raw: [UInt8]) throws -> String {
+        let object = try JSONSerialization.jsonObject(with: Data(raw))
+        return String(decoding: try JSONSerialization.data(withJSONObject: object,
+                                                           options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]),
+                      as: UTF8.self)
+    }
+
     static func describe(_ booking: Booking) -> String {
         var lines = [
             "booking \(booking.id)  \(booking.status.rawValue)  version \(booking.version)",

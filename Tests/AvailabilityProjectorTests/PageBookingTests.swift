@@ -1,5 +1,6 @@
 import BookingContracts
 import Foundation
+import Logging
 import ServiceSettings
 import Testing
 @testable import AvailabilityProjector
@@ -40,6 +41,28 @@ struct PageBookingTests {
         #expect(message(ReplyError(code: .unknownRoom, text: "unknown room 'Berlin'")) == "Not booked: unknown room 'Berlin'.")
         let answer = PageBooker.answer(.error(ReplyError(code: .overlap, text: "x")), request: request)
         #expect(!answer.ok && answer.code == 2000)
+    }
+
+    /// A newer handler's reply (a booking status this build does not know)
+    /// still tells the person the booking was made; only a reply that is
+    /// not a reply at all leaves it open.
+    @Test func aNewerHandlersReplyStillSaysTheBookingWasMade() throws {
+        let request = PageBookingRequest(room: "Berlin", date: "2026-11-30", start: "09:00", end: "10:00", title: "t",
+                                         name: "Ada", email: "ada@example.com", phone: "0170 1234567")
+        let logger = Logger(label: "page-test")
+        let body = #"{"ok":true,"booking":{"id":"b-1","room":"Berlin","status":"tentative","version":1,"attendees":[]}}"#
+        let accepted = PageBooker.answer(body: Array(body.utf8), request: request, logger: logger)
+        #expect(accepted.ok && accepted.bookingId == "b-1" && accepted.status == "tentative")
+        #expect(accepted.message.hasPrefix("Accepted: Berlin, 2026-11-30 09:00–10:00") && accepted.message.contains("tentative"),
+                "\(accepted.message)")
+        let refused = PageBooker.answer(body: Array(#"{"ok":false,"error":{"code":2999,"text":"a newer rule"}}"#.utf8),
+                                        request: request, logger: logger)
+        #expect(!refused.ok && refused.code == 2999 && refused.message == "Not booked: a newer rule.")
+        let garbage = PageBooker.answer(body: Array("<html>".utf8), request: request, logger: logger)
+        #expect(!garbage.ok && garbage.message.contains("may or may not have been made"))
+        let known = PageBooker.answer(body: Array(try ContractJSON.encode(CommandReply.failure(.overlap, "x"))),
+                                      request: request, logger: logger)
+        #expect(known.message.hasPrefix("Taken:"), "a reply read in full keeps its words")
     }
 
     /// The names `POST /api/book` may be addressed to: loopback, the bind
