@@ -81,6 +81,16 @@ public final class AMQPConnection: Sendable, Service {
     /// How many times the connection was re-established since it was created.
     public var reconnectCount: Int { loop.reconnectCount }
 
+    /// Calls `body` once the connection is not established: at once, on
+    /// the caller's thread, if it is not now; else on the I/O thread as
+    /// soon as the connection is lost or closed (before any reconnect).
+    /// `body` must not block: it runs on the thread that serves every
+    /// channel. For code that cannot await, such as a synchronous callback
+    /// that must not go on until the loss is seen.
+    public func whenDisconnected(_ body: @escaping @Sendable () -> Void) {
+        loop.whenDisconnected(body)
+    }
+
     /// The node of the current (or last) connection: `url` or one of the
     /// configuration's failover URLs.
     public var connectedURL: AMQPURL? { loop.connectedEndpoint }

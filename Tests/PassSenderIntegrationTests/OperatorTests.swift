@@ -96,8 +96,9 @@ struct OperatorTests {
                           f[2].contains("\"\(name)\"") || f[2].contains("\"snapshot \(Topology.passesFailedQueue)\"") else { continue }
                     _ = try? TestBroker.ctl(["close_connection", String(f[0]), "test: the broker went away"])
                 }
-                let deadline = Date().addingTimeInterval(30)
-                while op.isConnected && op.reconnectCount == 0 && Date() < deadline { usleep(1_000) }
+                let lost = DispatchSemaphore(value: 0)
+                op.whenDisconnected { lost.signal() }
+                _ = lost.wait(timeout: .now() + 30)
                 return true
             }
         }

@@ -101,6 +101,8 @@ final class IOLoop: @unchecked Sendable {
         var threadGone = false
         var connected = false
         var reconnects = 0
+        /// Called once each, off the lock, when `connected` turns false.
+        var lossWatchers: [@Sendable () -> Void] = []
         /// The endpoint of the current (or last) connection.
         var endpoint: AMQPURL?
     }
@@ -216,6 +218,30 @@ final class IOLoop: @unchecked Sendable {
     }
 
     var isConnected: Bool { mailbox.withLock { $0.connected } }
+
+    /// Calls `body` once the connection is not established: at once (on
+    /// the caller's thread) if it is not now, else on the I/O thread when
+    /// it is lost or closed.
+    func whenDisconnected(_ body: @escaping @Sendable () -> Void) {
+        let now = mailbox.withLock { box -> Bool in
+            guard box.connected && !box.closed else { return true }
+            box.lossWatchers.append(body)
+            return false
+        }
+        if now { body() }
+    }
+
+    /// Sets `connected` false (and `closed` when `closing`) and calls the
+    /// loss watchers.
+    private func markDisconnected(closing: Bool) {
+        let watchers = mailbox.withLock { box -> [@Sendable () -> Void] in
+            box.connected = false
+            if closing { box.closed = true }
+            defer { box.lossWatchers = [] }
+            return box.lossWatchers
+        }
+        for watcher in watchers { watcher() }
+    }
     var reconnectCount: Int { mailbox.withLock { $0.reconnects } }
     var connectedEndpoint: AMQPURL? { mailbox.withLock { $0.endpoint } }
 
@@ -536,7 +562,7 @@ final class IOLoop: @unchecked Sendable {
                                        replyCode: error.replyCode, libraryStatus: error.libraryStatus)
         }
         io.conn = nil  // destroys the rabbitmq-c connection and its socket
-        mailbox.withLock { $0.connected = false }
+        markDisconnected(closing: false)
         _ = perform(io.session.reset(error), nil)
     }
 
@@ -545,7 +571,7 @@ final class IOLoop: @unchecked Sendable {
     private func finishClose() {
         let closedError = io.lostForGood.map { AMQPError(.closed, "connection is closed: \($0.message)") }
             ?? AMQPError(.closed, "connection is closed")
-        mailbox.withLock { $0.closed = true; $0.connected = false }
+        markDisconnected(closing: true)
         for command in takeCommands() {
             if case .close(let promise?) = command {
                 io.session.answerWhenClosed(promise)  // not before the close is done
