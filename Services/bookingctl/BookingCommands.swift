@@ -36,21 +36,24 @@ func sendAndPrint<Body: Encodable>(_ type: CommandType, _ body: Body, global: Gl
     if case .error = reply { throw ExitStatus.errorReply }
 }
 
-/// A newer handler's reply, read in outline: with `--json` the reply as
-/// received (it is JSON), else one line; a failure ends with
-/// ``ExitStatus/errorReply`` as a full one does.
+/// A newer handler's successful reply, read in outline: with `--json` the
+/// reply as received (it is JSON), else what it is about and each booking
+/// whose status this build does not know.
 private func printOutline(_ outline: ReplyOutline, raw: [UInt8], json: Bool) throws {
     if json {
         print(try Output.json(raw: raw))
-    } else if outline.ok {
-        print(TerminalText.safe("booking \(outline.bookingId ?? "?")  \(outline.status ?? "?")"))
-        FileHandle.standardError.write(Data(("bookingctl: the reply has a status this bookingctl does not know (a newer "
-                                             + "booking handler); --json prints all of it\n").utf8))
-    } else {
-        let text = "error \(outline.errorCode.map(String.init) ?? "?"): \(outline.errorText ?? "(no text)")"
-        FileHandle.standardError.write(Data((TerminalText.safe(text) + "\n").utf8))
+        return
     }
-    if !outline.ok { throw ExitStatus.errorReply }
+    var lines: [String] = []
+    if let id = outline.bookingId { lines.append("booking \(id)  \(outline.status ?? "?")") }
+    if let id = outline.seriesId { lines.append("series \(id)") }
+    if let id = outline.closureId { lines.append("closure \(id)") }
+    for booking in outline.unknown where booking.id != outline.bookingId {
+        lines.append("  booking \(booking.id)  \(booking.status)")
+    }
+    print(TerminalText.safe(lines.joined(separator: "\n")))
+    FileHandle.standardError.write(Data(("bookingctl: the reply has a booking status this bookingctl does not know (a newer "
+                                         + "booking handler); --json prints all of it\n").utf8))
 }
 
 /// Reads a JSON body from a file or `-` (stdin).

@@ -35,7 +35,7 @@ struct BookingsCommand: AsyncParsableCommand {
                     "bookingctl: left out \(read.leftOut.count) booking\(read.leftOut.count == 1 ? "" : "s") with a status this "
                     + "bookingctl does not know (a newer booking handler): \(named)\n").utf8))
             }
-        } catch let unknown as UnknownStatusBooking {
+        } catch let unknown as UnknownStatusBooking where type == .get {
             throw NewerBooking(booking: unknown, body: reply.body)
         } catch {
             throw CLIError("the handler's reply is not a contract reply: "

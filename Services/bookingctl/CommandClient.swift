@@ -32,9 +32,7 @@ struct CommandClient {
         do {
             return .full(try ContractJSON.decode(CommandReply.self, from: Data(reply.body)))
         } catch {
-            if let outline = try? ContractJSON.decode(ReplyOutline.self, from: reply.body) {
-                return .outline(outline, body: reply.body)
-            }
+            if let outline = ReplyOutline.read(reply.body) { return .outline(outline, body: reply.body) }
             throw CLIError("the reply is not a contract reply (\(error)): "
                            + TerminalText.safe(String(decoding: reply.body.prefix(2_000), as: UTF8.self)))
         }
@@ -86,8 +84,8 @@ struct CommandClient {
 }
 
 /// A command's reply: read in full, or only in outline when it is a newer
-/// handler's (a booking status this build does not know, which contract
-/// v1.1 has clients ignore rather than refuse).
+/// handler's successful reply (booking statuses this build does not know,
+/// which contract v1.1 has clients ignore rather than refuse).
 enum SentReply {
     case full(CommandReply)
     /// `body` is the reply as received; it parsed as JSON.

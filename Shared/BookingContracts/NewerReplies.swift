@@ -6,48 +6,99 @@ import Foundation
 // tell the caller whether it was made. These read what such a client
 // needs and leave out what it cannot read.
 
-/// The top of a command reply, read leniently: success or failure, the
-/// booking's id and status as text, and a failure's code and text.
+/// A successful command reply from a newer handler, read in outline: one
+/// this build cannot decode only because bookings in it carry a status it
+/// does not know.
 ///
-/// For a client whose ``CommandReply`` decoding failed on a reply that is
-/// still JSON with `ok`: typically a booking with a status this build does
-/// not know. Every member but `ok` is nil where the reply lacks it or has
-/// it in another shape.
-public struct ReplyOutline: Decodable, Sendable, Equatable {
-    /// The reply's `ok`.
-    public var ok: Bool
-    /// `booking.id`, when the reply carries a booking.
+/// ``read(_:)`` checks that: it reads each unknown status as a known one
+/// and decodes the result as strictly as ever, so a reply that is broken
+/// in any other way — or a failure, or a bare `{"ok":true}` — gives nil
+/// and stays unreadable.
+public struct ReplyOutline: Sendable, Equatable {
+    /// The reply's booking, for a booking command's reply.
     public var bookingId: String?
-    /// `booking.status` as sent, known to this build or not.
+    /// That booking's status as sent, known to this build or not.
     public var status: String?
-    /// `error.code` of a failure reply.
-    public var errorCode: Int?
-    /// `error.text` of a failure reply.
-    public var errorText: String?
+    /// The series, for a recurring `booking.create` or a cancel by series.
+    public var seriesId: String?
+    /// The closure, for `room.close` or `room.reopen`.
+    public var closureId: String?
+    /// Every booking in the reply whose status this build does not know,
+    /// in the order the reply has them.
+    public var unknown: [UnknownStatusBooking]
 
     /// Creates an outline.
-    public init(ok: Bool, bookingId: String? = nil, status: String? = nil, errorCode: Int? = nil, errorText: String? = nil) {
-        self.ok = ok
+    public init(bookingId: String? = nil, status: String? = nil, seriesId: String? = nil, closureId: String? = nil,
+                unknown: [UnknownStatusBooking]) {
         self.bookingId = bookingId
         self.status = status
-        self.errorCode = errorCode
-        self.errorText = errorText
+        self.seriesId = seriesId
+        self.closureId = closureId
+        self.unknown = unknown
     }
 
-    private enum Keys: String, CodingKey { case ok, booking, error }
-    private enum BookingKeys: String, CodingKey { case id, status }
-    private enum ErrorKeys: String, CodingKey { case code, text }
+    /// The outline of `body`, or nil unless it is a successful
+    /// ``CommandReply`` in every respect but unknown booking statuses.
+    public static func read(_ body: [UInt8]) -> ReplyOutline? {
+        guard let known = UnknownStatuses.readAsKnown(body),
+              let reply = try? ContractJSON.decode(CommandReply.self, from: known.body), reply.isOK else { return nil }
+        var outline = ReplyOutline(unknown: known.unknown)
+        switch reply {
+        case .booking(let booking): outline.bookingId = booking.id
+        case .bookingView(let view): outline.bookingId = view.id
+        case .series(let series): outline.seriesId = series.id
+        case .seriesCancelled(let series): outline.seriesId = series.id
+        case .closure(let closure): outline.closureId = closure.closure.id
+        case .room, .replay, .error: break
+        }
+        if let id = outline.bookingId {
+            // The booking's own status, as sent (an unknown one if it has one).
+            outline.status = known.unknown.first(where: { $0.id == id })?.status ?? reply.bookingStatus
+        }
+        return outline
+    }
+}
 
-    /// Needs only `ok`; reads the rest where it has the expected type.
-    public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: Keys.self)
-        ok = try c.decode(Bool.self, forKey: .ok)
-        let booking = try? c.nestedContainer(keyedBy: BookingKeys.self, forKey: .booking)
-        bookingId = try? booking?.decode(String.self, forKey: .id)
-        status = try? booking?.decode(String.self, forKey: .status)
-        let error = try? c.nestedContainer(keyedBy: ErrorKeys.self, forKey: .error)
-        errorCode = try? error?.decode(Int.self, forKey: .code)
-        errorText = try? error?.decode(String.self, forKey: .text)
+extension CommandReply {
+    /// The status of a `.booking` or `.bookingView` reply.
+    fileprivate var bookingStatus: String? {
+        switch self {
+        case .booking(let booking): booking.status.rawValue
+        case .bookingView(let view): view.status.rawValue
+        default: nil
+        }
+    }
+}
+
+/// Finds the bookings of a JSON reply whose status this build does not know.
+enum UnknownStatuses {
+    /// `body` with every unknown booking status read as a known one (any:
+    /// only to check the rest with the strict decoder), and the bookings
+    /// that had one, in document order. Nil when `body` is not a JSON
+    /// object or has no such booking.
+    static func readAsKnown(_ body: [UInt8]) -> (body: Data, unknown: [UnknownStatusBooking])? {
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else { return nil }
+        var unknown: [UnknownStatusBooking] = []
+        let replaced = replace(object, &unknown)
+        guard !unknown.isEmpty, let data = try? JSONSerialization.data(withJSONObject: replaced) else { return nil }
+        return (data, unknown)
+    }
+
+    /// A booking is any object with a string `id` and a string `status`.
+    private static func replace(_ value: Any, _ unknown: inout [UnknownStatusBooking]) -> Any {
+        if var object = value as? [String: Any] {
+            if let id = object["id"] as? String, let status = object["status"] as? String, BookingStatus(rawValue: status) == nil {
+                unknown.append(UnknownStatusBooking(id: id, status: status))
+                object["status"] = BookingStatus.confirmed.rawValue
+            }
+            // Keys in order, so `unknown` follows the document.
+            for key in object.keys.sorted() where key != "status" {
+                object[key] = replace(object[key]!, &unknown)
+            }
+            return object
+        }
+        if let array = value as? [Any] { return array.map { replace($0, &unknown) } }
+        return value
     }
 }
 
@@ -83,29 +134,19 @@ extension BookingQueryReply {
         do {
             return (try ContractJSON.decode(BookingQueryReply.self, from: body), [])
         } catch let strict {
-            guard var object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else { throw strict }
-            if let single = object["booking"] as? [String: Any], let unknown = Self.unknownStatus(single) {
-                throw unknown
+            // Readable but for unknown statuses, or not at all.
+            guard let known = UnknownStatuses.readAsKnown(body),
+                  let reply = try? ContractJSON.decode(BookingQueryReply.self, from: known.body) else { throw strict }
+            switch reply {
+            case .booking(let view):
+                throw known.unknown.first { $0.id == view.id } ?? known.unknown[0]
+            case .bookings(let views, let cursor):
+                // Ids are unique in a page; a left-out id drops only its own booking.
+                let left = Set(known.unknown.map(\.id))
+                return (.bookings(views.filter { !left.contains($0.id) }, nextCursor: cursor), known.unknown)
+            case .closures, .error:
+                throw strict
             }
-            guard let list = object["bookings"] as? [Any] else { throw strict }
-            var kept: [Any] = [], leftOut: [UnknownStatusBooking] = []
-            for item in list {
-                if let booking = item as? [String: Any], let unknown = Self.unknownStatus(booking) {
-                    leftOut.append(unknown)
-                } else {
-                    kept.append(item)
-                }
-            }
-            // Nothing left out: the reply is unreadable for another reason.
-            guard !leftOut.isEmpty else { throw strict }
-            object["bookings"] = kept
-            return (try ContractJSON.decode(BookingQueryReply.self, from: try JSONSerialization.data(withJSONObject: object)),
-                    leftOut)
         }
-    }
-
-    private static func unknownStatus(_ booking: [String: Any]) -> UnknownStatusBooking? {
-        guard let status = booking["status"] as? String, BookingStatus(rawValue: status) == nil else { return nil }
-        return UnknownStatusBooking(id: booking["id"] as? String ?? "", status: status)
     }
 }

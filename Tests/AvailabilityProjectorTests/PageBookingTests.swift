@@ -50,7 +50,12 @@ struct PageBookingTests {
         let request = PageBookingRequest(room: "Berlin", date: "2026-11-30", start: "09:00", end: "10:00", title: "t",
                                          name: "Ada", email: "ada@example.com", phone: "0170 1234567")
         let logger = Logger(label: "page-test")
-        let body = #"{"ok":true,"booking":{"id":"b-1","room":"Berlin","status":"tentative","version":1,"attendees":[]}}"#
+        let booking = #"""
+            {"id":"b-1","room":"Berlin","date":"2026-11-30","start":"09:00","end":"10:00","timeZone":"Europe/Berlin",
+             "startsAt":"2026-11-30T08:00:00Z","endsAt":"2026-11-30T09:00:00Z","title":"t","status":"tentative",
+             "attendees":[{"name":"Ada","email":"ada@example.com","phone":"+491701234567"}],"version":1}
+            """#
+        let body = #"{"ok":true,"booking":\#(booking)}"#
         let accepted = PageBooker.answer(body: Array(body.utf8), request: request, logger: logger)
         #expect(accepted.ok && accepted.bookingId == "b-1" && accepted.status == "tentative")
         #expect(accepted.message.hasPrefix("Accepted: Berlin, 2026-11-30 09:00–10:00") && accepted.message.contains("tentative"),
@@ -58,8 +63,11 @@ struct PageBookingTests {
         let refused = PageBooker.answer(body: Array(#"{"ok":false,"error":{"code":2999,"text":"a newer rule"}}"#.utf8),
                                         request: request, logger: logger)
         #expect(!refused.ok && refused.code == 2999 && refused.message == "Not booked: a newer rule.")
-        let garbage = PageBooker.answer(body: Array("<html>".utf8), request: request, logger: logger)
-        #expect(!garbage.ok && garbage.message.contains("may or may not have been made"))
+        // Not a reply, or broken in more than its status: nothing is claimed.
+        for garbage in ["<html>", #"{"ok":true}"#, #"{"ok":true,"booking":{"id":"b-1","status":"tentative"}}"#] {
+            let answer = PageBooker.answer(body: Array(garbage.utf8), request: request, logger: logger)
+            #expect(!answer.ok && answer.message.contains("may or may not have been made"), "\(garbage)")
+        }
         let known = PageBooker.answer(body: Array(try ContractJSON.encode(CommandReply.failure(.overlap, "x"))),
                                       request: request, logger: logger)
         #expect(known.message.hasPrefix("Taken:"), "a reply read in full keeps its words")

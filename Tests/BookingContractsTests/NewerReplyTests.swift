@@ -25,16 +25,40 @@ struct NewerReplyTests {
     @Test func aCommandReplyWithANewerStatusIsReadInOutline() throws {
         let body = try Self.withStatus("tentative", in: CommandReply.booking(Fixtures.booking))
         #expect(throws: (any Error).self) { try ContractJSON.decode(CommandReply.self, from: body) }
-        let outline = try ContractJSON.decode(ReplyOutline.self, from: body)
-        #expect(outline == ReplyOutline(ok: true, bookingId: Fixtures.bookingId, status: "tentative"))
+        #expect(ReplyOutline.read(body) == ReplyOutline(bookingId: Fixtures.bookingId, status: "tentative",
+                                                        unknown: [UnknownStatusBooking(id: Fixtures.bookingId, status: "tentative")]))
 
-        let refused = try ContractJSON.encode(CommandReply.failure(ErrorCode(2999), "a newer refusal"))
-        #expect(try ContractJSON.decode(ReplyOutline.self, from: refused)
-                == ReplyOutline(ok: false, errorCode: 2999, errorText: "a newer refusal"))
-        // Only `ok` is needed; anything else in another shape is left nil.
-        #expect(try ContractJSON.decode(ReplyOutline.self, from: Data(#"{"ok":true,"booking":[1],"error":"x"}"#.utf8))
-                == ReplyOutline(ok: true))
-        #expect(throws: (any Error).self) { try ContractJSON.decode(ReplyOutline.self, from: Data(#"{"booking":{}}"#.utf8)) }
+        // A series whose second occurrence has a newer status.
+        var second = Fixtures.booking
+        second.id = "occurrence-2"
+        let series = CommandReply.series(SeriesBooked(id: "series-1", recurrence: Recurrence(.weekly, count: 2),
+                                                      version: 1, bookings: [Fixtures.booking, second], skipped: []))
+        var object = try #require(try JSONSerialization.jsonObject(with: ContractJSON.encode(series)) as? [String: Any])
+        var inner = try #require(object["series"] as? [String: Any])
+        var bookings = try #require(inner["bookings"] as? [[String: Any]])
+        bookings[1]["status"] = "tentative"
+        inner["bookings"] = bookings
+        object["series"] = inner
+        #expect(ReplyOutline.read([UInt8](try JSONSerialization.data(withJSONObject: object)))
+                == ReplyOutline(seriesId: "series-1", unknown: [UnknownStatusBooking(id: "occurrence-2", status: "tentative")]))
+    }
+
+    /// Only an unknown status is forgiven: a failure, a reply broken in any
+    /// other way, or one with nothing unknown has no outline.
+    @Test func anythingElseHasNoOutline() throws {
+        var broken = try #require(try JSONSerialization.jsonObject(with: Data(try Self.withStatus(
+            "tentative", in: CommandReply.booking(Fixtures.booking)))) as? [String: Any])
+        var booking = try #require(broken["booking"] as? [String: Any])
+        booking["version"] = "two"
+        broken["booking"] = booking
+        for body in [#"{"ok":true}"#, #"{"ok":true,"booking":{"id":"b-1","status":"tentative"}}"#,
+                     #"{"booking":{"id":"b-1","status":"tentative"}}"#,
+                     #"{"ok":false,"error":{"code":2999,"text":"a newer refusal"}}"#,
+                     String(decoding: try JSONSerialization.data(withJSONObject: broken), as: UTF8.self),
+                     String(decoding: try ContractJSON.encode(CommandReply.booking(Fixtures.booking)), as: UTF8.self),
+                     "not json"] {
+            #expect(ReplyOutline.read(Array(body.utf8)) == nil, "\(body)")
+        }
     }
 
     @Test func aListLeavesOutBookingsWithANewerStatusAndKeepsTheRest() throws {
@@ -58,6 +82,10 @@ struct NewerReplyTests {
         let body = try Self.withStatus("tentative", in: BookingQueryReply.booking(BookingView(Fixtures.booking, contacts: true)))
         #expect(throws: UnknownStatusBooking(id: Fixtures.bookingId, status: "tentative")) {
             try BookingQueryReply.decodeIgnoringUnknownStatuses(body)
+        }
+        // Without `ok`, or with nothing but the status, it is no reply.
+        for body in [#"{"booking":{"id":"b-1","status":"tentative"}}"#, #"{"ok":true,"booking":{"id":"b-1","status":"tentative"}}"#] {
+            #expect(throws: DecodingError.self, "\(body)") { try BookingQueryReply.decodeIgnoringUnknownStatuses(Array(body.utf8)) }
         }
     }
 

@@ -54,7 +54,7 @@ struct NewerHandlerTests {
     static let tentative = """
         {"id":"b-new","room":"Berlin","date":"2030-01-07","start":"09:00","end":"10:00","timeZone":"Europe/Berlin",
          "startsAt":"2030-01-07T08:00:00Z","endsAt":"2030-01-07T09:00:00Z","title":"Review","status":"tentative",
-         "attendees":[{"name":"Ada","email":"ada@example.com"}],"requestedBy":"bookingctl","version":1}
+         "attendees":[{"name":"Ada","email":"ada@example.com","phone":"+491701234567"}],"requestedBy":"bookingctl","version":1}
         """
     static let confirmed = tentative.replacingOccurrences(of: #""b-new""#, with: #""b-old""#)
         .replacingOccurrences(of: #""tentative""#, with: #""confirmed""#)
@@ -63,6 +63,12 @@ struct NewerHandlerTests {
         switch type {
         case "booking.list": #"{"ok":true,"bookings":[\#(confirmed),\#(tentative)]}"#
         case "booking.get": #"{"ok":true,"booking":\#(tentative)}"#
+        // A cancel by series whose second booking has a status with an
+        // escape in it: the terminal gets it inert.
+        case "booking.cancel":
+            #"{"ok":true,"series":{"id":"s-1","version":2,"cancelled":[\#(confirmed),\#(tentative.replacingOccurrences(of: "tentative", with: "tent\\u001b[2Kative"))],"skipped":[]}}"#
+        // No booking: not a reply this build can read, newer or not.
+        case "booking.confirm": #"{"ok":true}"#
         default: #"{"ok":true,"booking":\#(tentative)}"#
         }
     }
@@ -101,6 +107,14 @@ struct NewerHandlerTests {
         let shownJSON = try await cli.run(["bookings", "show", "b-new", "--json"])
         let one = try #require(try JSONSerialization.jsonObject(with: Data(shownJSON.stdout.utf8)) as? [String: Any])
         #expect((one["booking"] as? [String: Any])?["status"] as? String == "tentative")
+
+        let series = try await cli.run(["cancel", "--series", "s-1"])
+        #expect(series.status == 0, "\(series.stderr)")
+        #expect(series.stdout.contains("series s-1") && series.stdout.contains("booking b-new  tent\\u001b[2Kative")
+                && !series.stdout.contains("\u{1B}"), "\(series.stdout)")
+
+        let bare = try await cli.run(["confirm", "b-new"])
+        #expect(bare.status == 1 && bare.stderr.contains("not a contract reply"), "\(bare.stdout) \(bare.stderr)")
         await handler.stop()
     }
 

@@ -95,23 +95,18 @@ public struct PageBooker: Sendable {
     static func answer(body: [UInt8], request: PageBookingRequest, logger: Logger) -> PageBookingAnswer {
         if let reply = try? ContractJSON.decode(CommandReply.self, from: body) { return answer(reply, request: request) }
         let slot = "\(request.room), \(request.date) \(request.start)–\(request.end)"
-        guard let outline = try? ContractJSON.decode(ReplyOutline.self, from: body) else {
+        guard let outline = ReplyOutline.read(body), let id = outline.bookingId, let status = outline.status else {
             logger.warning("page booking got a reply it cannot read",
                            metadata: ["reply": .string(String(decoding: body.prefix(300), as: UTF8.self))])
             return PageBookingAnswer(ok: false, message: "The booking service answered in a form this page cannot read; the "
                                      + "booking may or may not have been made. Look at the bar in a moment before trying again.")
         }
-        guard outline.ok else {
-            return PageBookingAnswer(ok: false, message: "Not booked: \(outline.errorText ?? "the booking service refused it").",
-                                     code: outline.errorCode)
-        }
-        let status = outline.status ?? "?"
-        logger.notice("page booking answered with a reply this version reads only in outline (a newer booking handler?)",
-                      metadata: ["booking.id": .string(String((outline.bookingId ?? "").prefix(100))),
+        logger.notice("page booking answered with a booking status this version does not know (a newer booking handler?)",
+                      metadata: ["booking.id": .string(String(id.prefix(100))),
                                  "booking.status": .string(String(status.prefix(64)))])
         return PageBookingAnswer(ok: true, message: "Accepted: \(slot), with a status this page does not know "
                                  + "(\(status.prefix(40))). The bar shows what it means for the room.",
-                                 bookingId: outline.bookingId, status: String(status.prefix(64)))
+                                 bookingId: id, status: String(status.prefix(64)))
     }
 
     /// The reply in words.
