@@ -38,6 +38,35 @@ struct ReadModelTests {
                     == [["07:00 - 09:00", "10:30 - 19:00"]])
     }
 
+    /// A buffer reaches across midnight, as the handler counts it: a
+    /// booking late on one date takes the start of the next, one early on
+    /// a date the end of the one before, and each change is announced for
+    /// every date whose free time it changed.
+    @Test func aBufferReachesAcrossMidnight() async throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let night = Room(name: "Night", capacity: 2, opens: "00:00", closes: "23:45", bufferMinutes: 30)
+        _ = try await store.apply(.room(night, occurredAt: "2026-11-01T10:00:00Z"))
+        let late = try await store.apply(state("late", room: "Night", date: "2026-11-23", "23:00", "23:45"))
+        #expect(late.changes.map(\.day.date) == ["2026-11-23", "2026-11-24"])
+        #expect(late.changes.last?.avail == ["00:15 - 23:45"])
+        let early = try await store.apply(state("early", room: "Night", date: "2026-11-25", "00:00", "00:30"))
+        #expect(early.changes.map(\.day.date) == ["2026-11-24", "2026-11-25"])
+        #expect(early.changes.first?.avail == ["00:15 - 23:30"])
+        let engine = QueryEngine(index: store.index)
+        #expect(try query(engine, AvailabilityQuery(date: .date(.calendarDate("2026-11-24")), name: "Night")).map(\.avail)
+                == [["00:15 - 23:30"]])
+        // Cancelling the late booking gives the next date its start back.
+        let cancelled = try await store.apply(state("late", room: "Night", date: "2026-11-23", "23:00", "23:45", .cancelled,
+                                                    version: 2))
+        #expect(cancelled.changes.map(\.day.date) == ["2026-11-23", "2026-11-24"])
+        #expect(cancelled.changes.last?.avail == ["00:00 - 23:30"])
+        // A room without a buffer: nothing crosses midnight.
+        _ = try await store.apply(.room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z"))
+        let plain = try await store.apply(state("b1", date: "2026-11-23", "18:00", "19:00"))
+        #expect(plain.changes.map(\.day.date) == ["2026-11-23"])
+    }
+
     /// Events can overtake their room's `room.registered`: a booking and a
     /// closure stored before the room are announced when it arrives; a
     /// room already known announces nothing by itself.

@@ -11,6 +11,15 @@ public struct RoomDay: Hashable, Sendable, Comparable {
         self.date = date
     }
     public static func < (a: RoomDay, b: RoomDay) -> Bool { (a.date, a.room) < (b.date, b.room) }
+
+    /// The same room `offset` local dates away; nil if `date` is not a
+    /// date or the result leaves years 0001–9999.
+    func shifted(by offset: Int64) -> RoomDay? {
+        guard let d = ContractFormat.calendarDate(date) else { return nil }
+        let c = CivilDays.civil(days: CivilDays.days(year: d.year, month: d.month, day: d.day) + offset)
+        guard (1...9999).contains(c.year) else { return nil }
+        return RoomDay(room: room, date: ContractFormat.calendarDateString(year: c.year, month: c.month, day: c.day))
+    }
 }
 
 /// The in-memory read model queries are answered from: every room and the
@@ -37,6 +46,27 @@ public final class AvailabilityIndex: Sendable {
 
         public func occupancy(_ day: RoomDay) -> DayOccupancy {
             days[day.date]?[day.room] ?? .free
+        }
+
+        /// The busy slots of the dates before and after `day`, whose
+        /// bookings' buffers can reach across midnight into it; empty for a
+        /// room without a buffer (nothing is looked up).
+        func neighbourBusy(_ day: RoomDay, _ info: RoomInfo) -> (before: SlotMask, after: SlotMask) {
+            guard info.bufferSlots > 0 else { return (.empty, .empty) }
+            return (day.shifted(by: -1).map { occupancy($0).busy } ?? .empty,
+                    day.shifted(by: 1).map { occupancy($0).busy } ?? .empty)
+        }
+
+        /// `days` with, for rooms with a buffer (in this state), the dates
+        /// on either side: a change of one date's bookings can change its
+        /// neighbours' free time through a buffer across midnight.
+        func withNeighbours(_ days: Set<RoomDay>) -> Set<RoomDay> {
+            var all = days
+            for day in days where (rooms[day.room]?.bufferSlots ?? 0) > 0 {
+                if let before = day.shifted(by: -1) { all.insert(before) }
+                if let after = day.shifted(by: 1) { all.insert(after) }
+            }
+            return all
         }
 
         mutating func set(_ day: RoomDay, _ occupancy: DayOccupancy) {
@@ -140,8 +170,10 @@ public final class AvailabilityIndex: Sendable {
     /// The free slots of a room-day under `state` (nil for an unknown room).
     func free(_ day: RoomDay, in state: State) -> SlotMask? {
         guard let info = state.rooms[day.room] else { return nil }
+        let neighbours = state.neighbourBusy(day, info)
         return info.free(on: day.date, occupancy: state.occupancy(day),
-                         missing: missingSlots(date: day.date, zone: info.zone))
+                         missing: missingSlots(date: day.date, zone: info.zone),
+                         busyBefore: neighbours.before, busyAfter: neighbours.after)
             .subtracting(state.closedSlots(day, zone: info.zone))
     }
 }

@@ -176,18 +176,11 @@ struct RoomCandidates {
         // Elapsed time is the clock's on such a day.
         if let least = room.minMinutes, duration < least { return [] }
         if let most = room.maxMinutes, duration > most { return [] }
-        let buffer = info.bufferSlots
-        var blocked = context.occupancy(room.name, day).busy.dilated(by: buffer)
-        if buffer > 0 {
-            // A booking late the day before or early the day after keeps
-            // its buffer across midnight.
-            if let last = context.occupancy(room.name, day - 1).busy.lastSlot, last + 1 + buffer > SlotMask.count {
-                blocked = blocked.union(.slots(0, last + 1 + buffer - SlotMask.count))
-            }
-            if let first = context.occupancy(room.name, day + 1).busy.firstSlot, first < buffer {
-                blocked = blocked.union(.slots(SlotMask.count + first - buffer, SlotMask.count))
-            }
-        }
+        // A booking late the day before or early the day after keeps its
+        // buffer across midnight.
+        let blocked = info.bufferSlots == 0 ? context.occupancy(room.name, day).busy
+            : info.blocked(context.occupancy(room.name, day).busy, busyBefore: context.occupancy(room.name, day - 1).busy,
+                           busyAfter: context.occupancy(room.name, day + 1).busy)
         var free = open.subtracting(blocked)
         if context.state.closures[room.name] != nil {
             free = free.subtracting(context.state.closedSlots(RoomDay(room: room.name, date: context.date(day)), zone: info.zone))

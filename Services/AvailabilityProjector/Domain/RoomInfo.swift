@@ -48,8 +48,26 @@ public struct RoomInfo: Sendable {
     }
 
     /// Free slots on `date` given its occupancy: open, existing, not busy,
-    /// and not within the room's buffer of a booking.
-    public func free(on date: String, occupancy: DayOccupancy, missing: SlotMask) -> SlotMask {
-        open(on: date).subtracting(missing).subtracting(occupancy.busy.dilated(by: bufferSlots))
+    /// and not within the room's buffer of a booking — also of a booking
+    /// late on the date before (`busyBefore`) or early on the date after
+    /// (`busyAfter`), whose buffer reaches across midnight, as the handler
+    /// counts it.
+    public func free(on date: String, occupancy: DayOccupancy, missing: SlotMask,
+                     busyBefore: SlotMask = .empty, busyAfter: SlotMask = .empty) -> SlotMask {
+        open(on: date).subtracting(missing).subtracting(blocked(occupancy.busy, busyBefore: busyBefore, busyAfter: busyAfter))
+    }
+
+    /// `busy` widened by the buffer on both sides, with the part of the
+    /// neighbouring dates' buffers that falls on this date.
+    func blocked(_ busy: SlotMask, busyBefore: SlotMask, busyAfter: SlotMask) -> SlotMask {
+        var blocked = busy.dilated(by: bufferSlots)
+        guard bufferSlots > 0 else { return blocked }
+        if let last = busyBefore.lastSlot, last + 1 + bufferSlots > SlotMask.count {
+            blocked = blocked.union(.slots(0, last + 1 + bufferSlots - SlotMask.count))
+        }
+        if let first = busyAfter.firstSlot, first < bufferSlots {
+            blocked = blocked.union(.slots(SlotMask.count + first - bufferSlots, SlotMask.count))
+        }
+        return blocked
     }
 }

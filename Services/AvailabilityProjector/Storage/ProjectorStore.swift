@@ -332,10 +332,13 @@ public final class ProjectorStore: Sendable {
         // before the update: a snapshot held across it would make the
         // update copy every collection it touches (all rooms, every date's
         // rooms) instead of changing them in place.
-        let freeBefore: [RoomDay: SlotMask] = occupancies.isEmpty ? [:] : {
+        // The dates either side of a changed one compare too, for rooms
+        // with a buffer (which reaches across midnight).
+        let candidates = occupancies.isEmpty ? [] : index.snapshot.withNeighbours(days)
+        let freeBefore: [RoomDay: SlotMask] = candidates.isEmpty ? [:] : {
             let before = index.snapshot
             var free: [RoomDay: SlotMask] = [:]
-            for (day, _) in occupancies { free[day] = index.free(day, in: before) }
+            for day in candidates { free[day] = index.free(day, in: before) }
             return free
         }()
         // A room the index did not know yet: bookings and closures of it
@@ -350,7 +353,7 @@ public final class ProjectorStore: Sendable {
         }
         guard !occupancies.isEmpty || newRoom != nil else { return [] }
         let after = index.snapshot
-        var compared = Set(occupancies.map(\.0))
+        var compared = candidates.union(after.withNeighbours(Set(occupancies.map(\.0))))
         if let newRoom, let info = after.rooms[newRoom.name] {
             for (date, rooms) in after.days where rooms[newRoom.name] != nil {
                 compared.insert(RoomDay(room: newRoom.name, date: date))
@@ -696,6 +699,7 @@ public final class ProjectorStore: Sendable {
             // value now (as their earlier value would be stale).
             self.staleDays.withLock { $0 = [] }
             let pending = Set(self.takeUnannounced().map(\.day))
+            days = before.withNeighbours(days).union(after.withNeighbours(days))
             for day in days.union(pending).sorted() {
                 guard let info = after.rooms[day.room], let new = self.index.free(day, in: after) else { continue }
                 if pending.contains(day) || self.index.free(day, in: before) != new {
