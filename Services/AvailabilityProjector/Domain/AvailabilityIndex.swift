@@ -48,13 +48,12 @@ public final class AvailabilityIndex: Sendable {
             days[day.date]?[day.room] ?? .free
         }
 
-        /// The busy slots of the dates before and after `day`, whose
-        /// bookings' buffers can reach across midnight into it; empty for a
-        /// room without a buffer (nothing is looked up).
-        func neighbourBusy(_ day: RoomDay, _ info: RoomInfo) -> (before: SlotMask, after: SlotMask) {
-            guard info.bufferSlots > 0 else { return (.empty, .empty) }
-            return (day.shifted(by: -1).map { occupancy($0).busy } ?? .empty,
-                    day.shifted(by: 1).map { occupancy($0).busy } ?? .empty)
+        /// The busy slots of `room` on `dates` (a date's neighbours, from
+        /// ``AvailabilityIndex/neighbourDates(_:)``), whose bookings'
+        /// buffers can reach across midnight into the date between.
+        func neighbourBusy(_ room: String, _ dates: (before: String?, after: String?)) -> (before: SlotMask, after: SlotMask) {
+            (dates.before.map { occupancy(RoomDay(room: room, date: $0)).busy } ?? .empty,
+             dates.after.map { occupancy(RoomDay(room: room, date: $0)).busy } ?? .empty)
         }
 
         /// `days` with, for rooms with a buffer (in this state), the dates
@@ -121,6 +120,7 @@ public final class AvailabilityIndex: Sendable {
     private let state = Mutex(State())
     private let gaps = Mutex([String: SlotMask]())
     private let zoneDays = Mutex([String: ZoneDay]())
+    private let neighbours = Mutex([String: (before: String?, after: String?)]())
 
     public init() {}
 
@@ -167,10 +167,29 @@ public final class AvailabilityIndex: Sendable {
         return day
     }
 
+    /// The local dates before and after `date` (cached: a query over many
+    /// rooms with buffers asks for the same few dates).
+    func neighbourDates(_ date: String) -> (before: String?, after: String?) {
+        if let cached = neighbours.withLock({ $0[date] }) { return cached }
+        let day = RoomDay(room: "", date: date)
+        let dates = (before: day.shifted(by: -1)?.date, after: day.shifted(by: 1)?.date)
+        neighbours.withLock { cache in
+            if cache.count > 50_000 { cache.removeAll() }
+            cache[date] = dates
+        }
+        return dates
+    }
+
+    /// The busy slots either side of `day` for a room with a buffer;
+    /// empty otherwise (nothing is looked up).
+    func neighbourBusy(_ day: RoomDay, _ info: RoomInfo, in state: State) -> (before: SlotMask, after: SlotMask) {
+        info.bufferSlots == 0 ? (.empty, .empty) : state.neighbourBusy(day.room, neighbourDates(day.date))
+    }
+
     /// The free slots of a room-day under `state` (nil for an unknown room).
     func free(_ day: RoomDay, in state: State) -> SlotMask? {
         guard let info = state.rooms[day.room] else { return nil }
-        let neighbours = state.neighbourBusy(day, info)
+        let neighbours = neighbourBusy(day, info, in: state)
         return info.free(on: day.date, occupancy: state.occupancy(day),
                          missing: missingSlots(date: day.date, zone: info.zone),
                          busyBefore: neighbours.before, busyAfter: neighbours.after)

@@ -199,7 +199,7 @@ public struct QueryEngine: Sendable {
         // Closures (v1.2): rare, so looked up only for rooms that have some.
         let closures = state.closures[info.room.name] == nil ? [] : state.closures(on: roomDay, zone: info.zone)
         let closedByClosures = closures.isEmpty ? SlotMask.empty : state.closedSlots(roomDay, zone: info.zone)
-        let neighbours = state.neighbourBusy(roomDay, info)
+        let neighbours = index.neighbourBusy(roomDay, info, in: state)
         let free = info.free(on: date, occupancy: occupancy, missing: missing, busyBefore: neighbours.before,
                              busyAfter: neighbours.after).subtracting(closedByClosures)
         let open = info.open(on: date).subtracting(missing)
