@@ -61,6 +61,13 @@ struct ReadModelTests {
                                                     version: 2))
         #expect(cancelled.changes.map(\.day.date) == ["2026-11-23", "2026-11-24"])
         #expect(cancelled.changes.last?.avail == ["00:00 - 23:30"])
+        // A booking that overtook its room's registration: the date after
+        // it is announced with the room, though it has no booking itself.
+        let latecomer = Room(name: "Latecomer", capacity: 2, opens: "00:00", closes: "23:45", bufferMinutes: 30)
+        _ = try await store.apply(state("first", room: "Latecomer", date: "2026-12-31", "23:00", "23:45"))
+        let registered = try await store.apply(.room(latecomer, occurredAt: "2026-11-01T10:00:00Z"))
+        #expect(registered.changes.map(\.day.date) == ["2026-12-30", "2026-12-31", "2027-01-01"])
+        #expect(registered.changes.last?.avail == ["00:15 - 23:45"])
         // A room without a buffer: nothing crosses midnight.
         _ = try await store.apply(.room(berlinRoom, occurredAt: "2026-11-01T10:00:00Z"))
         let plain = try await store.apply(state("b1", date: "2026-11-23", "18:00", "19:00"))

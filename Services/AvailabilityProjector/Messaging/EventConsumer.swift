@@ -257,7 +257,9 @@ public struct EventConsumer: Sendable {
         let (store, publisher, trace) = (self.store, self.publisher, ServiceContext.current)
         let ticket = try await store.onWriter {
             let state = store.index.snapshot
-            let changes = days.compactMap { day -> DayChange? in
+            // The dates either side too, for rooms with a buffer: the first
+            // delivery may have announced them (a buffer across midnight).
+            let changes = state.withNeighbours(Set(days)).sorted().compactMap { day -> DayChange? in
                 guard let info = state.rooms[day.room], let free = store.index.free(day, in: state) else { return nil }
                 return DayChange(day: day, timeZone: info.room.timeZone, avail: free.availStrings)
             }

@@ -355,9 +355,12 @@ public final class ProjectorStore: Sendable {
         let after = index.snapshot
         var compared = candidates.union(after.withNeighbours(Set(occupancies.map(\.0))))
         if let newRoom, let info = after.rooms[newRoom.name] {
+            var stored = Set<RoomDay>()
             for (date, rooms) in after.days where rooms[newRoom.name] != nil {
-                compared.insert(RoomDay(room: newRoom.name, date: date))
+                stored.insert(RoomDay(room: newRoom.name, date: date))
             }
+            // A booking-free date next to a booked one may lose time to its buffer.
+            compared.formUnion(after.withNeighbours(stored))
             for span in after.closures[newRoom.name] ?? [] {
                 for date in span.dates(zone: info.zone) { compared.insert(RoomDay(room: newRoom.name, date: date)) }
             }
@@ -699,7 +702,14 @@ public final class ProjectorStore: Sendable {
             // value now (as their earlier value would be stale).
             self.staleDays.withLock { $0 = [] }
             let pending = Set(self.takeUnannounced().map(\.day))
-            days = before.withNeighbours(days).union(after.withNeighbours(days))
+            // Neighbours only of the days the rebuild changed (or of rooms
+            // whose buffer it changed): every day's would cost the writer
+            // two date computations per room-day of the whole model.
+            let changed = days.filter { day in
+                before.occupancy(day) != after.occupancy(day)
+                    || before.rooms[day.room]?.bufferSlots != after.rooms[day.room]?.bufferSlots
+            }
+            days.formUnion(before.withNeighbours(changed).union(after.withNeighbours(changed)))
             for day in days.union(pending).sorted() {
                 guard let info = after.rooms[day.room], let new = self.index.free(day, in: after) else { continue }
                 if pending.contains(day) || self.index.free(day, in: before) != new {
