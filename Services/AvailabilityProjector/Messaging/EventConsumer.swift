@@ -30,7 +30,10 @@ enum EventReader {
             // carries the whole booking, so its state counts like any
             // other (a rebuild's count check counts it too). A body that
             // is not a booking event is some other message: ignored.
-            guard type.hasPrefix("booking."), !type.hasPrefix("booking.replay") else { return .ignored }
+            // `booking.replay` and the replay's own `booking.replay.*`
+            // messages are not booking events; `booking.replayed` would be.
+            guard type.hasPrefix("booking."), type != CommandType.replayBookings.rawValue,
+                  !type.hasPrefix(CommandType.replayBookings.rawValue + ".") else { return .ignored }
             switch read(type: EventType.bookingUpdated.rawValue, body: body) {
             case .poison: return .ignored
             case let outcome: return outcome
