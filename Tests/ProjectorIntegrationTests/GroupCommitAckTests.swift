@@ -116,6 +116,51 @@ struct GroupCommitAckTests {
         await f.stop()
     }
 
+    /// A redelivered event republishes, for a room with a buffer, the
+    /// dates either side of its booking's too: the first delivery announced
+    /// the next date (the buffer reaches across midnight), and a projector
+    /// restarted since knows of no refused announcement to send again.
+    @Test func aRedeliveryRepublishesTheDatesABufferReachesInto() async throws {
+        let f = try await Fixture.start("buffer-republish")
+        let night = Room(name: "Night", capacity: 2, opens: "00:00", closes: "23:45", bufferMinutes: 30)
+        _ = try await f.store.apply(.room(night, occurredAt: "2026-11-01T10:00:00Z"))
+        let days = (5...6).map { localDate(daysFromNow: $0) }
+        var event = ProjectorEndToEndTests.hamburgEvent("n1", date: days[0], "23:00", "23:45", .confirmed, 1)
+        event.booking.room = "Night"
+        func deliver() async throws -> AMQPDelivery {
+            try await f.h.client.publish([UInt8](try ContractJSON.encode(event)), routingKey: f.events,
+                                         properties: .persistentJSON(type: EventType.bookingCreated.rawValue, messageID: "n1",
+                                                                     userID: f.h.client.user))
+            return try await withTimeout(30, "n1") { try await f.deliveries.take(1, ack: false)[0] }
+        }
+        func announced(_ count: Int, _ what: String) async throws -> [String: [String]] {
+            let copies = try await withTimeout(30, "\(count) announcements \(what)") { try await f.h.changes.take(count) }
+            let bodies = try copies.map { try ContractJSON.decode(AvailabilityChanged.self, from: $0.body) }
+            return Dictionary(bodies.map { ($0.date, $0.avail) }, uniquingKeysWith: { $1 })
+        }
+        await f.consumer.handle(try await deliver())
+        let first = try await announced(2, "of the first delivery")
+        #expect(first == [days[0]: ["00:00 - 22:30"], days[1]: ["00:15 - 23:45"]])
+
+        // As after a restart: another publisher and consumer on the same
+        // store, and the event again, a repeat by version.
+        let logger = testLogger("buffer-republish-2")
+        let publisher = ChangePublisher(connection: f.connection, logger: logger)
+        let publishing = Task { try await publisher.run() }
+        let consumer = EventConsumer(connection: f.connection, store: f.store, publisher: publisher, logger: logger)
+        // Redelivered, as an event whose ack the crash prevented comes back.
+        try await deliver().reject(requeue: true)
+        let redelivered = try await withTimeout(30, "n1 redelivered") { try await f.deliveries.take(1, ack: false)[0] }
+        #expect(redelivered.redelivered)
+        await consumer.handle(redelivered)
+        // Both dates again, and the (unchanged) date before, as a buffer
+        // could reach into it too.
+        let before = localDate(daysFromNow: 4)
+        #expect(try await announced(3, "of the repeat") == first.merging([before: ["00:00 - 23:45"]]) { $1 })
+        publishing.cancel()
+        await f.stop()
+    }
+
     /// A booking moved twice before its first move was confirmed: the day
     /// it first left is named by no later event (the stored row names the
     /// last two days), yet its redelivered first move announces it again.
