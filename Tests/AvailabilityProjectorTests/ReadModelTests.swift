@@ -74,6 +74,22 @@ struct ReadModelTests {
         #expect(plain.changes.map(\.day.date) == ["2026-11-23"])
     }
 
+    /// A rebuild that brings a booking late on a date announces the next
+    /// date too, though neither model has a booking on it.
+    @Test func aRebuildAnnouncesTheDateABufferReachesInto() async throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let room = ModelChange.room(Room(name: "Night", capacity: 2, opens: "00:00", closes: "23:45", bufferMinutes: 30),
+                                    occurredAt: "2026-11-01T10:00:00Z")
+        _ = try await store.apply(room)
+        #expect(try await store.beginRebuild(replayId: "r1"))
+        #expect(try await store.applyReplayed([room, state("late", room: "Night", date: "2026-11-23", "23:00", "23:45")],
+                                              replayId: "r1"))
+        let result = try #require(try await store.finishRebuild(replayId: "r1"))
+        #expect(result.changes.map(\.day.date) == ["2026-11-23", "2026-11-24"])
+        #expect(result.changes.last?.avail == ["00:15 - 23:45"])
+    }
+
     /// Events can overtake their room's `room.registered`: a booking and a
     /// closure stored before the room are announced when it arrives; a
     /// room already known announces nothing by itself.
