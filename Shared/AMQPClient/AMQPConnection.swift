@@ -86,7 +86,10 @@ public final class AMQPConnection: Sendable, Service {
     /// soon as the connection is lost or closed (before any reconnect).
     /// `body` must not block: it runs on the thread that serves every
     /// channel. For code that cannot await, such as a synchronous callback
-    /// that must not go on until the loss is seen.
+    /// that must not go on until the loss is seen. It runs before the
+    /// connection's calls in flight are failed, and cannot be removed: a
+    /// `body` that captures this connection keeps it alive until the
+    /// connection is lost or closed.
     public func whenDisconnected(_ body: @escaping @Sendable () -> Void) {
         loop.whenDisconnected(body)
     }

@@ -23,8 +23,8 @@ public struct ReplyOutline: Sendable, Equatable {
     public var seriesId: String?
     /// The closure, for `room.close` or `room.reopen`.
     public var closureId: String?
-    /// Every booking in the reply whose status this build does not know,
-    /// in the order the reply has them.
+    /// Every booking in the reply whose status this build does not know
+    /// (a list's in its order).
     public var unknown: [UnknownStatusBooking]
 
     /// Creates an outline.
@@ -74,7 +74,7 @@ extension CommandReply {
 enum UnknownStatuses {
     /// `body` with every unknown booking status read as a known one (any:
     /// only to check the rest with the strict decoder), and the bookings
-    /// that had one, in document order. Nil when `body` is not a JSON
+    /// that had one (arrays in their order). Nil when `body` is not a JSON
     /// object or has no such booking.
     static func readAsKnown(_ body: [UInt8]) -> (body: Data, unknown: [UnknownStatusBooking])? {
         guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else { return nil }
@@ -91,7 +91,7 @@ enum UnknownStatuses {
                 unknown.append(UnknownStatusBooking(id: id, status: status))
                 object["status"] = BookingStatus.confirmed.rawValue
             }
-            // Keys in order, so `unknown` follows the document.
+            // Keys sorted, so the order of `unknown` does not depend on hashing.
             for key in object.keys.sorted() where key != "status" {
                 object[key] = replace(object[key]!, &unknown)
             }

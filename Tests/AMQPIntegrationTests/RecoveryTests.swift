@@ -2,6 +2,7 @@ import AMQPClient
 import Foundation
 import Logging
 import ServiceLifecycle
+import Synchronization
 import Testing
 import TestSupport
 
@@ -256,4 +257,31 @@ struct RecoveryTests {
         await connection.close()
     }
 
+    /// `whenDisconnected` calls back once per watcher when the connection
+    /// is lost (before any reconnect) or closed, and at once for one
+    /// registered while it is down.
+    @Test func whenDisconnectedCallsBackOnceAtTheLossAndAtTheClose() async throws {
+        let name = uniqueName("watched")
+        let connection = try await AMQPConnection.connect(configuration: try TestBroker.configuration(name), logger: testLogger(name))
+        let calls = Mutex(0)
+        let lost = DispatchSemaphore(value: 0)
+        connection.whenDisconnected { calls.withLock { $0 += 1 }; lost.signal() }
+        #expect(try Self.closeConnections(named: name) == 1)
+        #expect(lost.wait(timeout: .now() + 30) == .success, "called at the loss")
+        // Reconnected: a watcher registered now waits for the next loss, the close.
+        // A publish waits for the reconnect.
+        try await withTimeout(30, "a publish after the reconnect") {
+            try await connection.publish([1], routingKey: uniqueName("nowhere"))
+        }
+        #expect(connection.reconnectCount == 1 && connection.isConnected)
+        let closed = DispatchSemaphore(value: 0)
+        connection.whenDisconnected { calls.withLock { $0 += 10 }; closed.signal() }
+        #expect(calls.withLock { $0 } == 1, "the first watcher was called once, the second not yet")
+        await connection.close()
+        #expect(closed.wait(timeout: .now() + 30) == .success, "called at the close")
+        let late = Mutex(false)
+        connection.whenDisconnected { late.withLock { $0 = true } }
+        #expect(late.withLock { $0 }, "called at once on a closed connection")
+        #expect(calls.withLock { $0 } == 11)
+    }
 }

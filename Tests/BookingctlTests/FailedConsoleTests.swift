@@ -190,7 +190,7 @@ struct FailedConsoleTests {
             // The loss is seen before the third move begins.
             let lost = DispatchSemaphore(value: 0)
             op.whenDisconnected { lost.signal() }
-            _ = lost.wait(timeout: .now() + 30)
+            #expect(lost.wait(timeout: .now() + 30) == .success, "the loss was seen")
             return true
         }
         #expect(outcome.done.map(\.properties.messageID) == ["lost-0", "lost-1"])

@@ -98,7 +98,7 @@ struct OperatorTests {
                 }
                 let lost = DispatchSemaphore(value: 0)
                 op.whenDisconnected { lost.signal() }
-                _ = lost.wait(timeout: .now() + 30)
+                #expect(lost.wait(timeout: .now() + 30) == .success, "the loss was seen")
                 return true
             }
         }
