@@ -51,7 +51,7 @@ private func printOutline(_ outline: ReplyOutline, raw: [UInt8], json: Bool) thr
     for booking in outline.unknown where booking.id != outline.bookingId {
         lines.append("  booking \(booking.id)  \(booking.status)")
     }
-    print(TerminalText.safe(lines.joined(separator: "\n")))
+    print(lines.joined(separator: "\n"))
     FileHandle.standardError.write(Data(("bookingctl: the reply has a booking status this bookingctl does not know (a newer "
                                          + "booking handler); --json prints all of it\n").utf8))
 }

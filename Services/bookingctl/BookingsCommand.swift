@@ -127,7 +127,7 @@ struct BookingsCommand: AsyncParsableCommand {
                     if global.json {
                         print(try Output.json(raw: newer.body))
                     } else {
-                        print(TerminalText.safe("booking \(newer.booking.id)  \(newer.booking.status)"))
+                        print("booking \(newer.booking.id)  \(newer.booking.status)")
                         FileHandle.standardError.write(Data(("bookingctl: the booking has a status this bookingctl does not "
                                                              + "know (a newer booking handler); --json prints all of it\n").utf8))
                     }

@@ -12,13 +12,9 @@ public struct RoomDay: Hashable, Sendable, Comparable {
     }
     public static func < (a: RoomDay, b: RoomDay) -> Bool { (a.date, a.room) < (b.date, b.room) }
 
-    /// The same room `offset` local dates away; nil if `date` is not a
-    /// date or the result leaves years 0001–9999.
-    func shifted(by offset: Int64) -> RoomDay? {
-        guard let d = ContractFormat.calendarDate(date) else { return nil }
-        let c = CivilDays.civil(days: CivilDays.days(year: d.year, month: d.month, day: d.day) + offset)
-        guard (1...9999).contains(c.year) else { return nil }
-        return RoomDay(room: room, date: ContractFormat.calendarDateString(year: c.year, month: c.month, day: c.day))
+    /// The same room `offset` local dates away; nil if `date` is not a date.
+    func shifted(by offset: Int) -> RoomDay? {
+        LocalClock.adding(days: offset, to: date).map { RoomDay(room: room, date: $0) }
     }
 }
 
@@ -171,8 +167,7 @@ public final class AvailabilityIndex: Sendable {
     /// rooms with buffers asks for the same few dates).
     func neighbourDates(_ date: String) -> (before: String?, after: String?) {
         if let cached = neighbours.withLock({ $0[date] }) { return cached }
-        let day = RoomDay(room: "", date: date)
-        let dates = (before: day.shifted(by: -1)?.date, after: day.shifted(by: 1)?.date)
+        let dates = (before: LocalClock.adding(days: -1, to: date), after: LocalClock.adding(days: 1, to: date))
         neighbours.withLock { cache in
             if cache.count > 50_000 { cache.removeAll() }
             cache[date] = dates

@@ -353,7 +353,7 @@ public final class ProjectorStore: Sendable {
         }
         guard !occupancies.isEmpty || newRoom != nil else { return [] }
         let after = index.snapshot
-        var compared = candidates.union(after.withNeighbours(Set(occupancies.map(\.0))))
+        var compared = candidates.union(after.withNeighbours(days))
         if let newRoom, let info = after.rooms[newRoom.name] {
             var stored = Set<RoomDay>()
             for (date, rooms) in after.days where rooms[newRoom.name] != nil {
