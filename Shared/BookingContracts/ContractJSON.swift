@@ -33,6 +33,13 @@ public enum ContractJSON {
         try encoder().encode(value)
     }
 
+    /// Appends `string` as a JSON string literal, as ``encoder()`` writes
+    /// it (quote, backslash and control characters escaped; the rest as
+    /// UTF-8), for bodies written without an encoder.
+    public static func appendString(_ string: String, to out: inout [UInt8]) {
+        JSONBytes.string(string, to: &out)
+    }
+
     /// Decodes a `T` from `data` with ``decoder()``.
     public static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
         try decoder().decode(type, from: data)

@@ -122,7 +122,6 @@ public final class PassLedger: Sendable {
                     f.lastErrorText, now, bookingId, version, kind.rawValue, f.email)
             }
             try Self.renewLease(db, bookingId: bookingId, version: version, owner: owner, until: now + lease)
-            let encoder = JSONEncoder()
             var written: [OutboxRow] = []
             for m in outbox {
                 // RETURNING: SQLite ≥ 3.35 and PostgreSQL alike.
@@ -130,7 +129,7 @@ public final class PassLedger: Sendable {
                     INSERT INTO outbox (bookingId, exchange, routingKey, messageId, type, body, headers, createdAt)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
                     """, bookingId, m.exchange, m.routingKey, m.messageID, m.type, Data(m.body),
-                    try encoder.encode(m.headers), now)?.int("id")
+                    Data(m.headersJSON), now)?.int("id")
                 guard let id else { throw LedgerError("the outbox insert returned no id") }
                 written.append(OutboxRow(id: Int64(id), message: m))
             }

@@ -40,14 +40,53 @@ extension Optional: SQLBindable where Wrapped: SQLBindable {
 
 /// One result row, by column name without regard to case (PostgreSQL folds
 /// unquoted names to lower case, SQLite keeps them as declared).
+///
+/// The columns are kept in order and searched one by one, compared without
+/// regard to ASCII case: the ledger's rows have a few columns, and a
+/// dictionary with lower-cased keys per row (and a lower-cased copy of the
+/// name per lookup) cost more than the search.
 public struct SQLRow: Sendable {
-    let values: [String: SQLValue]
+    /// Column names, ASCII lower case (``fold(_:)``); shared by the rows of
+    /// one query.
+    let columns: [String]
+    let values: [SQLValue]
 
+    /// A row from `(column, value)` pairs; the first of equal names wins.
     init(_ pairs: [(String, SQLValue)]) {
-        values = Dictionary(pairs.map { ($0.0.lowercased(), $0.1) }, uniquingKeysWith: { first, _ in first })
+        self.init(foldedColumns: pairs.map { Self.fold($0.0) }, values: pairs.map { $0.1 })
     }
 
-    func value(_ name: String) -> SQLValue { values[name.lowercased()] ?? .null }
+    /// A row whose `foldedColumns` went through ``fold(_:)``.
+    init(foldedColumns: [String], values: [SQLValue]) {
+        precondition(foldedColumns.count == values.count, "one value per column")
+        self.columns = foldedColumns
+        self.values = values
+    }
+
+    /// `name` with ASCII capitals in lower case (other characters as they
+    /// are: the ledger's column names are ASCII).
+    static func fold(_ name: String) -> String {
+        guard name.utf8.contains(where: isCapital) else { return name }
+        return String(decoding: name.utf8.map { isCapital($0) ? $0 + 32 : $0 }, as: UTF8.self)
+    }
+
+    private static func isCapital(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") }
+
+    func value(_ name: String) -> SQLValue {
+        for (index, column) in columns.enumerated() where Self.matches(folded: column, name) {
+            return values[index]
+        }
+        return .null
+    }
+
+    /// Whether `name` equals the folded column `folded` in ASCII lower case.
+    private static func matches(folded: String, _ name: String) -> Bool {
+        guard folded.utf8.count == name.utf8.count else { return false }
+        for (a, b) in zip(folded.utf8, name.utf8) where a != b {
+            guard isCapital(b), a == b + 32 else { return false }
+        }
+        return true
+    }
 
     func int(_ name: String) -> Int? {
         switch value(name) {

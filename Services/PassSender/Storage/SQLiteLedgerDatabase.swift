@@ -128,13 +128,28 @@ struct GRDBLedgerSQL: LedgerSQL {
     let db: Database
 
     func execute(_ sql: String, _ arguments: [SQLValue]) throws {
-        try db.cachedStatement(sql: sql).execute(arguments: StatementArguments(arguments.map(Self.databaseValue)))
+        try db.cachedStatement(sql: sql).execute(arguments: Self.statementArguments(arguments))
     }
 
     func rows(_ sql: String, _ arguments: [SQLValue]) throws -> [SQLRow] {
-        try Row.fetchAll(db.cachedStatement(sql: sql), arguments: StatementArguments(arguments.map(Self.databaseValue))).map { row in
-            SQLRow(row.map { ($0.0, Self.value($0.1)) })
+        let statement = try db.cachedStatement(sql: sql)
+        // Column names folded once per query, shared by its rows.
+        let columns = statement.columnNames.map(SQLRow.fold)
+        var rows: [SQLRow] = []
+        let cursor = try Row.fetchCursor(statement, arguments: Self.statementArguments(arguments))
+        while let row = try cursor.next() {
+            rows.append(SQLRow(foldedColumns: columns, values: row.databaseValues.map(Self.value)))
         }
+        return rows
+    }
+
+    /// `arguments` for GRDB, through its initialiser of optional
+    /// existentials. Why not `StatementArguments([DatabaseValue])`: that
+    /// initialiser maps with the key path `\.databaseValue`, which GRDB
+    /// (another module, not inlinable) instantiates at run time on every
+    /// call — 5 % of the pass sender's CPU (docs/performance.md).
+    static func statementArguments(_ arguments: [SQLValue]) -> StatementArguments {
+        StatementArguments(arguments.map { Self.databaseValue($0) as (any DatabaseValueConvertible)? })
     }
 
     static func databaseValue(_ value: SQLValue) -> DatabaseValue {

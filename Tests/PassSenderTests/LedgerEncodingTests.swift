@@ -1,0 +1,61 @@
+import BookingContracts
+import Foundation
+import Testing
+import TestSupport
+@testable import PassSender
+
+/// What the ledger writes and reads without a coder: the outbox's header
+/// column and result rows by column name.
+@Suite("Ledger encoding")
+struct LedgerEncodingTests {
+    /// A header value with what JSON must escape, slashes, non-ASCII
+    /// text, or an integer at the ends of its range.
+    static func value(_ rng: inout SplitMix) -> OutboxMessage.HeaderValue {
+        let pieces = ["a", "/", "\"", "\\", "\n", "\u{01}", "\u{1F}", "é", "日本", "🙂", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", " "]
+        switch rng.next() % 4 {
+        case 0: return .int([Int64.min, Int64.max, 0, -1][Int(rng.next() % 4)])
+        case 1: return .int(Int64(bitPattern: rng.next()))
+        default:
+            return .string((0..<Int(rng.next() % 6)).map { _ in pieces[Int(rng.next() % UInt64(pieces.count))] }.joined())
+        }
+    }
+
+    @Test("the outbox's header column is the encoder's JSON byte for byte, and decodes to the same headers")
+    func headersAreTheEncodersJSON() throws {
+        var rng = SplitMix(seed: 0x1ed9e4)
+        for round in 0..<500 {
+            var message = OutboxMessage(exchange: "booking.events", routingKey: "pass.delivered", messageID: "m",
+                                        type: "pass.delivered", body: [])
+            message.headers = [:]
+            for _ in 0..<Int(rng.next() % 5) {
+                let key = ["traceparent", "tracestate", "x-attempt", "k/\"ey\"", "ünï", ""][Int(rng.next() % 6)]
+                message.headers[key] = Self.value(&rng)
+            }
+            let written = Data(message.headersJSON)
+            // What the ledger wrote through JSONEncoder, keys sorted and
+            // slashes as they are: the same bytes.
+            let encoded = try ContractJSON.encode(message.headers)
+            #expect(written == encoded, "round \(round): \(String(decoding: written, as: UTF8.self))")
+            // And what the outbox's readers (JSONDecoder) make of it.
+            let read = try JSONDecoder().decode([String: OutboxMessage.HeaderValue].self, from: written)
+            #expect(read == message.headers, "round \(round)")
+        }
+    }
+
+    @Test("a row's columns are found without regard to ASCII case; the first of equal names wins")
+    func rowColumnsIgnoreCase() {
+        let row = SQLRow([("bookingId", .text("first")), ("BOOKINGID", .text("second")), ("n", .int(7)), ("Zé", .int(1))])
+        #expect(row.string("bookingId") == "first")
+        #expect(row.string("bookingid") == "first")
+        #expect(row.string("BookingID") == "first")
+        #expect(row.int("N") == 7)
+        #expect(row.value("bookingI") == .null)
+        #expect(row.value("bookingIdx") == .null)
+        #expect(row.value("m") == .null)
+        // Only ASCII letters fold; other characters match only themselves.
+        #expect(row.int("zé") == 1)
+        #expect(row.value("ZÉ") == .null)
+        #expect(SQLRow.fold("outboxId") == "outboxid")
+        #expect(SQLRow.fold("plain") == "plain")
+    }
+}
