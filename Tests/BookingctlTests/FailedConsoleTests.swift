@@ -441,6 +441,31 @@ struct FailedConsoleTests {
         await w.stop()
     }
 
+    /// A purge removes only the copies archived before the cut-off: a young
+    /// copy, one whose `x-archived-at` cannot be read and one without it
+    /// stay, in their order, whatever lies between the old ones.
+    @Test func purgeRemovesOnlyOldCopiesAndKeepsUnreadableOnes() async throws {
+        let w = try await World()
+        let now = Date()
+        let copies: [(id: String, archivedAt: String?)] = [
+            ("old-1", ContractFormat.timestamp(now - 2 * 3600)), ("unreadable", "yesterday"), ("unstamped", nil),
+            ("old-2", ContractFormat.timestamp(now - 3 * 3600)), ("young", ContractFormat.timestamp(now - 60)),
+        ]
+        for copy in copies {
+            let headers: AMQPTable = copy.archivedAt.map { ["x-archived-at": .string($0)] } ?? [:]
+            try await w.admin.publish(Array(#"{"copy":"\#(copy.id)"}"#.utf8), exchange: Topology.defaultExchange,
+                                      routingKey: FailedQueues.archive,
+                                      properties: .persistentJSON(type: "booking.create", messageID: copy.id, headers: headers),
+                                      mandatory: true)
+        }
+        let purged = try await w.cli.run(["failed", "purge-archived", "--older-than", "1h", "--json"])
+        #expect(purged.status == 0, "\(purged.stdout) \(purged.stderr)")
+        #expect(try json(purged)["purged"] as? Int == 2, "\(purged.stdout)")
+        let left = try await FailedConsole(connection: w.admin).archived()
+        #expect(left.map { $0.properties.messageID } == ["unreadable", "unstamped", "young"])
+        await w.stop()
+    }
+
     /// `retried` is a `traceparent` in the trace of `original` (same trace
     /// id and flags) with a span id of its own.
     static func expectChild(_ retried: String?, of original: String, sourceLocation: SourceLocation = #_sourceLocation) {

@@ -32,13 +32,17 @@ struct LedgerEncodingTests {
                 message.headers[key] = Self.value(&rng)
             }
             let written = Data(message.headersJSON)
-            // What the ledger wrote through JSONEncoder, keys sorted and
-            // slashes as they are: the same bytes.
+            // The contract's encoder (keys sorted, slashes as they are)
+            // writes the same bytes.
             let encoded = try ContractJSON.encode(message.headers)
             #expect(written == encoded, "round \(round): \(String(decoding: written, as: UTF8.self))")
-            // And what the outbox's readers (JSONDecoder) make of it.
+            // The outbox's readers (JSONDecoder) read it, and rows written
+            // before, by a plain JSONEncoder (keys in any order, `\/`), alike.
             let read = try JSONDecoder().decode([String: OutboxMessage.HeaderValue].self, from: written)
             #expect(read == message.headers, "round \(round)")
+            let older = try JSONDecoder().decode([String: OutboxMessage.HeaderValue].self,
+                                                 from: try JSONEncoder().encode(message.headers))
+            #expect(older == message.headers, "round \(round)")
         }
     }
 

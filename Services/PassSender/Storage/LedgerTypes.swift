@@ -157,10 +157,12 @@ extension OutboxMessage {
     /// booking (docs/performance.md, "Message bodies are written by hand").
     var headersJSON: [UInt8] {
         var out: [UInt8] = [UInt8(ascii: "{")]
-        for (index, key) in headers.keys.sorted().enumerated() {
+        // In the order of their UTF-8 bytes, as `JSONEncoder`'s sorted keys.
+        let sorted = headers.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+        for (index, (key, value)) in sorted.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             ContractJSON.appendString(key, to: &out)
-            switch headers[key]! {
+            switch value {
             case .string(let value):
                 out.append(contentsOf: #":{"string":{"_0":"#.utf8)
                 ContractJSON.appendString(value, to: &out)

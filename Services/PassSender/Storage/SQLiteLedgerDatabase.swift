@@ -147,7 +147,8 @@ struct GRDBLedgerSQL: LedgerSQL {
     /// existentials. Why not `StatementArguments([DatabaseValue])`: that
     /// initialiser maps with the key path `\.databaseValue`, which GRDB
     /// (another module, not inlinable) instantiates at run time on every
-    /// call — 5 % of the pass sender's CPU (docs/performance.md).
+    /// call — 4.9 % of the pass sender's samples in a profile
+    /// (docs/performance.md, "The pass ledger").
     static func statementArguments(_ arguments: [SQLValue]) -> StatementArguments {
         StatementArguments(arguments.map { Self.databaseValue($0) as (any DatabaseValueConvertible)? })
     }
