@@ -90,6 +90,25 @@ struct ReadModelTests {
         #expect(result.changes.last?.avail == ["00:15 - 23:45"])
     }
 
+    /// A rebuild whose replay changes only a room's buffer (its bookings
+    /// as before) announces the booked date and the date the new buffer
+    /// reaches into, which has no booking of its own.
+    @Test func aRebuildThatChangesOnlyABufferAnnouncesTheDateItReachesInto() async throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        _ = try await store.apply(.room(Room(name: "Night", capacity: 2, opens: "00:00", closes: "23:45"),
+                                        occurredAt: "2026-11-01T10:00:00Z"))
+        let late = state("late", room: "Night", date: "2026-11-23", "23:00", "23:45")
+        _ = try await store.apply(late)
+        let buffered = ModelChange.room(Room(name: "Night", capacity: 2, opens: "00:00", closes: "23:45", bufferMinutes: 30),
+                                        occurredAt: "2026-11-02T10:00:00Z")
+        #expect(try await store.beginRebuild(replayId: "r1"))
+        #expect(try await store.applyReplayed([buffered, late], replayId: "r1"))
+        let result = try #require(try await store.finishRebuild(replayId: "r1"))
+        #expect(result.changes.map(\.day.date) == ["2026-11-23", "2026-11-24"])
+        #expect(result.changes.map(\.avail) == [["00:00 - 22:30"], ["00:15 - 23:45"]])
+    }
+
     /// Events can overtake their room's `room.registered`: a booking and a
     /// closure stored before the room are announced when it arrives; a
     /// room already known announces nothing by itself.
