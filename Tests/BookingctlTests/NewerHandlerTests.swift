@@ -67,6 +67,9 @@ struct NewerHandlerTests {
         // escape in it: the terminal gets it inert.
         case "booking.cancel":
             #"{"ok":true,"series":{"id":"s-1","version":2,"cancelled":[\#(confirmed),\#(tentative.replacingOccurrences(of: "tentative", with: "tent\\u001b[2Kative"))],"skipped":[]}}"#
+        // A closure that cancelled a booking of a newer status.
+        case "room.close":
+            #"{"ok":true,"closure":{"id":"c-1","room":"Berlin","from":"2030-01-06T23:00:00Z","to":"2030-01-07T23:00:00Z","reason":"holidays"},"cancelled":[\#(confirmed),\#(tentative)]}"#
         // No booking: not a reply this build can read, newer or not.
         case "booking.confirm": #"{"ok":true}"#
         default: #"{"ok":true,"booking":\#(tentative)}"#
@@ -112,6 +115,13 @@ struct NewerHandlerTests {
         #expect(series.status == 0, "\(series.stderr)")
         #expect(series.stdout.contains("series s-1") && series.stdout.contains("booking b-new  tent\\u001b[2Kative")
                 && !series.stdout.contains("\u{1B}"), "\(series.stdout)")
+
+        let closed = try await cli.run(["room", "close", "--room", "Berlin", "--from", "2030-01-07", "--to", "2030-01-08",
+                                        "--reason", "holidays"])
+        #expect(closed.status == 0, "\(closed.stderr)")
+        #expect(closed.stdout.contains("closure c-1") && closed.stdout.contains("  booking b-new  tentative")
+                && !closed.stdout.contains("b-old"), "\(closed.stdout)")
+        #expect(closed.stderr.contains("does not know"), "\(closed.stderr)")
 
         let bare = try await cli.run(["confirm", "b-new"])
         #expect(bare.status == 1 && bare.stderr.contains("not a contract reply"), "\(bare.stdout) \(bare.stderr)")
