@@ -209,7 +209,7 @@ struct FailedCommand: AsyncParsableCommand {
                 The copy (body and properties, plus headers x-archived-from,
                 x-archived-id, x-archive-reason, x-archived-by, x-archived-at)
                 goes to \(FailedQueues.archive) and is confirmed before the
-                message is removed. purge-archived empties the archive.
+                message is removed. purge-archived removes the copies older than --older-than.
                 Example:
                   bookingctl failed discard 3f9a1c2b7d4e5f60 --reason "test message from partner-a"
                 """)

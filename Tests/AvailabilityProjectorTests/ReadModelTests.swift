@@ -107,6 +107,14 @@ struct ReadModelTests {
         let result = try #require(try await store.finishRebuild(replayId: "r1"))
         #expect(result.changes.map(\.day.date) == ["2026-11-23", "2026-11-24"])
         #expect(result.changes.map(\.avail) == [["00:00 - 22:30"], ["00:15 - 23:45"]])
+
+        // And one that takes the buffer away again frees both.
+        #expect(try await store.beginRebuild(replayId: "r2"))
+        #expect(try await store.applyReplayed([.room(Room(name: "Night", capacity: 2, opens: "00:00", closes: "23:45"),
+                                                     occurredAt: "2026-11-03T10:00:00Z"), late], replayId: "r2"))
+        let back = try #require(try await store.finishRebuild(replayId: "r2"))
+        #expect(back.changes.map(\.day.date) == ["2026-11-23", "2026-11-24"])
+        #expect(back.changes.map(\.avail) == [["00:00 - 23:00"], ["00:00 - 23:45"]])
     }
 
     /// Events can overtake their room's `room.registered`: a booking and a

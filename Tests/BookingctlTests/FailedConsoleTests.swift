@@ -448,8 +448,8 @@ struct FailedConsoleTests {
         let w = try await World()
         let now = Date()
         let copies: [(id: String, archivedAt: String?)] = [
-            ("old-1", ContractFormat.timestamp(now - 2 * 3600)), ("unreadable", "yesterday"), ("unstamped", nil),
-            ("old-2", ContractFormat.timestamp(now - 3 * 3600)), ("young", ContractFormat.timestamp(now - 60)),
+            ("old-1", ContractFormat.timestamp(now - 2 * 3600)), ("young", ContractFormat.timestamp(now - 60)),
+            ("unreadable", "yesterday"), ("unstamped", nil), ("old-2", ContractFormat.timestamp(now - 3 * 3600)),
         ]
         for copy in copies {
             let headers: AMQPTable = copy.archivedAt.map { ["x-archived-at": .string($0)] } ?? [:]
@@ -462,7 +462,7 @@ struct FailedConsoleTests {
         #expect(purged.status == 0, "\(purged.stdout) \(purged.stderr)")
         #expect(try json(purged)["purged"] as? Int == 2, "\(purged.stdout)")
         let left = try await FailedConsole(connection: w.admin).archived()
-        #expect(left.map { $0.properties.messageID } == ["unreadable", "unstamped", "young"])
+        #expect(left.map { $0.properties.messageID } == ["young", "unreadable", "unstamped"])
         await w.stop()
     }
 

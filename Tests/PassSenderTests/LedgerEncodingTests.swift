@@ -11,7 +11,7 @@ struct LedgerEncodingTests {
     /// A header value with what JSON must escape, slashes, non-ASCII
     /// text, or an integer at the ends of its range.
     static func value(_ rng: inout SplitMix) -> OutboxMessage.HeaderValue {
-        let pieces = ["a", "/", "\"", "\\", "\n", "\u{01}", "\u{1F}", "é", "日本", "🙂", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", " "]
+        let pieces = ["a", "/", "\"", "\\", "\n", "\t", "\r", "\u{08}", "\u{0C}", "\u{01}", "\u{1F}", "é", "日本", "🙂", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", " "]
         switch rng.next() % 4 {
         case 0: return .int([Int64.min, Int64.max, 0, -1][Int(rng.next() % 4)])
         case 1: return .int(Int64(bitPattern: rng.next()))
@@ -28,7 +28,8 @@ struct LedgerEncodingTests {
                                         type: "pass.delivered", body: [])
             message.headers = [:]
             for _ in 0..<Int(rng.next() % 5) {
-                let key = ["traceparent", "tracestate", "x-attempt", "k/\"ey\"", "ünï", ""][Int(rng.next() % 6)]
+                let keys = ["traceparent", "tracestate", "x-attempt", "X-a", "x-10", "x-9", "k/\"ey\"", "ünï", "Zz", ""]
+                let key = keys[Int(rng.next() % UInt64(keys.count))]
                 message.headers[key] = Self.value(&rng)
             }
             let written = Data(message.headersJSON)
