@@ -1,5 +1,6 @@
 import BookingContracts
 import Foundation
+import GRDB
 import Testing
 import TestSupport
 @testable import PassSender
@@ -44,6 +45,29 @@ struct LedgerEncodingTests {
             let older = try JSONDecoder().decode([String: OutboxMessage.HeaderValue].self,
                                                  from: try JSONEncoder().encode(message.headers))
             #expect(older == message.headers, "round \(round)")
+        }
+    }
+
+    @Test("SQLite rows keep each value under its own column, NULLs and blobs included, in every row")
+    func sqliteRowsKeepValuesWithTheirColumns() throws {
+        let queue = try DatabaseQueue()
+        try queue.write { db in
+            try db.execute(sql: "CREATE TABLE t (id INTEGER PRIMARY KEY, bookingId TEXT, body BLOB, at REAL, flag INTEGER)")
+            let sql = GRDBLedgerSQL(db: db)
+            for n in 1...3 {
+                try sql.execute("INSERT INTO t (bookingId, body, at, flag) VALUES (?, ?, ?, ?)",
+                                [.text("b-\(n)"), n == 2 ? .null : .blob(Data([UInt8(n), 0])), .double(Double(n) + 0.5), .bool(n == 3)])
+            }
+            // The same statement again (cached), and names in another case.
+            for _ in 0..<2 {
+                let rows = try sql.rows("SELECT flag, at, body, bookingId AS \"BookingID\", id FROM t WHERE id >= ? ORDER BY id", [.int(1)])
+                #expect(rows.map { $0.string("bookingid") } == ["b-1", "b-2", "b-3"])
+                #expect(rows.map { $0.data("BODY") } == [Data([1, 0]), nil, Data([3, 0])])
+                #expect(rows.map { $0.double("At") } == [1.5, 2.5, 3.5])
+                #expect(rows.map { $0.bool("flag") } == [false, false, true])
+                #expect(rows.map { $0.int("id") } == [1, 2, 3])
+            }
+            #expect(try sql.rows("SELECT id FROM t WHERE id > ?", [.int(9)]).isEmpty)
         }
     }
 
