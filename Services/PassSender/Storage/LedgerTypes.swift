@@ -153,8 +153,8 @@ extension OutboxMessage {
     /// JSON of `[String: HeaderValue]` in its synthesised `Codable` form
     /// (`{"traceparent":{"string":{"_0":"00-…"}}}`), which the outbox's
     /// readers decode with `JSONDecoder`. Written directly, keys sorted:
-    /// through `JSONEncoder` it was 2.6 % of the pass sender's CPU per
-    /// booking (docs/performance.md, "Message bodies are written by hand").
+    /// through `JSONEncoder` it was 2.6 % of the pass sender's samples in a
+    /// profile (docs/performance.md, "Message bodies are written by hand").
     var headersJSON: [UInt8] {
         var out: [UInt8] = [UInt8(ascii: "{")]
         // In the order of their UTF-8 bytes, as `JSONEncoder`'s sorted keys.
