@@ -200,6 +200,52 @@ struct AMQPIntegrationTests {
         await connection.close()
     }
 
+    /// A call is not given up when its task is cancelled (docs/amqp-layer.md,
+    /// "Cancelled callers"): a publish made by a cancelled task is sent and
+    /// returns the broker's confirm — neither a `CancellationError` for a
+    /// message that went out nor a message dropped unseen — and an RPC
+    /// returns its reply.
+    @Test func aCancelledTasksCallsEndWithTheBrokersAnswer() async throws {
+        let connection = try await connect("cancelled-caller")
+        let queue = uniqueName("cancelled-caller")
+        try await classicQueue(queue, connection)
+        let publish = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            #expect(Task.isCancelled)
+            try await connection.publish(Array("sent anyway".utf8), routingKey: queue,
+                                         properties: AMQPProperties(messageID: "m-1"))
+        }
+        try await withTimeout(60, "the cancelled task's publish") { try await publish.value }
+        #expect(try await connection.queueInfo(queue).messageCount == 1)
+
+        let sent = try await connection.consume(queue: queue, prefetch: 4)
+        let first = try #require(try await withTimeout(60) { try await sent.take(1).first })
+        #expect(String(decoding: first.body, as: UTF8.self) == "sent anyway")
+        sent.stop()
+
+        let rpcQueue = uniqueName("cancelled-caller-rpc")
+        try await classicQueue(rpcQueue, connection)
+        let requests = try await connection.consume(queue: rpcQueue, prefetch: 4)
+        let server = Task {
+            for try await request in requests {
+                if let replyTo = request.properties.replyTo {
+                    try await connection.publish(Array("answer".utf8), routingKey: replyTo,
+                                                 properties: AMQPProperties(correlationID: request.properties.correlationID))
+                }
+                try await request.ack()
+            }
+        }
+        let call = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await connection.call(Array("question".utf8), routingKey: rpcQueue, timeout: .seconds(30))
+        }
+        let reply = try await withTimeout(60, "the cancelled task's call") { try await call.value }
+        #expect(String(decoding: reply.body, as: UTF8.self) == "answer")
+        requests.stop()
+        _ = try await server.value
+        await connection.close()
+    }
+
     @Test func publishToMissingExchangeFailsAndChannelRecovers() async throws {
         let connection = try await connect("missing-exchange")
         let error = await #expect(throws: AMQPError.self) {

@@ -352,6 +352,43 @@ struct CallerModelTests {
         await w.stop()
     }
 
+    /// A room manager's closure reaches an outside system on
+    /// `booking.public` as the shipped broker runs it (contract v1.2:
+    /// `room.closed` on both exchanges), and the outbox goes on after it:
+    /// a refused copy would leave the closure's row unpublished and every
+    /// later event of the room behind it.
+    @Test func roomClosuresReachBookingPublicOnTheShippedBroker() async throws {
+        let w = try await World.start()
+        let follower = try await w.connection("partner-b")
+        let queue = "partner-b.closures-\(UUID().uuidString.prefix(8))"
+        try await follower.declare([
+            .queue(QueueDeclaration(queue, type: .classic, durable: false, autoDelete: false)),
+            .binding(QueueBinding(queue: queue, exchange: Topology.publicExchange, routingKey: "room.#")),
+            .binding(QueueBinding(queue: queue, exchange: Topology.publicExchange, routingKey: "booking.created")),
+        ])
+        let events = try await follower.consume(queue: queue)
+        // A day a week out, so the booking below (tomorrow) is not in it.
+        let close = #"{"room": "Berlin", "from": "\#(TestDates.berlinDate(daysFromNow: 7))", "to": "\#(TestDates.berlinDate(daysFromNow: 8))", "reason": "holidays"}"#
+        guard case .closure(let closed) = try await w.send("room.close", close, as: "facility-desk") else {
+            Issue.record("room.close refused to the room manager"); return await w.stop()
+        }
+        let reopen = #"{"room": "Berlin", "closureId": "\#(closed.closure.id)"}"#
+        guard case .closure = try await w.send("room.reopen", reopen, as: "facility-desk") else {
+            Issue.record("room.reopen refused to the room manager"); return await w.stop()
+        }
+        let booked = try #require(try await w.send("booking.create", Self.create(), as: "partner-a").booking)
+        let received = try await withTimeout(60, "room.closed, room.reopened and booking.created on booking.public") {
+            try await events.take(3)
+        }
+        #expect(received.map(\.routingKey) == ["room.closed", "room.reopened", "booking.created"], "in commit order")
+        #expect(received.allSatisfy { $0.properties.userID == "booking-handler" })
+        let closure = try ContractJSON.decode(RoomClosureEvent.self, from: received[0].body)
+        #expect(closure.closure == closed.closure)
+        #expect(try ContractJSON.decode(PublicBookingEvent.self, from: received[2].body).booking.id == booked.id)
+        events.stop()
+        await w.stop()
+    }
+
     @Test func embeddedDefaultAnonymousCallersShareOnlyAnonymousBookings() async throws {
         let w = try await World.start(policy: CallerPolicy())
         let anonymous = try #require(try await w.send("booking.create", Self.create(), as: "partner-b", anonymous: true).booking)
