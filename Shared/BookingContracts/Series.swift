@@ -125,14 +125,16 @@ public struct SeriesCancelled: Codable, Sendable, Equatable {
     /// The series' version after the cancel.
     public var version: Int
     /// The occurrences this command cancelled, in date order (empty when
-    /// none was left to cancel).
-    public var cancelled: [Booking]
+    /// none was left to cancel), each in the caller's view (contract v1.2:
+    /// an approver ending occurrences in progress of a series it sees busy
+    /// gets them busy).
+    public var cancelled: [BookingView]
     /// Occurrences on or after `from` that are still active but too late
     /// to cancel (2004, the room's change cutoff); ended ones are not listed.
     public var skipped: [SkippedOccurrence]
 
     /// Creates a reply body.
-    public init(id: String, version: Int, cancelled: [Booking], skipped: [SkippedOccurrence] = []) {
+    public init(id: String, version: Int, cancelled: [BookingView], skipped: [SkippedOccurrence] = []) {
         self.id = id
         self.version = version
         self.cancelled = cancelled

@@ -194,8 +194,11 @@ enum Fixtures {
                                             conflicts: [otherBookingId]),
                           SkippedOccurrence(date: "2026-12-28", code: .beyondHorizon, text: "beyond the horizon")]))),
             try e("reply--series-cancelled", CommandReply.seriesCancelled(SeriesCancelled(
-                id: seriesId, version: 2, cancelled: [cancelledOccurrence],
+                id: seriesId, version: 2, cancelled: [BookingView(cancelledOccurrence, contacts: true)],
                 skipped: [SkippedOccurrence(date: "2026-11-23", code: .tooLateToChange, text: "too late", bookingId: bookingId)]))),
+            // v1.2: an approver ending the occurrence in progress of a series it sees busy.
+            try e("reply--series-cancelled-busy", CommandReply.seriesCancelled(SeriesCancelled(
+                id: seriesId, version: 2, cancelled: [BookingView(busy: cancelledOccurrence)]))),
             try e("reply--series-conflict", CommandReply.error(ReplyError(
                 code: .overlap, text: "Berlin is already booked on 2026-11-30; nothing was booked", field: "start",
                 conflicts: [otherBookingId], conflictDates: ["2026-11-30"]))),

@@ -29,7 +29,7 @@ struct RoundTripTests {
         for reply in [CommandReply.series(SeriesBooked(id: "s", recurrence: Recurrence(.daily, count: 2), version: 1,
                                                         bookings: [Fixtures.occurrence], skipped: [])),
                       .seriesCancelled(SeriesCancelled(id: "s", version: 2, cancelled: [])),
-                      .seriesCancelled(SeriesCancelled(id: "s", version: 2, cancelled: [Fixtures.cancelledOccurrence],
+                      .seriesCancelled(SeriesCancelled(id: "s", version: 2, cancelled: [BookingView(Fixtures.cancelledOccurrence, contacts: true)],
                                                        skipped: [SkippedOccurrence(date: "2026-11-23", code: .tooLateToChange,
                                                                                    text: "t", bookingId: "b")]))] {
             try expectRoundTrip(reply)

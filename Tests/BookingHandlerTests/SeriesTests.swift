@@ -283,6 +283,50 @@ struct SeriesProcessorTests {
         #expect(nothing == .seriesCancelled(SeriesCancelled(id: s.id, version: 3, cancelled: [])), "nothing left: same version")
     }
 
+    /// A room's approver ends the occurrence in progress of a series booked
+    /// without `user_id`: the reply lists it in the busy view, as a single
+    /// cancel's reply would (contract v1.2), and a repeat of the command
+    /// gets the same bytes; the requester's own cancel still gets it whole.
+    @Test(arguments: StoreKind.allCases)
+    func anApproverCancellingAnotherCallersSeriesGetsTheBusyView(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (p, _) = try await setUp(fixture)
+        defer { fixture.remove() }
+        _ = try await p.upsertRooms(fileContents: Data(#"[{"name": "Front", "capacity": 8, "approvers": ["desk"]}]"#.utf8))
+        let (reply, _) = try await run(p, .createBooking, series(room: "Front", #"{"frequency":"daily","count":1}"#), user: nil)
+        guard case .series(let s) = reply else { Issue.record("\(reply)"); return }
+        clock.set(utc("2026-11-23T08:30:00Z"))  // 09:30 in Berlin: the occurrence has started
+        while try await p.applyDueTimer() != nil {}
+
+        let key = UUID().uuidString
+        let command = IncomingCommand(body: Array(#"{"seriesId":"\#(s.id)"}"#.utf8), typeProperty: "booking.cancel",
+                                      routingKey: "booking.cancel", messageID: key, idempotencyKeyHeader: nil, userID: "desk")
+        for attempt in ["first", "repeat"] {
+            guard case .handled(let reply, _, _, let stored) = try await p.process(command),
+                  case .seriesCancelled(let c) = reply else {
+                Issue.record("\(attempt): no series reply"); return
+            }
+            #expect(c.cancelled.map(\.id) == [s.bookings[0].id] && c.cancelled.allSatisfy(\.isBusy), "\(attempt)")
+            let json = try stored ?? ContractJSON.encode(reply)
+            let text = String(decoding: json, as: UTF8.self)
+            #expect(!text.contains("Weekly") && !text.contains("carol@example.com") && !text.contains("Carol"), "\(attempt): \(text)")
+            let object = try #require(try JSONSerialization.jsonObject(with: json) as? [String: Any])
+            let series = try #require(object["series"] as? [String: Any])
+            let listed = try #require((series["cancelled"] as? [[String: Any]])?.first)
+            #expect(listed["id"] as? String == s.bookings[0].id && listed["status"] as? String == "cancelled", "\(attempt)")
+            #expect(listed["title"] == nil && listed["attendees"] == nil, "\(attempt): busy view")
+            let view = try ContractJSON.decode(BookingView.self, from: try JSONSerialization.data(withJSONObject: listed))
+            #expect(view.isBusy && view.series?.id == s.id, "\(attempt)")
+        }
+        // An admin's cancel of a series lists its occurrences whole.
+        let (again, _) = try await run(p, .createBooking, series(room: "Front", date: "2026-11-30", #"{"frequency":"daily","count":2}"#),
+                                       user: "alice")
+        guard case .series(let own) = again else { Issue.record("\(again)"); return }
+        let (byAdmin, _) = try await run(p, .cancelBooking, #"{"seriesId":"\#(own.id)"}"#, user: "ops")
+        guard case .seriesCancelled(let whole) = byAdmin else { Issue.record("\(byAdmin)"); return }
+        #expect(whole.cancelled.count == 2 && whole.cancelled.allSatisfy { !$0.isBusy && $0.attendees?.first?.email == "carol@example.com" })
+    }
+
     @Test(arguments: StoreKind.allCases)
     func cancelBySeriesKeepsOccurrencesInsideTheCutoffAndRefusesBadBodies(_ kind: StoreKind) async throws {
         let fixture = try StoreFixture(kind)

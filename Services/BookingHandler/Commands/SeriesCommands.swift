@@ -233,7 +233,16 @@ extension CommandProcessor {
         }
         if version != series.version { try tx.setSeriesVersion(id: series.id, version) }
         if !cancelled.isEmpty { try promoteWaiters(room: series.room, tx, now: now) }
-        return ReplyBody(.seriesCancelled(SeriesCancelled(id: series.id, version: version, cancelled: cancelled, skipped: skipped)))
+        // An approver may end occurrences in progress of a series it sees
+        // only busy (one booked without user_id): they are listed in the
+        // busy view, as a single cancel's reply and every read give them
+        // (contract v1.2).
+        let views = cancelled.map { booking in
+            BookingView(booking, visibility: BookingReader.visibility(
+                requestedBy: booking.requestedBy, approvers: room?.approvers ?? [], caller: caller,
+                administrators: policy.administrators))
+        }
+        return ReplyBody(.seriesCancelled(SeriesCancelled(id: series.id, version: version, cancelled: views, skipped: skipped)))
     }
 }
 
