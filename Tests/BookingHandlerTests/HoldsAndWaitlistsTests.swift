@@ -584,6 +584,35 @@ struct HoldsAndWaitlistsTests {
         #expect(try await s.status(behind.id) == .confirmed, "the slot is not left empty for a waiter that cannot take it")
     }
 
+    /// A waiter the room has become too small for waits on a free slot; its
+    /// requester's `booking.update` down to the capacity is a change to the
+    /// room's bookings, so the walk runs in its transaction and promotes it
+    /// (contract v1.2, "Promotion": "any change to a room's bookings").
+    @Test(arguments: StoreKind.allCases)
+    func anUpdateThatMakesAWaiterFitPromotesIt(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        defer { fixture.remove() }
+        let s = try await setup(fixture)
+        let holder = try #require(try await s.create("09:00", "10:00").bookingValue)
+        let two = #"[{"name":"Ada","email":"ada@example.com","phone":"0170 1234567"},{"name":"Bo","email":"bo@example.com","phone":"0170 7654321"}]"#
+        let waiter = try #require(try await s.send(.createBooking,
+            #"{"room":"Berlin","date":"2026-11-23","start":"09:00","end":"10:00","title":"T","attendees":\#(two),"ifTaken":"waitlist"}"#,
+            user: "bob").bookingValue)
+        #expect(try await s.send(.registerRoom, #"{"name":"Berlin","capacity":1}"#, user: "root").isOK)
+        #expect(try await s.cancel(holder.id).bookingValue != nil)
+        #expect(try await s.status(waiter.id) == .waitlisted, "two attendees do not fit a room for one")
+        _ = s.events()
+
+        let one = #"[{"name":"Ada","email":"ada@example.com","phone":"0170 1234567"}]"#
+        let updated = try await s.send(.updateBooking, #"{"bookingId":"\#(waiter.id)","attendees":\#(one)}"#, user: "bob")
+        #expect(updated.bookingValue?.status == .waitlisted, "the reply is the update's own version")
+        #expect(try await s.status(waiter.id) == .confirmed)
+        let events = s.events().filter { $0.routingKey.hasPrefix("booking.") }
+        #expect(events.map(\.routingKey) == ["booking.updated", "booking.confirmed"])
+        let promoted = try ContractJSON.decode(BookingEvent.self, from: Data(try #require(events.last).body))
+        #expect(promoted.promoted == true && promoted.previous?.status == .waitlisted && promoted.booking.attendees.count == 1)
+    }
+
     /// Series: `ifTaken` per occurrence — the taken week waits, the others
     /// are booked; cancelling the series covers its waiting occurrence.
     @Test(arguments: StoreKind.allCases)

@@ -19,12 +19,15 @@ public enum BookingAction: String, Sendable, Hashable, CaseIterable {
 }
 
 extension BookingAction {
-    /// Whether the action can free time in its room, so that waiters may
-    /// be promoted in its transaction (v1.2): cancel, reject, reschedule.
+    /// Whether the action can let one of its room's waiters be promoted,
+    /// so that the walk runs in its transaction (v1.2): cancel, reject and
+    /// reschedule free time; an update may make a waiter fit the room (fewer
+    /// attendees than the capacity it was refused for). A confirm or a
+    /// check-in frees nothing and changes no waiter.
     public var mayFreeTime: Bool {
         switch self {
-        case .cancel, .reject, .reschedule: true
-        case .confirm, .update, .checkin: false
+        case .cancel, .reject, .reschedule, .update: true
+        case .confirm, .checkin: false
         }
     }
 }
