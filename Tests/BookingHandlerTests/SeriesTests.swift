@@ -283,6 +283,33 @@ struct SeriesProcessorTests {
         #expect(nothing == .seriesCancelled(SeriesCancelled(id: s.id, version: 3, cancelled: [])), "nothing left: same version")
     }
 
+    /// The room's buffer holds between a series' own occurrences as between
+    /// any two blocking bookings (contract v1.2): daily 00:00–23:45 with a
+    /// 30-minute buffer leaves 15 minutes between consecutive days.
+    @Test(arguments: StoreKind.allCases)
+    func aSeriesKeepsTheRoomsBufferBetweenItsOwnOccurrences(_ kind: StoreKind) async throws {
+        let fixture = try StoreFixture(kind)
+        let (p, store) = try await setUp(fixture)
+        defer { fixture.remove() }
+        _ = try await p.upsertRooms(fileContents: Data(#"[{"name": "Lab", "capacity": 4, "opens": "00:00", "closes": "23:45", "bufferMinutes": 30}]"#.utf8))
+        _ = try events(store)
+        let (refused, _) = try await run(p, .createBooking, series(room: "Lab", start: "00:00", end: "23:45", #"{"frequency":"daily","count":2}"#))
+        #expect(refused.errorValue?.code == .overlap && refused.errorValue?.conflictDates == ["2026-11-24"], "\(refused)")
+        #expect(try events(store).isEmpty, "nothing was booked")
+
+        let (skipping, _) = try await run(p, .createBooking,
+                                          series(room: "Lab", start: "00:00", end: "23:45", #"{"frequency":"daily","count":3}"#, onConflict: "skip"))
+        guard case .series(let s) = skipping else { Issue.record("\(skipping)"); return }
+        #expect(s.bookings.map(\.date) == ["2026-11-23", "2026-11-25"])
+        #expect(s.skipped.map(\.date) == ["2026-11-24"] && s.skipped.first?.code == .overlap, "\(s.skipped)")
+
+        // Exactly the buffer apart is allowed, as for single bookings.
+        let (apart, _) = try await run(p, .createBooking,
+                                       series(room: "Lab", date: "2026-11-30", start: "00:00", end: "23:30", #"{"frequency":"daily","count":2}"#))
+        guard case .series(let ok) = apart else { Issue.record("\(apart)"); return }
+        #expect(ok.bookings.map(\.date) == ["2026-11-30", "2026-12-01"])
+    }
+
     /// A room's approver ends the occurrence in progress of a series booked
     /// without `user_id`: the reply lists it in the busy view, as a single
     /// cancel's reply would (contract v1.2), and a repeat of the command

@@ -57,6 +57,10 @@ extension CommandProcessor {
         var free: [Int] = []
         // Occurrences among `free` that wait for their slot (v1.2).
         var waiting: Set<Int> = []
+        // The occurrences kept so far that will block (not waiting): the
+        // buffer holds between them too, as between any two blocking
+        // bookings of the room (contract v1.2).
+        var blocking: [(date: String, startsAt: Date, endsAt: Date)] = []
         for (index, occurrence) in plan.occurrences.enumerated() {
             switch occurrence.slot {
             case .failure(let error):
@@ -73,11 +77,23 @@ extension CommandProcessor {
                     skipped.append(SkippedOccurrence(date: occurrence.date, code: .roomClosed, text: closed.text))
                     continue
                 }
+                let buffer = plan.room.bufferSeconds
+                if let near = blocking.first(where: { slot.startsAt < $0.endsAt.addingTimeInterval(buffer)
+                                                      && $0.startsAt < slot.endsAt.addingTimeInterval(buffer) }) {
+                    let text = "\(occurrence.date) is within the room's \(Int(buffer / 60))-minute buffer of the series' occurrence on \(near.date)"
+                    if plan.policy == .reject {
+                        return ReplyBody(.error(ReplyError(code: .overlap, text: "\(text); nothing was booked", field: "start",
+                                                           conflictDates: [occurrence.date])))
+                    }
+                    skipped.append(SkippedOccurrence(date: occurrence.date, code: .overlap, text: text))
+                    continue
+                }
                 // The room's buffer counts as for a single booking.
-                let ids = try tx.conflicts(room: plan.room.name, startsAt: slot.startsAt.addingTimeInterval(-plan.room.bufferSeconds),
-                                           endsAt: slot.endsAt.addingTimeInterval(plan.room.bufferSeconds))
+                let ids = try tx.conflicts(room: plan.room.name, startsAt: slot.startsAt.addingTimeInterval(-buffer),
+                                           endsAt: slot.endsAt.addingTimeInterval(buffer))
                 if ids.isEmpty {
                     free.append(index)
+                    blocking.append((occurrence.date, slot.startsAt, slot.endsAt))
                 } else if plan.waitlist {
                     free.append(index)
                     waiting.insert(index)
