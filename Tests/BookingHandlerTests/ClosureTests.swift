@@ -179,6 +179,13 @@ struct ClosureTests {
         }
         #expect(series.bookings.map(\.date) == ["2026-11-23", "2026-11-25"])
         #expect(series.skipped.map(\.date) == ["2026-11-24"] && series.skipped.first?.code == .roomClosed)
+
+        // With "skip" and every date closed nothing is booked: still 1112
+        // with the closure, as for one booking.
+        guard case .closure(let week) = try await s.close("2026-11-30", "2026-12-07") else { Issue.record("not closed"); return }
+        let none = try #require(try await s.create("2026-12-01", "09:00", "10:00",
+                                                   extra: #","recurrence":{"frequency":"daily","count":3},"onConflict":"skip""#).errorValue)
+        #expect(none.code == .roomClosed && none.closure == week.closure && none.date == "2026-12-01", "\(none)")
     }
 
     /// Closing and reopening is room management: with admins or room

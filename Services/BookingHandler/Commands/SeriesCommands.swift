@@ -61,6 +61,8 @@ extension CommandProcessor {
         // buffer holds between them too, as between any two blocking
         // bookings of the room (contract v1.2).
         var blocking: [(date: String, startsAt: Date, endsAt: Date)] = []
+        // The closure refusal of each date skipped for one (its `closure`).
+        var closedOn: [String: ReplyError] = [:]
         for (index, occurrence) in plan.occurrences.enumerated() {
             switch occurrence.slot {
             case .failure(let error):
@@ -75,6 +77,7 @@ extension CommandProcessor {
                         return ReplyBody(.error(whole))
                     }
                     skipped.append(SkippedOccurrence(date: occurrence.date, code: .roomClosed, text: closed.text))
+                    closedOn[occurrence.date] = closed
                     continue
                 }
                 let buffer = plan.room.bufferSeconds
@@ -130,8 +133,14 @@ extension CommandProcessor {
         guard !free.isEmpty else {
             // Booking nothing is not a success, whatever the policy.
             let first = skipped[0]
-            return ReplyBody(.failure(first.code, "no occurrence of the series can be booked; \(first.date): \(first.text)",
-                                      field: first.code == .overlap ? "start" : "date", conflicts: first.conflicts))
+            let text = "no occurrence of the series can be booked; \(first.date): \(first.text)"
+            if var closed = closedOn[first.date] {
+                // 1112 carries the closure (contract v1.2), as for one booking.
+                closed.text = text
+                closed.date = first.date
+                return ReplyBody(.error(closed))
+            }
+            return ReplyBody(.failure(first.code, text, field: first.code == .overlap ? "start" : "date", conflicts: first.conflicts))
         }
         // Built before the transaction for every valid occurrence; again
         // here when conflicts were skipped (index and count change).
