@@ -125,6 +125,14 @@ struct HoldsAndWaitlistsTests {
             try await send(.cancelBooking, #"{"bookingId":"\#(id)"}"#, user: user)
         }
 
+        /// Bob's waiter for Berlin 09:00–10:00 on 2026-11-23, with two attendees.
+        func twoPersonWaiter() async throws -> Booking {
+            let two = #"[{"name":"Ada","email":"ada@example.com","phone":"0170 1234567"},{"name":"Bo","email":"bo@example.com","phone":"0170 7654321"}]"#
+            return try #require(try await send(.createBooking,
+                #"{"room":"Berlin","date":"2026-11-23","start":"09:00","end":"10:00","title":"T","attendees":\#(two),"ifTaken":"waitlist"}"#,
+                user: "bob").bookingValue)
+        }
+
         /// The events queued since the last call.
         func events() -> [OutboxEvent] { store.takeCommitted(limit: 1000) }
 
@@ -572,10 +580,7 @@ struct HoldsAndWaitlistsTests {
         defer { fixture.remove() }
         let s = try await setup(fixture)
         let holder = try #require(try await s.create("09:00", "10:00").bookingValue)
-        let two = #"[{"name":"Ada","email":"ada@example.com","phone":"0170 1234567"},{"name":"Bo","email":"bo@example.com","phone":"0170 7654321"}]"#
-        let waiter = try #require(try await s.send(.createBooking,
-            #"{"room":"Berlin","date":"2026-11-23","start":"09:00","end":"10:00","title":"T","attendees":\#(two),"ifTaken":"waitlist"}"#,
-            user: "bob").bookingValue)
+        let waiter = try await s.twoPersonWaiter()
         #expect(waiter.status == .waitlisted)
         let behind = try #require(try await s.create("09:00", "10:00", extra: #","ifTaken":"waitlist""#, user: "cy").bookingValue)
         #expect(try await s.send(.registerRoom, #"{"name":"Berlin","capacity":1}"#, user: "root").isOK)
@@ -594,10 +599,7 @@ struct HoldsAndWaitlistsTests {
         defer { fixture.remove() }
         let s = try await setup(fixture)
         let holder = try #require(try await s.create("09:00", "10:00").bookingValue)
-        let two = #"[{"name":"Ada","email":"ada@example.com","phone":"0170 1234567"},{"name":"Bo","email":"bo@example.com","phone":"0170 7654321"}]"#
-        let waiter = try #require(try await s.send(.createBooking,
-            #"{"room":"Berlin","date":"2026-11-23","start":"09:00","end":"10:00","title":"T","attendees":\#(two),"ifTaken":"waitlist"}"#,
-            user: "bob").bookingValue)
+        let waiter = try await s.twoPersonWaiter()
         #expect(try await s.send(.registerRoom, #"{"name":"Berlin","capacity":1}"#, user: "root").isOK)
         #expect(try await s.cancel(holder.id).bookingValue != nil)
         #expect(try await s.status(waiter.id) == .waitlisted, "two attendees do not fit a room for one")
