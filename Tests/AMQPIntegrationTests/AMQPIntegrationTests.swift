@@ -246,6 +246,33 @@ struct AMQPIntegrationTests {
         await connection.close()
     }
 
+    /// Properties that fill a content header frame to the byte go out; one
+    /// byte more is refused before anything is sent, and the connection
+    /// carries on (rabbitmq-c would send the method, fail on the header,
+    /// and the broker would close the connection for the lone method).
+    @Test func propertiesTooLargeForAFrameAreRefusedBeforeTheyCostTheConnection() async throws {
+        let connection = try await connect("frame-full")
+        let queue = uniqueName("frame-full")
+        try await classicQueue(queue, connection)
+        // One header: 4 (table) + 1 + 3 ("big") + 5 (type, length) + n bytes,
+        // against 131,072 − 8 − 14 − 32 = 131,018.
+        let fits = 131_018 - 13
+        try await connection.publish([1], routingKey: queue, properties: AMQPProperties(headers: ["big": .string(String(repeating: "f", count: fits))]))
+        let error = await #expect(throws: AMQPError.self) {
+            try await connection.publish([2], routingKey: queue,
+                                         properties: AMQPProperties(headers: ["big": .string(String(repeating: "f", count: fits + 1))]))
+        }
+        #expect(error?.code == .invalidArgument)
+        try await connection.publish([3], routingKey: queue)
+        let consumer = try await connection.consume(queue: queue, prefetch: 4)
+        let received = try await withTimeout(60) { try await consumer.take(2) }
+        #expect(received.map(\.body) == [[1], [3]])
+        #expect(received.first?.properties.headers["big"]?.stringValue?.utf8.count == fits)
+        #expect(received.allSatisfy { !$0.redelivered }, "the connection was never lost")
+        consumer.stop()
+        await connection.close()
+    }
+
     @Test func publishToMissingExchangeFailsAndChannelRecovers() async throws {
         let connection = try await connect("missing-exchange")
         let error = await #expect(throws: AMQPError.self) {

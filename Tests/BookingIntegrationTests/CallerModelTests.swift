@@ -339,6 +339,33 @@ struct CallerModelTests {
         await w.stop()
     }
 
+    /// A poison command whose headers fill nearly a whole frame: the
+    /// handler's dead-letter copy, with its own headers added, would not fit
+    /// one. It goes without the sender's headers, saying so, and the
+    /// handler's connection stays up (a publish too big for a frame used to
+    /// send its method alone, and the broker closed the connection: every
+    /// unacked command came back, the poison with them).
+    @Test func poisonWithHeadersFillingAFrameIsDeadLetteredWithoutThem() async throws {
+        let w = try await World.start()
+        let partner = try await w.connection("partner-a")
+        var properties = AMQPProperties.persistentJSON(type: "booking.create", messageID: UUID().uuidString)
+        properties.userID = "partner-a"
+        properties.headers["padding"] = .string(String(repeating: "p", count: 130_750))
+        let answer = try await partner.call(Array("not json".utf8), exchange: Topology.commandsExchange, routingKey: "booking.create",
+                                            properties: properties, timeout: .seconds(60))
+        #expect(try ContractJSON.decode(CommandReply.self, from: answer.body).error?.code == .invalidJSON)
+        let dead = try await w.nextDeadCommand()
+        #expect(dead.body == Array("not json".utf8))
+        #expect(dead.properties.headers["padding"] == nil)
+        #expect(dead.properties.headers["x-original-headers-dropped"]?.stringValue == "too large to copy")
+        #expect(dead.properties.headers["x-original-user-id"]?.stringValue == "partner-a")
+        #expect(dead.properties.headers["x-death-reason"]?.stringValue?.isEmpty == false)
+        #expect(dead.redelivered == false && dead.properties.headers["x-delivery-count"] == nil, "dead-lettered on the first delivery")
+        // The next caller is answered at once.
+        #expect(try await w.send("booking.create", Self.create(), as: "partner-b").booking != nil)
+        await w.stop()
+    }
+
     @Test func eventsCarryTheHandlersUser() async throws {
         let w = try await World.start()
         _ = try #require(try await w.send("booking.create", Self.create(), as: "partner-a").booking)

@@ -339,9 +339,19 @@ public struct CommandConsumer: Sendable {
         properties.headers["x-dead-lettered-by"] = "booking-handler"
         properties.deliveryMode = .persistent
         do {
-            try await connection.publish(delivery.body, exchange: Topology.deadLetterExchange,
-                                         routingKey: Topology.deadLetterRoutingKey(for: Topology.handlerCommandsQueue),
-                                         properties: properties, mandatory: true)
+            do {
+                try await publishDeadLetter(delivery.body, properties)
+            } catch where error.code == .invalidArgument {
+                // The sender's headers filled the frame, and ours no longer
+                // fit (the layer refuses before anything is sent): the copy
+                // goes without the sender's, saying so, rather than not at all.
+                let ours = ["x-original-user-id", "x-original-expiration", "x-death-reason", "x-error-code",
+                            "x-original-routing-key", "x-original-exchange", "x-dead-lettered-by"]
+                var headers: AMQPTable = ["x-original-headers-dropped": "too large to copy"]
+                for key in ours { headers[key] = properties.headers[key] }
+                properties.headers = headers
+                try await publishDeadLetter(delivery.body, properties)
+            }
             return true
         } catch {
             // Only this publish's nack means "the queue is full"; a nack seen
@@ -349,6 +359,12 @@ public struct CommandConsumer: Sendable {
             if error.code == .nacked { return false }
             throw error
         }
+    }
+
+    private func publishDeadLetter(_ body: [UInt8], _ properties: AMQPProperties) async throws(AMQPError) {
+        try await connection.publish(body, exchange: Topology.deadLetterExchange,
+                                     routingKey: Topology.deadLetterRoutingKey(for: Topology.handlerCommandsQueue),
+                                     properties: properties, mandatory: true)
     }
 
     /// The dead-letter queue refused the handler's copy (at its bound).

@@ -137,10 +137,10 @@ final class CConnection {
         let reply = switch config.authMechanism {
         case .plain:
             crabbitmq_login_plain_with_properties(
-                state, url.vhost, 0, 131_072, Int32(config.heartbeatSeconds), &properties, url.user, url.password)
+                state, url.vhost, 0, Int32(AMQPLimits.frameMax), Int32(config.heartbeatSeconds), &properties, url.user, url.password)
         case .external:
             crabbitmq_login_external_with_properties(
-                state, url.vhost, 0, 131_072, Int32(config.heartbeatSeconds), &properties, url.user)
+                state, url.vhost, 0, Int32(AMQPLimits.frameMax), Int32(config.heartbeatSeconds), &properties, url.user)
         }
         conn.arena.reset()
         if reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION, url.tls, let error = TLSSetup.loginFailure(url: url, config: config) {
