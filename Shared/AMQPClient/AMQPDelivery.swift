@@ -1,4 +1,5 @@
 import Metrics
+import Synchronization
 
 /// A message delivered to a consumer. Settle it exactly once with
 /// ``ack()``, ``nack(requeue:)`` or ``reject(requeue:)``; unsettled
@@ -73,12 +74,35 @@ struct DeliverySettler: Sendable {
 
 /// Dimensions of the per-queue message metrics.
 enum MessageMetrics {
-    /// The `type` dimension: the routing key — bounded by the queue's
-    /// bindings (a command or event type in wire contract v1, the queue name
-    /// for messages sent through the default exchange) — rather than the
-    /// `type` property, which is any text a client chose. Truncated so a
-    /// long key cannot bloat the registry.
+    /// The `type` dimension: the routing key — a command or event type, or
+    /// the queue name for messages sent through the default exchange —
+    /// rather than the `type` property, which is any text a client chose.
+    /// Truncated so a long key cannot bloat the registry, and at most
+    /// ``LabelBudget/limit`` different ones per process: a queue's bindings
+    /// do not bound the keys that reach it (an alternate exchange takes any
+    /// key, and outside users may bind their own exchanges), so a stranger
+    /// sending a new key per message would otherwise add series without end.
     static func typeLabel(_ routingKey: String) -> String {
-        routingKey.isEmpty ? "-" : String(routingKey.prefix(64))
+        budget.label(routingKey.isEmpty ? "-" : String(routingKey.prefix(64)))
+    }
+
+    static let budget = LabelBudget(limit: 256)
+}
+
+/// Admits label values first come, first served, up to `limit`; later new
+/// values are counted as `other`.
+final class LabelBudget: Sendable {
+    let limit: Int
+    private let seen = Mutex<Set<String>>([])
+
+    init(limit: Int) { self.limit = limit }
+
+    func label(_ value: String) -> String {
+        seen.withLock { seen in
+            if seen.contains(value) { return value }
+            guard seen.count < limit else { return "other" }
+            seen.insert(value)
+            return value
+        }
     }
 }

@@ -1,0 +1,25 @@
+import Testing
+@testable import AMQPClient
+
+/// The `type` dimension of the per-queue message metrics stays bounded
+/// whatever routing keys strangers send.
+@Suite("Metric label budget")
+struct LabelBudgetTests {
+    @Test func newValuesBeyondTheLimitAreCountedAsOther() {
+        let budget = LabelBudget(limit: 3)
+        #expect(["booking.create", "booking.get", "booking.create"].map(budget.label) == ["booking.create", "booking.get", "booking.create"])
+        #expect(budget.label("k1") == "k1", "the third value still fits")
+        let flood = (2...10_000).map { budget.label("k\($0)") }
+        #expect(Set(flood) == ["other"])
+        #expect(budget.label("booking.get") == "booking.get", "values admitted before keep their label")
+    }
+
+    @Test func theSharedBudgetTruncatesAndBoundsRoutingKeys() {
+        let long = String(repeating: "x", count: 500)
+        #expect(MessageMetrics.typeLabel(long).count <= 64)
+        #expect(MessageMetrics.typeLabel("") == "-" || MessageMetrics.typeLabel("") == "other")
+        let labels = Set((0..<1_000).map { MessageMetrics.typeLabel("flood-\($0)") })
+        #expect(labels.count <= MessageMetrics.budget.limit + 1, "\(labels.count) labels")
+        #expect(labels.contains("other"))
+    }
+}
