@@ -23,4 +23,23 @@ public enum ForeignRouting {
     public static func isEvent(typeProperty: String?, routingKey: String) -> Bool {
         eventNames.contains(EventType.name(typeProperty: typeProperty, routingKey: routingKey))
     }
+
+    /// The `type` of every reply the set sends: command replies, booking
+    /// and availability query replies, the projector's control replies.
+    public static let replyTypes: Set<String> = [
+        MessageProperties.replyType, MessageProperties.bookingReplyType, MessageProperties.availabilityReplyType, ProjectorControl.replyType,
+    ]
+
+    /// Whether a delivery is not meant for a command or query queue: an
+    /// event (``isEvent(typeProperty:routingKey:)``), or one of the set's
+    /// own replies. An outside user can send a reply back in: its reply
+    /// queue, declared with `booking.commands` as its dead-letter exchange
+    /// (which its write on that exchange allows), dead-letters the reply
+    /// there under the replying service's `user_id` — exempt from
+    /// `CALLER_RATE`, and poison the handler would copy to its dead-letter
+    /// queue, as often as the outside user fans it out.
+    public static func isForeign(typeProperty: String?, routingKey: String) -> Bool {
+        if let type = typeProperty, replyTypes.contains(type) { return true }
+        return isEvent(typeProperty: typeProperty, routingKey: routingKey)
+    }
 }

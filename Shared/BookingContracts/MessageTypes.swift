@@ -103,6 +103,8 @@ public enum MessageProperties {
     public static let directReplyTo = "amq.rabbitmq.reply-to"
     /// `type` of a command reply (``CommandReply``).
     public static let replyType = "reply"
+    /// `type` of a booking query's reply (`booking.get`, `booking.list`, `room.closures`).
+    public static let bookingReplyType = "booking.reply"
     /// `type` of an availability reply (``AvailabilityReply``).
     public static let availabilityReplyType = "availability.reply"
     /// `type` of a `passes.failed` message (``FailedPass``).

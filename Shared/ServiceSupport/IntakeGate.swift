@@ -44,10 +44,10 @@ public struct IntakeGate: Sendable {
     /// The verdict on `delivery`; counts and logs what it turns away.
     public func check(_ delivery: AMQPDelivery) -> Verdict {
         let p = delivery.properties
-        if ForeignRouting.isEvent(typeProperty: p.type, routingKey: delivery.routingKey) {
+        if ForeignRouting.isForeign(typeProperty: p.type, routingKey: delivery.routingKey) {
             IntakeMetrics.foreign.increment(queue)
             if lastLogged.shouldLog(key: "foreign") {
-                logger.warning("an event was routed into this queue (an exchange or queue binding made by an outside user?); ignored, acked, not answered", metadata: [
+                logger.warning("an event or a reply was routed into this queue (an exchange or queue binding, or a dead-letter exchange, made by an outside user?); ignored, acked, not answered", metadata: [
                     "amqp.queue": .string(queue), "amqp.exchange": .string(String(delivery.exchange.prefix(255))),
                     "amqp.routing_key": .string(String(delivery.routingKey.prefix(255))),
                     "event.type": .string(String(EventType.name(typeProperty: p.type, routingKey: delivery.routingKey).prefix(100))),

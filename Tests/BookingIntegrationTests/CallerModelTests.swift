@@ -366,6 +366,41 @@ struct CallerModelTests {
         await w.stop()
     }
 
+    /// An outside user sends the handler's reply back into
+    /// `booking.commands`: its reply queue has that exchange as its
+    /// dead-letter exchange (its write there allows it), and it rejects the
+    /// reply. The copy carries the handler's own `user_id` (exempt from
+    /// `CALLER_RATE`); it is ignored as foreign — not run, not answered, not
+    /// copied to the dead-letter queue, where a fan-out of such bounces
+    /// would otherwise pile the handler's name.
+    @Test func aReplyBouncedIntoTheCommandQueueIsIgnored() async throws {
+        let w = try await World.start()
+        let partner = try await w.connection("partner-a")
+        let bounce = "partner-a.bounce-\(UUID().uuidString.prefix(8))"
+        try await partner.declare([.queue(QueueDeclaration(bounce, type: .classic, durable: false, autoDelete: false, arguments: [
+            "x-dead-letter-exchange": .string(Topology.commandsExchange), "x-dead-letter-routing-key": "booking.create",
+        ]))])
+        let replies = try await partner.consume(queue: bounce, prefetch: 1)
+        var properties = AMQPProperties.persistentJSON(type: "booking.get", messageID: UUID().uuidString)
+        properties.userID = "partner-a"
+        properties.replyTo = bounce
+        properties.correlationID = "bounce-1"
+        try await partner.publish(Array(#"{"bookingId": "nope"}"#.utf8), exchange: Topology.bookingQueriesExchange,
+                                  routingKey: "booking.get", properties: properties)
+        let reply = try await withTimeout(60, "the handler's reply") { try await replies.take(1, ack: false)[0] }
+        #expect(reply.properties.userID == "booking-handler" && reply.properties.type == "booking.reply")
+        try await reply.reject(requeue: false)  // into booking.commands, as booking.create
+        replies.stop()
+
+        // A poison command of partner-b's after it: the first dead letter is that one.
+        #expect(try await w.send("booking.create", "not json", as: "partner-b").error?.code == .invalidJSON)
+        let dead = try await w.nextDeadCommand()
+        #expect(dead.properties.headers["x-original-user-id"]?.stringValue == "partner-b",
+                "\(dead.properties.headers["x-original-user-id"].map { "\($0)" } ?? "none") was dead-lettered first")
+        #expect(try await w.send("booking.create", Self.create(), as: "partner-a").booking != nil, "the handler goes on")
+        await w.stop()
+    }
+
     @Test func eventsCarryTheHandlersUser() async throws {
         let w = try await World.start()
         _ = try #require(try await w.send("booking.create", Self.create(), as: "partner-a").booking)

@@ -99,6 +99,23 @@ struct ForeignRoutingTests {
         }
     }
 
+    /// The set's own replies, sent back into a command or query queue
+    /// through an outside user's dead-letter exchange, are foreign by
+    /// their `type`, whatever the routing key the bounce gave them.
+    @Test func theSetsRepliesAreForeignByTheirType() {
+        for type in ["reply", "booking.reply", "availability.reply", "projector.reply"] {
+            #expect(ForeignRouting.isForeign(typeProperty: type, routingKey: "booking.create"))
+            #expect(!ForeignRouting.isForeign(typeProperty: nil, routingKey: type) || ForeignRouting.isEvent(typeProperty: nil, routingKey: type))
+        }
+        #expect(ForeignRouting.isForeign(typeProperty: "booking.created", routingKey: "booking.create"), "events too")
+        for command in CommandType.allCases {
+            #expect(!ForeignRouting.isForeign(typeProperty: command.rawValue, routingKey: command.rawValue))
+        }
+        for query in ["booking.get", "booking.list", "availability.query", "availability.suggest", "room.closures"] {
+            #expect(!ForeignRouting.isForeign(typeProperty: query, routingKey: query))
+        }
+    }
+
     @Test func commandsAndQueriesAreNot() {
         for command in CommandType.allCases {
             #expect(!ForeignRouting.isEvent(typeProperty: nil, routingKey: command.rawValue))

@@ -15,7 +15,7 @@ public struct QueryResponder: Sendable {
     let loop: QueryLoop
 
     /// `type` of every reply.
-    public static let replyType = "booking.reply"
+    public static let replyType = MessageProperties.bookingReplyType
     private static let okSuffixReversed = Array(#""ok":true}"#.utf8.reversed())
 
     /// - Parameter limiter: `CALLER_RATE` for this instance (shared with
