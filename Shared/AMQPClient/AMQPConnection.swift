@@ -203,7 +203,13 @@ public final class AMQPConnection: Sendable, Service {
                                       mandatory: true)
         let span = MessageTracing.startPublishSpan(&message, operation: "call")
         defer { span.end() }
-        try AMQPLimits.message(message)
+        // Checked as the I/O thread will send it: with direct reply-to as
+        // `reply_to`, and a correlation id of the longest made-up form when
+        // the caller gave none.
+        var checked = message
+        checked.properties.replyTo = ChannelSession.replyQueue
+        if checked.properties.correlationID == nil { checked.properties.correlationID = String(repeating: "0", count: 24) }
+        try AMQPLimits.message(checked)
         let (seconds, attoseconds) = timeout.components
         let deadline = monotonicNanos() + UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)
         return try await loop.submit { .rpc(message, deadline: deadline, $0) }

@@ -14,12 +14,10 @@ struct LabelBudgetTests {
         #expect(budget.label("booking.get") == "booking.get", "values admitted before keep their label")
     }
 
-    @Test func theSharedBudgetTruncatesAndBoundsRoutingKeys() {
-        let long = String(repeating: "x", count: 500)
-        #expect(MessageMetrics.typeLabel(long).count <= 64)
-        #expect(MessageMetrics.typeLabel("") == "-" || MessageMetrics.typeLabel("") == "other")
-        let labels = Set((0..<1_000).map { MessageMetrics.typeLabel("flood-\($0)") })
-        #expect(labels.count <= MessageMetrics.budget.limit + 1, "\(labels.count) labels")
-        #expect(labels.contains("other"))
+    /// The shared budget is left alone (other suites in this process count
+    /// through it): only its truncation is checked here.
+    @Test func routingKeysAreTruncatedTo64Bytes() {
+        let label = MessageMetrics.typeLabel(String(repeating: "x", count: 500))
+        #expect(label == String(repeating: "x", count: 64) || label == "other")
     }
 }

@@ -256,13 +256,23 @@ struct AMQPIntegrationTests {
         try await classicQueue(queue, connection)
         // One header: 4 (table) + 1 + 3 ("big") + 5 (type, length) + n bytes,
         // against 131,072 − 8 − 14 − 32 = 131,018.
+        // Mandatory: the layer's own `x-publish-seq` goes on top.
         let fits = 131_018 - 13
-        try await connection.publish([1], routingKey: queue, properties: AMQPProperties(headers: ["big": .string(String(repeating: "f", count: fits))]))
+        try await connection.publish([1], routingKey: queue, properties: AMQPProperties(headers: ["big": .string(String(repeating: "f", count: fits))]),
+                                     mandatory: true)
         let error = await #expect(throws: AMQPError.self) {
             try await connection.publish([2], routingKey: queue,
-                                         properties: AMQPProperties(headers: ["big": .string(String(repeating: "f", count: fits + 1))]))
+                                         properties: AMQPProperties(headers: ["big": .string(String(repeating: "f", count: fits + 1))]),
+                                         mandatory: true)
         }
         #expect(error?.code == .invalidArgument)
+        // An RPC is checked with the `reply_to` and correlation id it gets.
+        let rpc = await #expect(throws: AMQPError.self) {
+            _ = try await connection.call([4], routingKey: queue,
+                                          properties: AMQPProperties(headers: ["big": .string(String(repeating: "f", count: fits - 10))]),
+                                          timeout: .seconds(30))
+        }
+        #expect(rpc?.code == .invalidArgument)
         try await connection.publish([3], routingKey: queue)
         let consumer = try await connection.consume(queue: queue, prefetch: 4)
         let received = try await withTimeout(60) { try await consumer.take(2) }

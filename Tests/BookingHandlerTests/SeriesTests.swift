@@ -308,6 +308,17 @@ struct SeriesProcessorTests {
                                        series(room: "Lab", date: "2026-11-30", start: "00:00", end: "23:30", #"{"frequency":"daily","count":2}"#))
         guard case .series(let ok) = apart else { Issue.record("\(apart)"); return }
         #expect(ok.bookings.map(\.date) == ["2026-11-30", "2026-12-01"])
+
+        // A waiting occurrence counts too: a sibling inside its buffer would
+        // keep it from ever being promoted.
+        let (taken, _) = try await run(p, .createBooking, single("2026-12-07", "00:00", "23:45", room: "Lab"), user: "bob")
+        #expect(taken.bookingValue?.status == .confirmed)
+        let (waiting, _) = try await run(p, .createBooking, series(room: "Lab", date: "2026-12-07", start: "00:00", end: "23:45",
+                                                                    #"{"frequency":"daily","count":2}"#, onConflict: "skip")
+                                              .replacingOccurrences(of: #""recurrence""#, with: #""ifTaken":"waitlist","recurrence""#))
+        guard case .series(let w) = waiting else { Issue.record("\(waiting)"); return }
+        #expect(w.bookings.map(\.date) == ["2026-12-07"] && w.bookings.first?.status == .waitlisted, "\(w.bookings)")
+        #expect(w.skipped.map(\.date) == ["2026-12-08"] && w.skipped.first?.code == .overlap, "\(w.skipped)")
     }
 
     /// A room's approver ends the occurrence in progress of a series booked

@@ -461,10 +461,17 @@ public struct CommandProcessor: Sendable {
             return ReplyBody(.error(error))
         }
         changed.status = status
-        let encoded = try record(changed, from: booking, event: event, tx, now: now)
-        if action.mayFreeTime {
+        var encoded = try record(changed, from: booking, event: event, tx, now: now)
+        // A waiter that now has fewer attendees may fit a room it was too
+        // many for ("any change to a room's bookings" runs the walk; no
+        // other update can let a waiter in).
+        let mayFit = action == .update && booking.status == .waitlisted && changed.attendees.count < booking.attendees.count
+        if action.mayFreeTime || mayFit {
             // The same transaction, under the same lock (contract v1.2).
-            try promoteWaiters(room: booking.room, tx, now: now)
+            let promoted = try promoteWaiters(room: booking.room, tx, now: now)
+            // Promoted by its own update: the reply is the booking as the
+            // command leaves it.
+            if let own = promoted.first(where: { $0.id == booking.id }) { encoded = EncodedBooking(own) }
         }
         // An approver (or an in-progress cancel by one) may act on a booking
         // it sees only busy, e.g. one made without user_id: the reply then

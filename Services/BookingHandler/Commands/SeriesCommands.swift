@@ -100,6 +100,9 @@ extension CommandProcessor {
                 } else if plan.waitlist {
                     free.append(index)
                     waiting.insert(index)
+                    // A sibling inside its buffer would keep it from ever
+                    // being promoted: it counts as blocking here.
+                    blocking.append((occurrence.date, slot.startsAt, slot.endsAt))
                 } else {
                     conflicts.append((occurrence.date, ids))
                     skipped.append(SkippedOccurrence(date: occurrence.date, code: .overlap,

@@ -19,15 +19,14 @@ public enum BookingAction: String, Sendable, Hashable, CaseIterable {
 }
 
 extension BookingAction {
-    /// Whether the action can let one of its room's waiters be promoted,
-    /// so that the walk runs in its transaction (v1.2): cancel, reject and
-    /// reschedule free time; an update may make a waiter fit the room (fewer
-    /// attendees than the capacity it was refused for). A confirm or a
-    /// check-in frees nothing and changes no waiter.
+    /// Whether the action can free time in its room, so that waiters may
+    /// be promoted in its transaction (v1.2): cancel, reject, reschedule.
+    /// (An update frees nothing, but may make the waiter it changes fit the
+    /// room: ``CommandProcessor`` walks for that case alone.)
     public var mayFreeTime: Bool {
         switch self {
-        case .cancel, .reject, .reschedule, .update: true
-        case .confirm, .checkin: false
+        case .cancel, .reject, .reschedule: true
+        case .confirm, .update, .checkin: false
         }
     }
 }

@@ -345,8 +345,11 @@ public struct CommandConsumer: Sendable {
                 // The sender's headers filled the frame, and ours no longer
                 // fit (the layer refuses before anything is sent): the copy
                 // goes without the sender's, saying so, rather than not at all.
+                // The idempotency key stays (at most 255 bytes): a retry of
+                // the dead letter must run as the same command.
                 let ours = ["x-original-user-id", "x-original-expiration", "x-death-reason", "x-error-code",
-                            "x-original-routing-key", "x-original-exchange", "x-dead-lettered-by"]
+                            "x-original-routing-key", "x-original-exchange", "x-dead-lettered-by",
+                            MessageProperties.idempotencyKeyHeader]
                 var headers: AMQPTable = ["x-original-headers-dropped": "too large to copy"]
                 for key in ours { headers[key] = properties.headers[key] }
                 properties.headers = headers
