@@ -208,7 +208,7 @@ public final class AMQPConnection: Sendable, Service {
         // the caller gave none.
         var checked = message
         checked.properties.replyTo = ChannelSession.replyQueue
-        if checked.properties.correlationID == nil { checked.properties.correlationID = String(repeating: "0", count: 24) }
+        if checked.properties.correlationID == nil { checked.properties.correlationID = "rpc-\(UInt64.max)" }  // RPCRegistry's form
         try AMQPLimits.message(checked)
         let (seconds, attoseconds) = timeout.components
         let deadline = monotonicNanos() + UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)

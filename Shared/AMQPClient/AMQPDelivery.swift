@@ -82,7 +82,7 @@ enum MessageMetrics {
     /// do not bound the keys that reach it (an alternate exchange takes any
     /// key, and outside users may bind their own exchanges), so a stranger
     /// sending a new key per message would otherwise add series without end.
-    static func typeLabel(_ routingKey: String) -> String {
+    static func typeLabel(_ routingKey: String, budget: LabelBudget = MessageMetrics.budget) -> String {
         budget.label(routingKey.isEmpty ? "-" : String(routingKey.prefix(64)))
     }
 
