@@ -89,19 +89,46 @@ enum MessageMetrics {
     static let budget = LabelBudget(limit: 256)
 }
 
+/// The `type` dimension of the AMQP layer's per-queue message metrics.
+public enum AMQPMetrics {
+    /// Names that always keep their own `type` label, outside the budget
+    /// of first-come keys: a service reserves its contract's command,
+    /// query and event types and queue names at start-up, so a stranger
+    /// who sends many new keys early cannot turn them into `other`.
+    /// Keys longer than the label's 64 bytes are reserved by their prefix.
+    public static func reserveTypeLabels(_ names: some Sequence<String>) {
+        MessageMetrics.budget.reserve(names.map { String($0.prefix(64)) })
+    }
+}
+
 /// Admits label values first come, first served, up to `limit`; later new
-/// values are counted as `other`.
+/// values are counted as `other`. Reserved values keep their label and do
+/// not count towards the limit.
 final class LabelBudget: Sendable {
     let limit: Int
-    private let seen = Mutex<Set<String>>([])
+    private struct Seen {
+        var reserved: Set<String> = []
+        var admitted: Set<String> = []
+    }
+    private let seen = Mutex(Seen())
 
     init(limit: Int) { self.limit = limit }
 
+    func reserve(_ values: some Sequence<String>) {
+        seen.withLock { seen in
+            for value in values {
+                // A reserved value admitted earlier frees its place.
+                seen.admitted.remove(value)
+                seen.reserved.insert(value)
+            }
+        }
+    }
+
     func label(_ value: String) -> String {
         seen.withLock { seen in
-            if seen.contains(value) { return value }
-            guard seen.count < limit else { return "other" }
-            seen.insert(value)
+            if seen.reserved.contains(value) || seen.admitted.contains(value) { return value }
+            guard seen.admitted.count < limit else { return "other" }
+            seen.admitted.insert(value)
             return value
         }
     }

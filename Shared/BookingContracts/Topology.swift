@@ -236,6 +236,18 @@ public enum Topology {
                  deadLetterRoutingKey: nil, deliveryLimit: nil)]
         + serviceQueues.map { Queue.deadLetter(of: $0.name) }
 
+    /// Every routing key the contract's messages reach a service with: the
+    /// command, query and event types, and the names of the queues
+    /// messages are sent to through the default exchange. The services
+    /// reserve them as metric labels (`AMQPMetrics.reserveTypeLabels`).
+    public static let knownRoutingKeys: [String] =
+        CommandType.allCases.map(\.rawValue)
+        + BookingQueryType.allCases.map(\.rawValue)
+        + EventType.allCases.map(\.rawValue)
+        + [availabilityQueryKey, SuggestContract.suggestKey]
+        + queues.map(\.name)
+        + [ProjectorControl.queue]
+
     /// The queue description named `name`, if it is one of ``queues``.
     public static func queue(named name: String) -> Queue? {
         queues.first { $0.name == name }

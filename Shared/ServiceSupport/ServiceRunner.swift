@@ -1,3 +1,5 @@
+import AMQPClient
+import BookingContracts
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -71,6 +73,7 @@ public enum ServiceRunner {
             return 2
         }
         Observability.bootstrap()
+        AMQPMetrics.reserveTypeLabels(Topology.knownRoutingKeys)
         var logger = Logger(label: service)
         logger[metadataKey: "service"] = .string(service)
         logger.info("tracing", metadata: ["tracing.mode": .string(tracing.mode.rawValue)])

@@ -14,6 +14,19 @@ struct LabelBudgetTests {
         #expect(budget.label("booking.get") == "booking.get", "values admitted before keep their label")
     }
 
+    /// A stranger's flood before the first real command must not take the
+    /// contract's names.
+    @Test func reservedValuesKeepTheirLabelAndDoNotCountTowardsTheLimit() {
+        let budget = LabelBudget(limit: 2)
+        #expect(budget.label("booking.get") == "booking.get")
+        budget.reserve(["booking.create", "booking.get"])
+        #expect((1...100).map { budget.label("k\($0)") }.prefix(2) == ["k1", "k2"],
+                "reserved values, including one admitted before, leave the whole limit to others")
+        #expect(budget.label("k3") == "other")
+        #expect(budget.label("booking.create") == "booking.create")
+        #expect(budget.label("booking.get") == "booking.get")
+    }
+
     /// On a budget of its own: the shared one counts for other suites in
     /// this process.
     @Test func routingKeysAreTruncatedTo64BytesAndAnEmptyOneIsADash() {

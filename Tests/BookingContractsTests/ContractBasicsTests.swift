@@ -4,6 +4,15 @@ import Testing
 
 @Suite("Topology, types, codes, formats")
 struct ContractBasicsTests {
+    /// The services reserve these as metric labels: a contract name missing
+    /// here could be counted as `other` after a stranger's flood of keys.
+    @Test func theContractsRoutingKeysAreKnown() {
+        let known = Set(Topology.knownRoutingKeys)
+        #expect(known.isSuperset(of: ["booking.create", "booking.get", "booking.created", "availability.changed",
+                                      "availability.query", "availability.suggest", "availability.queries",
+                                      "room.closed", "passes.failed", "availability-projector.control"]))
+    }
+
     @Test func topologyNames() {
         #expect(Topology.commandsExchange == "booking.commands")
         #expect(Topology.handlerCommandsQueue == "booking-handler.commands")
