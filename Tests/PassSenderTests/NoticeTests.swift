@@ -121,6 +121,40 @@ struct NoticeTests {
         #expect(try await ledger.passes(bookingId: v1.id, kind: .rescheduled).map(\.status) == [.dropped])
     }
 
+    /// A removal stands whatever follows it: the `removed` notice still
+    /// being retried when the booking is cancelled (whose notice names
+    /// only the attendees left) still reaches the removed person; one who
+    /// was added back meanwhile is not told they were removed.
+    @Test(arguments: LedgerKind.allCases) func aRemovalStillOwedOutlivesANewerVersion(_ kind: LedgerKind) async throws {
+        let (d, g, ledger, dir) = try await DispatcherTests().make(
+            on: kind, [.success, .transient(code: nil, text: "down"), .success, .success])
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let v1 = Self.booking([0, 1, 2])
+        _ = try await d.handle(event: .bookingConfirmed, booking: v1, previous: nil)
+        let (v2, p2) = Self.next(v1) { $0.attendees = [Self.person(0)] }
+        #expect(try await d.handle(event: .bookingUpdated, booking: v2, previous: p2).scheduled == [1, 2])
+        let retryRow = try #require(try await ledger.unpublished().first { $0.message.type == PassQueues.retryMessageType })
+        let retry = try ContractJSON.decode(PassRetryMessage.self, from: retryRow.message.body)
+        #expect(retry.noticeKind == .removed)
+
+        // P2 is back at v3; then the booking is cancelled.
+        let (v3, p3) = Self.next(v2) { $0.attendees = [Self.person(0), Self.person(2)] }
+        _ = try await d.handle(event: .bookingUpdated, booking: v3, previous: p3)
+        let (v4, p4) = Self.next(v3) { $0.status = .cancelled }
+        #expect(try await d.handle(event: .bookingCancelled, booking: v4, previous: p4).notices[.cancelled] == [0, 1])
+
+        let s = try await d.handle(retry: retry)
+        #expect(s.notices[.removed] == [1], "P1 (index 1 of v2's previous attendees) is told; P2 is back and is not")
+        #expect(g.notices.map(\.kind) == [.removed, .cancelled, .removed])
+        #expect(g.notices.last?.emails == ["p1@example.com"])
+        let removals = try await ledger.passes(bookingId: v1.id, kind: .removed)
+        #expect(removals.first { $0.email == "p1@example.com" }?.status == .delivered)
+        #expect(removals.first { $0.email == "p2@example.com" }?.status == .dropped)
+
+        // The same retry again: nothing more.
+        #expect(try await d.handle(retry: retry).gatewayCalls == 0)
+    }
+
     /// A reschedule in an approval room: the old pass holders hear that it
     /// moved, but the new pass waits for the approval; a rejection then
     /// tells those who were sent a pass.

@@ -316,6 +316,12 @@ public final class PassLedger: Sendable {
         }
     }
 
+    /// The booking as the ledger stored it at `version`, if it did.
+    static func snapshot(_ db: any LedgerSQL, bookingId: String, version: Int) throws -> Booking? {
+        try db.row("SELECT json FROM snapshot WHERE bookingId = ? AND version = ?", bookingId, version)
+            .flatMap { try? ContractJSON.decode(Booking.self, from: $0.data("json") ?? Data()) }
+    }
+
     /// Remembers an occurrence of a series: its first snapshot stays, the
     /// newest replaces an older one.
     static func storeOccurrence(_ db: any LedgerSQL, _ booking: Booking) throws {
@@ -341,12 +347,27 @@ public final class PassLedger: Sendable {
 
     /// Older versions' unsent work is void once a newer version is known:
     /// that version decides what each person is told (and re-claims passes
-    /// still owed, see ``admit(event:booking:previous:)``).
-    static func supersede(_ db: any LedgerSQL, bookingId: String, below version: Int) throws {
+    /// still owed, see ``admit(event:booking:previous:)``). A `removed`
+    /// notice is the exception while its person is not back among
+    /// `booking`'s attendees: the removal stands whatever came after it,
+    /// and no later version names that person again, so its retry still
+    /// tells them (``admit(retry:)``).
+    static func supersede(_ db: any LedgerSQL, booking: Booking) throws {
+        let now = Date().timeIntervalSince1970
         try db.execute("""
             UPDATE notice SET status = 'dropped', updatedAt = ?
-            WHERE bookingId = ? AND version < ? AND status IN ('attempting', 'scheduled')
-            """, Date().timeIntervalSince1970, bookingId, version)
+            WHERE bookingId = ? AND version < ? AND status IN ('attempting', 'scheduled') AND kind <> 'removed'
+            """, now, booking.id, booking.version)
+        let removals = try db.rows("""
+            SELECT version, email FROM notice
+            WHERE bookingId = ? AND version < ? AND status IN ('attempting', 'scheduled') AND kind = 'removed'
+            """, booking.id, booking.version)
+        guard !removals.isEmpty else { return }
+        let back = Set(booking.attendees.map { normalised($0.email) })
+        for row in removals {
+            guard let email = row.string("email"), back.contains(email), let version = row.int("version") else { continue }
+            try setStatus(db, RowKey(bookingId: booking.id, version: version, kind: .removed, email: email), .dropped, now: now)
+        }
     }
 
     static func row(_ db: any LedgerSQL, _ key: RowKey) throws -> PassRecord? {

@@ -71,7 +71,7 @@ extension PassLedger {
             """, booking.id, booking.version, isEnd, timesVersion, now)
         try Self.storeSnapshot(db, booking, previous)
         try Self.storeOccurrence(db, booking)
-        try Self.supersede(db, bookingId: booking.id, below: booking.version)
+        try Self.supersede(db, booking: booking)
 
         let confirmed = booking.status == .confirmed
         var jobs: [NoticeJob] = []
@@ -138,7 +138,9 @@ extension PassLedger {
     /// is `failed` (resetting its attempts) or was being attempted for that
     /// same request when a previous process died. Delivered rows are never
     /// claimed. Dropped when a newer version of the booking is known, or,
-    /// except for `cancelled` notices, when it was cancelled.
+    /// except for `cancelled` notices, when it was cancelled — except a
+    /// `removed` notice, which still goes to those not back among the
+    /// newest version's attendees.
     public func admit(retry message: PassRetryMessage) async throws -> Admission {
         try await admitCollecting(retry: message).admission
     }
@@ -157,9 +159,20 @@ extension PassLedger {
         let now = claimer.now
         let kind = message.noticeKind
         let bookingRow = try db.row("SELECT latestVersion, cancelled FROM booking WHERE id = ?", message.bookingId)
+        // Who is an attendee again at the newest version: a `removed`
+        // notice overtaken by a newer version (or the cancellation) still
+        // goes to everyone else, since no later notice names them.
+        var backAtLatest: Set<String> = []
         if let bookingRow {
-            if bookingRow.bool("cancelled") == true && kind != .cancelled { return .dropped(.cancelled) }
-            if (bookingRow.int("latestVersion") ?? 0) > message.version { return .dropped(.stale) }
+            let latestVersion = bookingRow.int("latestVersion") ?? 0
+            let drop: DropReason? = bookingRow.bool("cancelled") == true && kind != .cancelled ? .cancelled
+                : latestVersion > message.version ? .stale : nil
+            if let drop {
+                guard kind == .removed, let latest = try Self.snapshot(db, bookingId: message.bookingId, version: latestVersion) else {
+                    return .dropped(drop)
+                }
+                backAtLatest = Set(latest.attendees.map { Self.normalised($0.email) })
+            }
         }
         var booking = message.booking
         var previous = message.previous
@@ -199,6 +212,7 @@ extension PassLedger {
                 throw UnusableMessage(description: "attendee index \(p.attendeeIndex) is not in booking \(booking.id) v\(booking.version) (\(kind.rawValue))")
             }
             let email = Self.normalised(list[p.attendeeIndex].email)
+            if backAtLatest.contains(email) { continue }
             let key = RowKey(bookingId: booking.id, version: booking.version, kind: kind, email: email)
             let existing = try Self.row(db, key)
             switch message.kind {
