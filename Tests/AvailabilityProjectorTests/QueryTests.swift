@@ -110,6 +110,14 @@ struct QueryTests {
         } else {
             Issue.record("equipment list rejected")
         }
+        // Repeats cost a look-up each per room and change nothing: matched once.
+        let repeated = Array(repeating: "Beamer", count: 10_000).joined(separator: ",") + ",tv, BEAMER "
+        if case .success(let q) = QueryEngine.parse(parameters: [("equipment", repeated)]) {
+            #expect(q.equipment.count == 2, "\(q.equipment.count) items")
+            #expect(q.equipment.prefix(3) == ["beamer", "tv"])
+        } else {
+            Issue.record("equipment list rejected")
+        }
         func bodyError(_ text: String) -> ReplyError? {
             if case .failure(let e) = QueryEngine.parse(body: Array(text.utf8)) { return e }
             return nil

@@ -56,7 +56,7 @@ struct SuggestQueryTests {
     @Test func httpParametersUseTheBodysNames() throws {
         let checked = try QueryEngine.parseSuggest(parameters: [
             ("from", "2026-11-30"), ("to", "2026-12-04"), ("durationMinutes", "60"), ("minCapacity", "6"),
-            ("equipment", "beamer,TV"), ("equipment", "whiteboard"), ("name", "Ber"), ("limit", "5"), ("stepMinutes", "30"),
+            ("equipment", "beamer,TV"), ("equipment", "whiteboard,Beamer,tv"), ("name", "Ber"), ("limit", "5"), ("stepMinutes", "30"),
         ]).get()
         #expect(checked.durationMinutes == 60 && checked.minCapacity == 6 && checked.limit == 5 && checked.stepMinutes == 30)
         #expect(checked.equipment == ["beamer", "tv", "whiteboard"] && checked.name == "ber")

@@ -60,7 +60,7 @@ public struct QueryEngine: Sendable {
             return .failure(ReplyError(code: .invalidField, text: "days must be 1 to 31", field: "days"))
         }
         let name = q.name.flatMap { $0.isEmpty ? nil : $0.lowercased() }
-        let equipment = (q.equipment ?? []).map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
+        let equipment = RoomInfo.equipmentFilter(q.equipment)
         return .success(CheckedQuery(date: date, name: name, equipment: equipment, minCapacity: q.minCapacity,
                                      freeFrom: from, freeTo: to, availableNextHour: q.availableNextHour ?? false,
                                      days: days))

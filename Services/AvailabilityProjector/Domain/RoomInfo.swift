@@ -19,6 +19,19 @@ public struct RoomInfo: Sendable {
     /// `"capacity":…,"equipment":…,…,"size":"…"}`: the entry after `avail`.
     let jsonTail: [UInt8]
 
+    /// A query's `equipment` filter as the engines match it: trimmed,
+    /// lower-cased, empty items left out, each item once. Each item is one
+    /// look-up per candidate room, so a list repeating one item thousands
+    /// of times (a 256 KiB body holds about 28,000) would multiply a
+    /// query's cost by that many without changing its answer.
+    static func equipmentFilter(_ items: [String]?) -> [String] {
+        var seen = Set<String>()
+        return (items ?? []).compactMap { item in
+            let key = item.trimmingCharacters(in: .whitespaces).lowercased()
+            return !key.isEmpty && seen.insert(key).inserted ? key : nil
+        }
+    }
+
     public init(room: Room) {
         self.room = room
         lowerName = room.name.lowercased()

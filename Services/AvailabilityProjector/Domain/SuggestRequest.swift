@@ -88,7 +88,7 @@ extension QueryEngine {
         guard SuggestContract.limitRange.contains(limit) else { return invalid("limit", "limit must be 1 to 100") }
         if let min = q.minCapacity, min < 0 { return invalid("minCapacity", "minCapacity must not be negative") }
         let name = q.name.flatMap { $0.isEmpty ? nil : $0.lowercased() }
-        let equipment = (q.equipment ?? []).map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
+        let equipment = RoomInfo.equipmentFilter(q.equipment)
         return .success(CheckedSuggest(from: from, to: to, durationMinutes: duration, stepMinutes: step, limit: limit,
                                        name: name, equipment: equipment, minCapacity: q.minCapacity))
     }
