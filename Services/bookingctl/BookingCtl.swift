@@ -17,7 +17,9 @@ struct BookingCtl: AsyncParsableCommand {
             or message matched (passes failed / failed show/retry/discard); 64 bad usage; 68 nothing
             receives the message (service or topology missing); 69 broker
             unreachable, login refused, connection lost during the run (it is
-            not re-established) or no reply in time.
+            not re-established) or no reply in time (a command's id is printed:
+            repeat it with --message-id to be sure it runs once); 77 the broker
+            refused the message (the user may not write there).
             """,
         subcommands: [RoomCommand.self, BookCommand.self, ConfirmCommand.self, RejectCommand.self, CheckinCommand.self, CancelCommand.self,
                       UpdateCommand.self,

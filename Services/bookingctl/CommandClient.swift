@@ -11,6 +11,8 @@ enum ExitStatus {
     static let unavailable = ExitCode(69)
     /// The broker has no queue for the message (topology not declared, service never started).
     static let unroutable = ExitCode(68)
+    /// The broker refused the message: the user may not write to the exchange (`EX_NOPERM`).
+    static let refused = ExitCode(77)
 }
 
 /// Sends one contract command to `booking.commands` and waits for its reply
@@ -43,9 +45,10 @@ struct CommandClient {
               messageID: String?) async throws -> AMQPMessage {
         let url = try global.brokerURL()
         let connection = try await connect()
+        let id = messageID ?? RandomID.uuidString()
         let properties = AMQPProperties(
             contentType: MessageProperties.contentType, deliveryMode: .persistent,
-            messageID: messageID ?? RandomID.uuidString(),
+            messageID: id,
             timestamp: UInt64(Date().timeIntervalSince1970), type: type, userID: url.user, appID: "bookingctl")
         do {
             let reply = try await connection.call(body, exchange: exchange, routingKey: routingKey,
@@ -56,7 +59,11 @@ struct CommandClient {
         } catch {
             await connection.close()
             let missingExchange = error.code == .channelClosed && error.replyCode == 404
+            let refused = error.code == .channelClosed && error.replyCode == 403
             switch error.code {
+            case _ where refused:
+                throw CLIError("the broker refused \(routingKey) on '\(exchange.isEmpty ? "(default exchange)" : exchange)' "
+                               + "for user '\(url.user)': \(error.message)", exit: ExitStatus.refused)
             case _ where missingExchange:
                 throw CLIError("the broker has no exchange '\(exchange)': "
                                + "declare the topology first (bookingctl topology declare) or start the services",
@@ -65,6 +72,12 @@ struct CommandClient {
                 throw CLIError("no queue receives \(routingKey) on '\(exchange.isEmpty ? "(default exchange)" : exchange)': "
                                + "is the service running, or the topology declared (bookingctl topology declare)?",
                                exit: ExitStatus.unroutable)
+            case .timeout where exchange == Topology.commandsExchange:
+                // The command stays queued and runs when the handler takes
+                // it: only its id lets the operator repeat it safely.
+                throw CLIError("no reply within \(global.timeout) s (is the service running? --timeout to wait longer); "
+                               + "the command may still be carried out later: to repeat it without doing it twice, "
+                               + "add --message-id \(id)", exit: ExitStatus.unavailable)
             case .timeout:
                 throw CLIError("no reply within \(global.timeout) s (is the service running? --timeout to wait longer)",
                                exit: ExitStatus.unavailable)

@@ -47,11 +47,15 @@ enum OperatorRun {
         BookingCtl.exit(withError: status)
     }
 
-    /// Pretty, sorted JSON on stdout.
+    /// Pretty, sorted JSON on stdout; a value JSON cannot hold fails the
+    /// run (status 1) rather than leaving a script an empty output and 0.
     static func printJSON(_ object: Any) {
-        if let data = try? JSONSerialization.data(withJSONObject: object,
-                                                  options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]) {
+        do {
+            let data = try JSONSerialization.data(withJSONObject: object,
+                                                  options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
             print(String(decoding: data, as: UTF8.self))
+        } catch {
+            fail("cannot write the output as JSON: \(error)", ExitCode(1))
         }
     }
 
@@ -62,8 +66,10 @@ enum OperatorRun {
         case .bool(let v): return v
         case .int8, .uint8, .int16, .uint16, .int32, .uint32, .int64, .uint64, .timestamp:
             return value.intValue.map { $0 as Any } ?? "\(value)"
-        case .float(let v): return Double(v)
-        case .double(let v): return v
+        // NaN and the infinities have no JSON number: written as text. (RabbitMQ
+        // closes a connection that sends one, so none should reach a queue.)
+        case .float(let v): return v.isFinite ? Double(v) : "\(v)"
+        case .double(let v): return v.isFinite ? v : "\(v)"
         case .decimal(let scale, let v): return Double(v) / pow(10, Double(scale))
         case .string(let s): return s
         case .bytes(let b): return "(\(b.count) bytes)"

@@ -258,6 +258,42 @@ struct BookingctlTests {
         #expect(unroutable.status == 68 && unroutable.stderr.contains("topology declare"), "\(unroutable.stderr)")
     }
 
+    /// A command nobody answered in time stays queued and runs when the
+    /// handler comes: bookingctl names its id, and repeating with it books
+    /// once. A publish the broker refuses is not "unavailable" (69): 77.
+    @Test func anUnansweredCommandNamesItsIdAndARefusedOneHasItsOwnStatus() async throws {
+        let url = try TestBroker.isolatedURL("ctl-late")
+        defer { TestBroker.deleteVhost(url.vhost) }
+        let cli = CLIRunner(url: url)
+        #expect(try await cli.run(["topology", "declare"]).status == 0)
+        let date = localDate(daysFromNow: 4)
+        let window = ["--from", date, "--to", localDate(daysFromNow: 5), "--room", "Berlin", "--json"]
+        let book = ["book", "--room", "Berlin", "--date", date, "--start", "09:00", "--end", "10:00",
+                    "--title", "Late", "--attendee", Self.ada]
+        let late = try await cli.run(book + ["--timeout", "1"])
+        #expect(late.status == 69, "\(late.stderr)")
+        let id = try #require(late.stderr.firstMatch(of: /--message-id (\S+)/).map { String($0.1) }, "\(late.stderr)")
+
+        let handler = try await Handler(url: url)
+        defer { Task { await handler.stop() } }
+        let again = try await cli.run(book + ["--message-id", id, "--json"])
+        #expect(again.status == 0, "\(again.stderr)")
+        let listed = try await cli.run(["bookings", "list"] + window)
+        guard case .bookings(let bookings, _) = try ContractJSON.decode(BookingQueryReply.self, from: Data(listed.stdout.utf8)) else {
+            Issue.record("not a list: \(listed.stdout)"); return
+        }
+        let againID = try reply(again).bookingValue?.id
+        #expect(bookings.count == 1 && bookings.first?.id == againID,
+                "the queued command and its repeat booked once")
+
+        var reader = try TestBroker.addUser("ctl-reader-\(UUID().uuidString.prefix(6))", to: url)
+        try TestBroker.ctl(["set_permissions", "-p", url.vhost, reader.user, ".*", "^$", ".*"])
+        reader.vhost = url.vhost
+        let refused = try await CLIRunner(url: reader).run(["confirm", "x", "--timeout", "5"])
+        #expect(refused.status == 77 && refused.stderr.contains("refused") && refused.stderr.contains(reader.user),
+                "\(refused.status) \(refused.stderr)")
+    }
+
     @Test func topologyDeclareCreatesEveryContractQueue() async throws {
         let url = try TestBroker.isolatedURL("ctl-topo")
         defer { TestBroker.deleteVhost(url.vhost) }
