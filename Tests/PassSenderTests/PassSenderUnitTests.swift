@@ -91,7 +91,12 @@ struct ClassificationTests {
         if case .transient(let code, _) = classify(200, #"{"error":{"text":"x","code":4001,"index":7}}"#) {
             #expect(code == 4001, "an index outside the request is unusable")
         } else { Issue.record("expected transient") }
+        // A server error that says which pass failed: the ones before it were
+        // sent (contract v1), so they must not be retried.
+        #expect(classify(500, #"{"error":{"text":"x","code":4001,"index":2}}"#) == .passFailed(index: 2, code: 4001, text: "x"))
+        #expect(classify(429, #"{"error":{"text":"x","code":4003,"index":0}}"#) == .passFailed(index: 0, code: 4003, text: "x"))
         for (status, body) in [(200, "garbage"), (200, #"{"success":false}"#), (200, ""), (503, #"{"error":{"text":"x","code":3000}}"#),
+                               (503, #"{"error":{"text":"x","code":4001,"index":3}}"#), (503, #"{"error":{"text":"x","code":4001}}"#),
                                (429, ""), (500, #"{"success":true}"#), (404, "not found"), (302, #"{"success":true}"#)] {
             if case .transient = classify(status, body) {} else { Issue.record("\(status) \(body) should be transient") }
         }

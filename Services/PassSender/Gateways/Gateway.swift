@@ -57,7 +57,10 @@ public enum GatewayOutcome: Sendable, Equatable {
 
     /// Classifies an HTTP answer: status and body.
     ///
-    /// - 429 and 5xx are transient whatever the body says.
+    /// - 429 and 5xx are transient, unless the body reports a pass failure
+    ///   (code > 4000) at an index inside the request: the contract says
+    ///   every pass before it was sent, so retrying them would send them
+    ///   twice.
     /// - Otherwise a body `{"error":{…}}` wins (the contract: `error` wins over
     ///   `success`): code > 4000 with an index inside the request → ``passFailed``;
     ///   code > 4000 without a usable index → transient (nobody can tell which
@@ -66,11 +69,14 @@ public enum GatewayOutcome: Sendable, Equatable {
     /// - Anything else (other non-2xx, malformed JSON, neither form) → transient.
     public static func classify(status: Int, body: [UInt8], passCount: Int) -> GatewayOutcome {
         if status == 429 || (500...599).contains(status) {
-            let code = (try? ContractJSON.decode(SendPassResponse.self, from: body)).flatMap { r -> ErrorCode? in
-                if case .failure(let e) = r { return e.code }
+            let error = (try? ContractJSON.decode(SendPassResponse.self, from: body)).flatMap { r -> SendPassError? in
+                if case .failure(let e) = r { return e }
                 return nil
             }
-            return .transient(code: code, text: "gateway answered HTTP \(status)")
+            if let error, error.code.isPassDeliveryFailure, case .passFailed = classify(error: error, passCount: passCount) {
+                return classify(error: error, passCount: passCount)
+            }
+            return .transient(code: error?.code, text: "gateway answered HTTP \(status)")
         }
         // The usual answer, recognised without a decoder (a JSONDecoder per
         // call was 1 % of the pass sender's CPU per booking).
