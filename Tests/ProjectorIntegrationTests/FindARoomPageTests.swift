@@ -80,6 +80,7 @@ struct FindARoomPageTests {
             var again: [String: String]
             var week: [String]
             var weekFirst: [String]
+            var stored: [String: String]
         }
         let outcome = try JSONDecoder().decode(Outcome.self, from: Data(run.out.utf8))
         // Six people and a beamer from 07:00: Berlin (8) first; München (16) at the same hour next.
@@ -91,6 +92,8 @@ struct FindARoomPageTests {
         #expect(outcome.again["code"] == "2000" && outcome.again["text"]?.hasPrefix("Taken:") == true, "\(outcome.again)")
         #expect(outcome.week == (0..<7).map { LocalClock.adding(days: $0, to: date)! }, "\(outcome.week)")
         #expect(outcome.weekFirst == ["07:00 08:00 booked", "08:00 19:00 free"])
+        #expect(outcome.stored == ["local": "null", "session": "ada@example.com"],
+                "contact details kept for the tab, not for the next person at a shared screen: \(outcome.stored)")
         let pngBytes = (try? Data(contentsOf: URL(fileURLWithPath: shot)))?.count ?? 0
         #expect(pngBytes > 5_000, "screenshot missing or empty")
 
@@ -162,6 +165,8 @@ struct FindARoomPageTests {
           $("find-people").value = "6"; $("find-equipment").value = "beamer"; $("find-step").value = "60";
           $("who-title").value = "Planning"; $("who-name").value = "Ada Lovelace";
           $("who-email").value = "ada@example.com"; $("who-phone").value = "0170 1234567";
+          $("who-email").dispatchEvent(new Event("change"));
+          const stored = { local: String(localStorage.getItem("who-email")), session: String(sessionStorage.getItem("who-email")) };
           $("find-go").click();
           await until("suggestions", () => $("suggestions").getAttribute("data-loaded"));
           const items = [...document.querySelectorAll("#suggestions li")].map(li => [li.dataset.room, li.dataset.date, li.dataset.start, li.dataset.end].join(" "));
@@ -185,7 +190,7 @@ struct FindARoomPageTests {
           $("all-rooms").click();
           await until("all rooms again", () => document.querySelectorAll("#rooms .row").length > 1
                                                 && !document.querySelector("#rooms .row[data-date]"));
-          return JSON.stringify({ items, before, booked, after, again, week, weekFirst });
+          return JSON.stringify({ items, before, booked, after, again, week, weekFirst, stored });
         })()
         """#
     }

@@ -228,11 +228,13 @@ public enum ProjectorPage {
   $("all-rooms").onclick = function () { state.room = ""; reload(); };
 
   // Find a room: GET /suggest, then (when the page books) POST /api/book.
+  // Remembered for this tab only (sessionStorage): on a shared screen the
+  // next person must not find the last one's name, e-mail and phone.
   var who = ["title", "name", "email", "phone"];
   who.forEach(function (k) {
-    var saved = localStorage.getItem("who-" + k);
+    var saved = sessionStorage.getItem("who-" + k);
     if (saved) $("who-" + k).value = saved;
-    $("who-" + k).onchange = function () { localStorage.setItem("who-" + k, $("who-" + k).value); };
+    $("who-" + k).onchange = function () { sessionStorage.setItem("who-" + k, $("who-" + k).value); };
   });
   fetch("api/page", { cache: "no-store" }).then(function (r) { return r.json(); }).then(function (p) {
     state.booking = !!p.booking;
