@@ -29,11 +29,16 @@ public struct FailedConsole: Sendable {
     /// Broker users whose re-published dead letters name the original
     /// sender in `x-original-user-id` (the booking handler's user).
     public let serviceUsers: Set<String>
+    /// How many messages of one queue a run reads (``QueueSnapshot/maximumHeld``;
+    /// fewer in tests).
+    public let perQueue: Int
 
     /// A console on `connection`. Call ``prepare(lockTimeout:)`` first.
-    public init(connection: AMQPConnection, serviceUsers: Set<String> = ["booking-handler"]) {
+    public init(connection: AMQPConnection, serviceUsers: Set<String> = ["booking-handler"],
+                perQueue: Int = QueueSnapshot.maximumHeld) {
         self.connection = connection
         self.serviceUsers = serviceUsers
+        self.perQueue = perQueue
     }
 
     /// Takes the operators' lock (waiting up to `lockTimeout` seconds for
@@ -59,7 +64,7 @@ public struct FailedConsole: Sendable {
         /// Queues that do not exist on this broker (e.g. `pass-sender.retry.dead`
         /// before the pass sender first started).
         public var missing: [String]
-        /// Queues with more than ``QueueSnapshot/maximumHeld`` messages: only
+        /// Queues with more than ``FailedConsole/perQueue`` messages: only
         /// the first ones were read.
         public var incomplete: [String] = []
     }
@@ -72,7 +77,7 @@ public struct FailedConsole: Sendable {
                 listing.missing.append(queue)
                 continue
             }
-            let snapshot = try await QueueSnapshot.hold(queue, like: connection)
+            let snapshot = try await QueueSnapshot.hold(queue, like: connection, limit: perQueue)
             try await snapshot.release()
             listing.messages += messages(of: snapshot)
             if !snapshot.isComplete { listing.incomplete.append(queue) }
@@ -94,6 +99,10 @@ public struct FailedConsole: Sendable {
         /// messages after that point were not touched, and one move may
         /// have gone out unconfirmed (its text says so).
         public var connectionLost = false
+        /// Queues with more messages than one run reads: those behind the
+        /// first ``FailedConsole/perQueue`` were neither seen nor touched,
+        /// however many matched. Run again for them.
+        public var incomplete: [String] = []
     }
 
     /// Retries the matching messages of `queues`: each is published to the
@@ -239,7 +248,8 @@ public struct FailedConsole: Sendable {
             let held: [FailedMessage], settled: QueueSnapshot.Settled
             do {
                 guard try await exists(queue) else { continue }
-                let snapshot = try await QueueSnapshot.hold(queue, like: connection)
+                let snapshot = try await QueueSnapshot.hold(queue, like: connection, limit: perQueue)
+                if !snapshot.isComplete { outcome.incomplete.append(queue) }
                 held = messages(of: snapshot)
                 settled = await snapshot.settle { position, delivery in
                     guard matches(held[position]) else { return false }

@@ -72,12 +72,14 @@ public final class QueueSnapshot: Sendable {
     ///
     /// - Parameter timeout: how long to wait for the marker to come round
     ///   (only a guard against a hang).
+    /// - Parameter limit: hold at most this many (at most ``maximumHeld``).
     public static func hold(_ queue: String, like connection: AMQPConnection,
-                            timeout: Duration = .seconds(120)) async throws -> QueueSnapshot {
+                            timeout: Duration = .seconds(120), limit: Int = maximumHeld) async throws -> QueueSnapshot {
+        let limit = max(1, min(limit, maximumHeld))
         let holder = try await connection.sibling(named: "snapshot \(queue)")
         let marker = String(UInt64.random(in: 0...UInt64.max), radix: 16) + String(UInt64.random(in: 0...UInt64.max), radix: 16)
         do {
-            let consumer = try await holder.consume(queue: queue, prefetch: UInt16(maximumHeld))
+            let consumer = try await holder.consume(queue: queue, prefetch: UInt16(limit))
             var properties = AMQPProperties(headers: [markerHeader: .string(marker)])
             properties.type = "queue-snapshot-marker"
             try await connection.publish([], exchange: "", routingKey: queue, properties: properties, mandatory: true)
@@ -96,7 +98,7 @@ public final class QueueSnapshot: Sendable {
                         lastTag = delivery.deliveryTag
                         guard let found = delivery.properties.headers[markerHeader]?.stringValue else {
                             held.append(delivery)
-                            if held.count == maximumHeld { return (held, false) }
+                            if held.count == limit { return (held, false) }
                             continue
                         }
                         // Ours ends the snapshot; another is a dead run's leftover.

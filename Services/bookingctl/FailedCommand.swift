@@ -28,7 +28,8 @@ struct FailedCommand: AsyncParsableCommand {
             prints it, e.g. 'reason:rejected', 'type:booking.create',
             'queue:booking-handler.commands.dead', 'day:2026-11-23'.
 
-            Exit status: 0 done; 1 a message could not be moved (it stays);
+            Exit status: 0 done; 1 a message could not be moved (it stays), or
+            --all/--group left messages unread behind the first 65535 of a queue;
             3 nothing matched; 64 bad usage; 69 broker unreachable, the
             connection lost during the run (what was moved is still listed;
             bookingctl does not reconnect), or another operator's run held
@@ -135,7 +136,10 @@ struct FailedCommand: AsyncParsableCommand {
             let listing = try await common.console { try await $0.list(queues) }
             let full = resolve(id, in: listing.messages)
             guard let m = listing.messages.first(where: { $0.id == full }) else {
-                OperatorRun.fail("no failed message \(id) in \(queues.count == 1 ? queues[0] : "any failed-message queue")", ExitCode(3))
+                let unread = listing.incomplete.isEmpty ? ""
+                    : " (only the first \(QueueSnapshot.maximumHeld) messages of \(listing.incomplete.joined(separator: ", ")) were read)"
+                OperatorRun.fail("no failed message \(id) in \(queues.count == 1 ? queues[0] : "any failed-message queue")" + unread,
+                                 ExitCode(3))
             }
             if common.global.json {
                 OperatorRun.printJSON(messageJSON(m))
@@ -362,6 +366,7 @@ private func report(_ outcome: FailedConsole.Outcome, verb: String, selection: F
             verb: outcome.done.map { ["id": $0.id, "queue": $0.queue] },
             "failed": outcome.failed.map { ["id": $0.message.id, "queue": $0.message.queue, "error": $0.error] },
             "stopped": outcome.stopped.map { $0 as Any } ?? NSNull(),
+            "incomplete": outcome.incomplete,
         ] as [String: Any])
     } else {
         print("\(verb) \(outcome.done.count) message(s)")
@@ -373,8 +378,15 @@ private func report(_ outcome: FailedConsole.Outcome, verb: String, selection: F
             FileHandle.standardError.write(Data(TerminalText.safe("bookingctl: \(stopped)\n").utf8))
         }
     }
+    for queue in outcome.incomplete {
+        FileHandle.standardError.write(Data(TerminalText.safe(
+            "bookingctl: \(queue): only the first \(QueueSnapshot.maximumHeld) messages were read; more wait behind them, "
+            + "not touched: run it again\n").utf8))
+    }
     // The broker went away mid-run: unavailable, as when it cannot be reached.
     if outcome.connectionLost { BookingCtl.exit(withError: ExitStatus.unavailable) }
-    if !outcome.failed.isEmpty || outcome.stopped != nil { BookingCtl.exit(withError: ExitCode(1)) }
+    // --all or a group with messages left unread is not done.
+    let unread = !outcome.incomplete.isEmpty && selection.id == nil
+    if !outcome.failed.isEmpty || outcome.stopped != nil || unread { BookingCtl.exit(withError: ExitCode(1)) }
     if outcome.done.isEmpty && !selection.all { BookingCtl.exit(withError: ExitCode(3)) }
 }

@@ -155,6 +155,32 @@ struct FailedConsoleTests {
     /// in the dead-letter queue, and none is in both places. With a
     /// reconnecting connection the third was published over the new
     /// connection after the dead copy had gone back: a duplicate.
+    /// A queue longer than one run reads: `--all` must not look done.
+    /// (65,535 in bookingctl; 3 here.)
+    @Test func aRunThatCouldNotReadTheWholeQueueSaysSo() async throws {
+        let w = try await World()
+        let dead = Topology.deadLetterQueue(for: Topology.handlerCommandsQueue)
+        let c = try await w.connection("partner-a")
+        for i in 0..<5 {
+            var properties = AMQPProperties.persistentJSON(type: "booking.create", messageID: "long-\(i)")
+            properties.userID = "partner-a"
+            try await c.publish(Array(Self.create(start: "0\(i + 1):00", end: "0\(i + 1):30", email: "a@example.com").utf8),
+                                exchange: Topology.commandsExchange, routingKey: "booking.create", properties: properties,
+                                mandatory: true)
+        }
+        try await w.deadLetter(from: Topology.handlerCommandsQueue, count: 5)
+        let console = FailedConsole(connection: try await w.connection("bookingctl"), perQueue: 3)
+        try await console.prepare(lockTimeout: 30)
+        #expect(try await console.list([dead]).incomplete == [dead])
+        let first = try await console.discard([dead], reason: "test", by: "test") { _ in true }
+        #expect(first.done.map(\.properties.messageID) == ["long-0", "long-1", "long-2"])
+        #expect(first.incomplete == [dead], "two more wait unread")
+        let second = try await console.discard([dead], reason: "test", by: "test") { _ in true }
+        #expect(second.done.map(\.properties.messageID) == ["long-3", "long-4"] && second.incomplete.isEmpty)
+        try await console.finish()
+        await w.stop()
+    }
+
     @Test func aLostConnectionEndsTheWalkWithoutADuplicate() async throws {
         let w = try await World()
         let dead = Topology.deadLetterQueue(for: Topology.handlerCommandsQueue)
