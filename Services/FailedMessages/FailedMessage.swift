@@ -20,6 +20,24 @@ public enum FailedQueues {
     /// queues, then `passes.failed`.
     public static var all: [String] { deadLetterQueues + [Topology.passesFailedQueue] }
 
+    /// Whether the console may read `queue`: one of ``all``, or the
+    /// dead-letter queue of a projector replica's own events queue
+    /// (`availability-projector.events.<instance>.dead`, `PROJECTOR_INSTANCE`),
+    /// which is read only when named: the broker cannot be asked which
+    /// replicas exist without the management API.
+    public static func isKnown(_ queue: String) -> Bool {
+        all.contains(queue) || replicaEvents(deadLetterQueue: queue) != nil
+    }
+
+    /// The replica events queue whose dead letters `queue` holds, if it is one.
+    static func replicaEvents(deadLetterQueue queue: String) -> Topology.Queue? {
+        let prefix = Topology.projectorEventsQueue + "."
+        guard queue.hasPrefix(prefix), let source = sourceQueue(of: queue),
+              let replica = try? ProjectorQueues(instance: String(source.dropFirst(prefix.count))),
+              let shipped = Topology.queue(named: Topology.projectorEventsQueue) else { return nil }
+        return .service(replica.events, bindings: shipped.bindings)
+    }
+
     /// `bookingctl.archive`: the audit copies of discarded messages (quorum,
     /// in the shipped definitions; emptied only by `failed purge-archived`).
     public static let archive = "bookingctl.archive"
@@ -43,7 +61,8 @@ public enum FailedQueues {
     /// the operators' wider rights — anywhere else.
     public static func mayRetry(from source: String, to exchange: String, routingKey: String) -> Bool {
         if exchange == Topology.defaultExchange { return routingKey == source }
-        guard let queue = Topology.serviceQueues.first(where: { $0.name == source }) else { return false }
+        guard let queue = Topology.serviceQueues.first(where: { $0.name == source })
+                ?? replicaEvents(deadLetterQueue: Topology.deadLetterQueue(for: source)) else { return false }
         return queue.bindings.contains { $0.exchange == exchange }
     }
 }

@@ -48,12 +48,19 @@ struct FailedCommand: AsyncParsableCommand {
             ?? "booking-handler"
 
         func validate() throws {
-            for queue in queues where !FailedQueues.all.contains(queue) {
-                throw ValidationError("--queue \(queue): not one of \(FailedQueues.all.joined(separator: ", "))")
+            for queue in queues where !FailedQueues.isKnown(queue) {
+                throw ValidationError("--queue \(queue): not one of \(FailedQueues.all.joined(separator: ", ")), "
+                                      + "nor a projector replica's availability-projector.events.<instance>.dead")
             }
         }
 
-        var selectedQueues: [String] { queues.isEmpty ? FailedQueues.all : FailedQueues.all.filter(queues.contains) }
+        /// The set's queues in listing order, then replicas' queues as named.
+        var selectedQueues: [String] {
+            guard !queues.isEmpty else { return FailedQueues.all }
+            var replicas: [String] = []
+            for queue in queues where !FailedQueues.all.contains(queue) && !replicas.contains(queue) { replicas.append(queue) }
+            return FailedQueues.all.filter(queues.contains) + replicas
+        }
 
         /// Runs `body` with a prepared console under the operators' lock.
         func console<T: Sendable>(_ body: (FailedConsole) async throws -> T) async throws -> T {

@@ -99,6 +99,24 @@ struct FailedMessageTests {
         #expect(FailedQueues.mayRetry(from: "pass-sender.retry", to: "", routingKey: "pass-sender.retry"))
     }
 
+    /// A projector replica's events dead-letter queue is read when named,
+    /// and its messages go back only where the shipped events queue's would.
+    @Test func aReplicasEventsDeadLetterQueueIsKnownAndRetriesLikeTheShippedOnes() {
+        #expect(FailedQueues.isKnown("availability-projector.events.a.dead"))
+        #expect(FailedQueues.isKnown("availability-projector.events.dead"))
+        for name in ["availability-projector.events..dead", "availability-projector.events.A.dead", "availability-projector.events.a",
+                     "availability-projector.events.a.b.dead", "availability-projector.replay.a.dead", "bookingctl.archive"] {
+            #expect(!FailedQueues.isKnown(name), "\(name)")
+        }
+        #expect(FailedQueues.mayRetry(from: "availability-projector.events.a", to: "booking.events", routingKey: "booking.created"))
+        #expect(!FailedQueues.mayRetry(from: "availability-projector.events.a", to: "booking.commands", routingKey: "booking.create"))
+        #expect(!FailedQueues.mayRetry(from: "availability-projector.events.a", to: "booking.public", routingKey: "booking.created"))
+        var p = Self.brokerDeadLetter(user: "booking-handler")
+        p.headers["x-death"] = Self.xDeath([("availability-projector.events.a", "rejected", "booking.events", "booking.created", 1_795_000_000)])
+        let m = FailedMessage(queue: "availability-projector.events.a.dead", position: 0, properties: p, body: [], serviceUsers: Self.handler)
+        #expect(m.target?.exchange == "booking.events" && m.target?.routingKey == "booking.created")
+    }
+
     /// The entry for the queue it died in, not the newest one.
     @Test func theTargetComesFromTheDeathInTheSourceQueue() {
         var p = AMQPProperties.persistentJSON(type: PassQueues.retryMessageType, messageID: "r-1", userID: "pass-sender")
