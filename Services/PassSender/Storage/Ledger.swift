@@ -353,21 +353,14 @@ public final class PassLedger: Sendable {
     /// and no later version names that person again, so its retry still
     /// tells them (``admit(retry:)``).
     static func supersede(_ db: any LedgerSQL, booking: Booking) throws {
-        let now = Date().timeIntervalSince1970
+        // One statement, as before removals were kept (no read to wait for
+        // on PostgreSQL); the attendees' e-mails as its last arguments.
+        let back = Array(Set(booking.attendees.map { normalised($0.email) })).sorted()
+        let removedBack = back.isEmpty ? "" : " OR email IN (" + Array(repeating: "?", count: back.count).joined(separator: ", ") + ")"
         try db.execute("""
             UPDATE notice SET status = 'dropped', updatedAt = ?
-            WHERE bookingId = ? AND version < ? AND status IN ('attempting', 'scheduled') AND kind <> 'removed'
-            """, now, booking.id, booking.version)
-        let removals = try db.rows("""
-            SELECT version, email FROM notice
-            WHERE bookingId = ? AND version < ? AND status IN ('attempting', 'scheduled') AND kind = 'removed'
-            """, booking.id, booking.version)
-        guard !removals.isEmpty else { return }
-        let back = Set(booking.attendees.map { normalised($0.email) })
-        for row in removals {
-            guard let email = row.string("email"), back.contains(email), let version = row.int("version") else { continue }
-            try setStatus(db, RowKey(bookingId: booking.id, version: version, kind: .removed, email: email), .dropped, now: now)
-        }
+            WHERE bookingId = ? AND version < ? AND status IN ('attempting', 'scheduled') AND (kind <> 'removed'\(removedBack))
+            """, [.double(Date().timeIntervalSince1970), .text(booking.id), .int(Int64(booking.version))] + back.map { .text($0) })
     }
 
     static func row(_ db: any LedgerSQL, _ key: RowKey) throws -> PassRecord? {
