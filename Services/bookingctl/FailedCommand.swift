@@ -29,7 +29,7 @@ struct FailedCommand: AsyncParsableCommand {
             'queue:booking-handler.commands.dead', 'day:2026-11-23'.
 
             Exit status: 0 done; 1 a message could not be moved (it stays), or
-            --all/--group left messages unread behind the first 65535 of a queue;
+            --all left messages unread behind the first 65535 of a queue;
             3 nothing matched; 64 bad usage; 69 broker unreachable, the
             connection lost during the run (what was moved is still listed;
             bookingctl does not reconnect), or another operator's run held
@@ -385,15 +385,19 @@ private func report(_ outcome: FailedConsole.Outcome, verb: String, selection: F
             FileHandle.standardError.write(Data(TerminalText.safe("bookingctl: \(stopped)\n").utf8))
         }
     }
-    for queue in outcome.incomplete {
+    // With an id, the id came from those same first messages: nothing to say.
+    for queue in outcome.incomplete where selection.id == nil {
+        let next = selection.all ? "run it again for them"
+            : "a group's messages among them stay until the ones in front are retried or discarded"
         FileHandle.standardError.write(Data(TerminalText.safe(
             "bookingctl: \(queue): only the first \(QueueSnapshot.maximumHeld) messages were read; more wait behind them, "
-            + "not touched: run it again\n").utf8))
+            + "not touched: \(next)\n").utf8))
     }
     // The broker went away mid-run: unavailable, as when it cannot be reached.
     if outcome.connectionLost { BookingCtl.exit(withError: ExitStatus.unavailable) }
-    // --all or a group with messages left unread is not done.
-    let unread = !outcome.incomplete.isEmpty && selection.id == nil
+    // --all with messages left unread is not done (a rerun reads them; it
+    // would not for a group, whose unread members wait behind the others).
+    let unread = !outcome.incomplete.isEmpty && selection.all
     if !outcome.failed.isEmpty || outcome.stopped != nil || unread { BookingCtl.exit(withError: ExitCode(1)) }
     if outcome.done.isEmpty && !selection.all { BookingCtl.exit(withError: ExitCode(3)) }
 }

@@ -1,5 +1,6 @@
 import AMQPClient
 import BookingContracts
+import BrokerObjects
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -73,7 +74,7 @@ public enum ServiceRunner {
             return 2
         }
         Observability.bootstrap()
-        AMQPMetrics.reserveTypeLabels(Topology.knownRoutingKeys)
+        AMQPMetrics.reserveTypeLabels(Topology.knownRoutingKeys + [PassQueues.retry, ProjectorControl.replayQueue])
         var logger = Logger(label: service)
         logger[metadataKey: "service"] = .string(service)
         logger.info("tracing", metadata: ["tracing.mode": .string(tracing.mode.rawValue)])

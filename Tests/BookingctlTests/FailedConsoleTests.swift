@@ -148,13 +148,6 @@ struct FailedConsoleTests {
         await w.stop()
     }
 
-    /// The broker drops the run's connections halfway through `failed
-    /// retry` (here: closed by rabbitmqctl before the third message is
-    /// moved). The run ends there, as bookingctl's connection does not
-    /// reconnect: the two moved are reported, the third and the rest stay
-    /// in the dead-letter queue, and none is in both places. With a
-    /// reconnecting connection the third was published over the new
-    /// connection after the dead copy had gone back: a duplicate.
     /// A queue longer than one run reads: `--all` must not look done.
     /// (65,535 in bookingctl; 3 here.)
     @Test func aRunThatCouldNotReadTheWholeQueueSaysSo() async throws {
@@ -181,6 +174,13 @@ struct FailedConsoleTests {
         await w.stop()
     }
 
+    /// The broker drops the run's connections halfway through `failed
+    /// retry` (here: closed by rabbitmqctl before the third message is
+    /// moved). The run ends there, as bookingctl's connection does not
+    /// reconnect: the two moved are reported, the third and the rest stay
+    /// in the dead-letter queue, and none is in both places. With a
+    /// reconnecting connection the third was published over the new
+    /// connection after the dead copy had gone back: a duplicate.
     @Test func aLostConnectionEndsTheWalkWithoutADuplicate() async throws {
         let w = try await World()
         let dead = Topology.deadLetterQueue(for: Topology.handlerCommandsQueue)

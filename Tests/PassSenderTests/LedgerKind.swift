@@ -44,6 +44,44 @@ struct SharedLedgerTests {
                 PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: claimLease))
     }
 
+    /// A newer version keeps an older `removed` notice its sender is still
+    /// sending (its own, or another instance's under a running lease), but
+    /// drops one whose claimer died: its event is stale now, and nothing
+    /// else would bring it back.
+    @Test(arguments: LedgerKind.allCases) func aRemovalWhoseSenderDiedIsDroppedByANewerVersion(_ kind: LedgerKind) async throws {
+        let dir = try TemporaryDirectory("shared-ledger")
+        defer { dir.remove() }
+        let url = try TestPostgres.url(schemaPrefix: "shared")
+        let a = PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: 60)
+        let ahead = LockedBox<TimeInterval>(0)
+        let b = PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: 60,
+                           now: { Date().addingTimeInterval(ahead.withLock { $0 }) })
+        let v1 = DispatcherTests.booking(attendees: 2)
+        _ = try await a.admit(event: .bookingConfirmed, booking: v1, previous: nil)
+        try await a.record(bookingId: v1.id, version: 1, delivered: v1.attendees.map { PassLedger.normalised($0.email) },
+                           deliveredAt: "2026-11-24T00:00:00Z", failures: [], outbox: [])
+        var v2 = v1
+        v2.version = 2
+        v2.attendees.removeLast()
+        // A claims the `removed` notice for the second attendee, then a title edit of its own comes.
+        guard case .proceed(let jobs) = try await a.admit(event: .bookingUpdated, booking: v2, previous: BookingSnapshot(v1)),
+              jobs.map(\.kind) == [.removed] else { Issue.record("no removed notice claimed"); return }
+        var v3 = v2
+        v3.version = 3
+        v3.title = "Renamed"
+        _ = try await a.admit(event: .bookingUpdated, booking: v3, previous: BookingSnapshot(v2))
+        #expect(try await a.passes(bookingId: v1.id, kind: .removed).map(\.status) == [.attempting], "A is still sending it")
+
+        // A dies; past its lease, B admits the cancellation.
+        let until = try #require(try await a.passes(bookingId: v1.id, kind: .removed).first?.leaseUntil)
+        ahead.withLock { $0 = until - Date().timeIntervalSince1970 + 1 }
+        var v4 = v3
+        v4.version = 4
+        v4.status = .cancelled
+        _ = try await b.admit(event: .bookingCancelled, booking: v4, previous: BookingSnapshot(v3))
+        #expect(try await b.passes(bookingId: v1.id, kind: .removed).map(\.status) == [.dropped])
+    }
+
     @Test(arguments: LedgerKind.allCases) func aLiveClaimMakesOthersWaitADeadOneIsTakenOver(_ kind: LedgerKind) async throws {
         let dir = try TemporaryDirectory("shared-ledger")
         defer { dir.remove() }

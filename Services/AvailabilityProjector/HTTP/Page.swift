@@ -229,9 +229,11 @@ public enum ProjectorPage {
 
   // Find a room: GET /suggest, then (when the page books) POST /api/book.
   // Remembered for this tab only (sessionStorage): on a shared screen the
-  // next person must not find the last one's name, e-mail and phone.
+  // next person must not find the last one's name, e-mail and phone once
+  // the browser was closed. What older pages kept for good is removed.
   var who = ["title", "name", "email", "phone"];
   who.forEach(function (k) {
+    localStorage.removeItem("who-" + k);
     var saved = sessionStorage.getItem("who-" + k);
     if (saved) $("who-" + k).value = saved;
     $("who-" + k).onchange = function () { sessionStorage.setItem("who-" + k, $("who-" + k).value); };

@@ -351,16 +351,23 @@ public final class PassLedger: Sendable {
     /// notice is the exception while its person is not back among
     /// `booking`'s attendees: the removal stands whatever came after it,
     /// and no later version names that person again, so its retry still
-    /// tells them (``admit(retry:)``).
-    static func supersede(_ db: any LedgerSQL, booking: Booking) throws {
+    /// tells them (``admit(retry:)``). A kept notice is one a retry
+    /// message will bring back (`scheduled`) or that a living claimer is
+    /// sending (`attempting`, claimed by `claimer` or under a running
+    /// lease); one whose claimer died is dropped as before: its event,
+    /// when it comes again, is stale, and nothing else would send it.
+    static func supersede(_ db: any LedgerSQL, booking: Booking, claimer: Claimer) throws {
         // One statement, as before removals were kept (no read to wait for
         // on PostgreSQL); the attendees' e-mails as its last arguments.
         let back = Array(Set(booking.attendees.map { normalised($0.email) })).sorted()
         let removedBack = back.isEmpty ? "" : " OR email IN (" + Array(repeating: "?", count: back.count).joined(separator: ", ") + ")"
         try db.execute("""
             UPDATE notice SET status = 'dropped', updatedAt = ?
-            WHERE bookingId = ? AND version < ? AND status IN ('attempting', 'scheduled') AND (kind <> 'removed'\(removedBack))
-            """, [.double(Date().timeIntervalSince1970), .text(booking.id), .int(Int64(booking.version))] + back.map { .text($0) })
+            WHERE bookingId = ? AND version < ? AND status IN ('attempting', 'scheduled')
+              AND (kind <> 'removed'
+                   OR (status = 'attempting' AND (claimedBy IS NULL OR claimedBy <> ?) AND (leaseUntil IS NULL OR leaseUntil <= ?))\(removedBack))
+            """, [.double(claimer.now), .text(booking.id), .int(Int64(booking.version)), .text(claimer.owner), .double(claimer.now)]
+                + back.map { .text($0) })
     }
 
     static func row(_ db: any LedgerSQL, _ key: RowKey) throws -> PassRecord? {

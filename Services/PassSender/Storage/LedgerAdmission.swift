@@ -14,7 +14,8 @@ extension PassLedger {
     ///   its notices);
     /// - records the version (and, for confirmed/rescheduled, that the
     ///   times hold from it), the snapshot with `previous`, and marks
-    ///   older versions' unsent work `dropped`: this version decides;
+    ///   older versions' unsent work `dropped`: this version decides
+    ///   (except `removed` notices still owed, ``supersede(_:booking:)``);
     /// - claims per kind the recipients the contract names, each by
     ///   (booking, version, kind, normalised e-mail); a row that exists is
     ///   left alone unless it is `attempting` (a previous process died
@@ -71,7 +72,7 @@ extension PassLedger {
             """, booking.id, booking.version, isEnd, timesVersion, now)
         try Self.storeSnapshot(db, booking, previous)
         try Self.storeOccurrence(db, booking)
-        try Self.supersede(db, booking: booking)
+        try Self.supersede(db, booking: booking, claimer: claimer)
 
         let confirmed = booking.status == .confirmed
         var jobs: [NoticeJob] = []
@@ -213,6 +214,9 @@ extension PassLedger {
             }
             let email = Self.normalised(list[p.attendeeIndex].email)
             if backAtLatest.contains(email) { continue }
+            // Added back and removed again since: the newer removal's notice tells them.
+            if kind == .removed, bookingRow.map({ ($0.int("latestVersion") ?? 0) > message.version }) == true,
+               try Self.removedSince(db, bookingId: booking.id, email: email, after: message.version) { continue }
             let key = RowKey(bookingId: booking.id, version: booking.version, kind: kind, email: email)
             let existing = try Self.row(db, key)
             switch message.kind {
@@ -293,6 +297,14 @@ extension PassLedger {
             }
         }
         return work
+    }
+
+    /// Whether `email` has a `removed` notice of a version after `version`
+    /// that is not dropped (sent, or still to be sent).
+    static func removedSince(_ db: any LedgerSQL, bookingId: String, email: String, after version: Int) throws -> Bool {
+        try db.row("""
+            SELECT 1 AS one FROM notice WHERE bookingId = ? AND email = ? AND kind = 'removed' AND version > ? AND status <> 'dropped'
+            """, bookingId, email, version) != nil
     }
 
     /// Normalised e-mails with a delivered pass of a version in `from..<below`;
