@@ -53,6 +53,21 @@ struct FailedConsoleTests {
             _ = try await withTimeout(60, "\(count) dead letters from \(queue)") { [tap] in try await tap.take(count) }
         }
 
+        /// Five `booking.create` from `partner-a` (ids `<idPrefix>-0`…`-4`),
+        /// dead-lettered into `booking-handler.commands.dead` in that order.
+        func deadLetterFiveCreates(idPrefix: String) async throws {
+            let c = try await connection("partner-a")
+            for i in 0..<5 {
+                var properties = AMQPProperties.persistentJSON(type: "booking.create", messageID: "\(idPrefix)-\(i)")
+                properties.userID = "partner-a"
+                try await c.publish(Array(FailedConsoleTests.create(start: "0\(i + 1):00", end: "0\(i + 1):30",
+                                                                    email: "a@example.com").utf8),
+                                    exchange: Topology.commandsExchange, routingKey: "booking.create", properties: properties,
+                                    mandatory: true)
+            }
+            try await deadLetter(from: Topology.handlerCommandsQueue, count: 5)
+        }
+
         var cli: CLIRunner { CLIRunner(url: vhost.url("bookingctl")) }
 
         func stop() async {
@@ -153,15 +168,7 @@ struct FailedConsoleTests {
     @Test func aRunThatCouldNotReadTheWholeQueueSaysSo() async throws {
         let w = try await World()
         let dead = Topology.deadLetterQueue(for: Topology.handlerCommandsQueue)
-        let c = try await w.connection("partner-a")
-        for i in 0..<5 {
-            var properties = AMQPProperties.persistentJSON(type: "booking.create", messageID: "long-\(i)")
-            properties.userID = "partner-a"
-            try await c.publish(Array(Self.create(start: "0\(i + 1):00", end: "0\(i + 1):30", email: "a@example.com").utf8),
-                                exchange: Topology.commandsExchange, routingKey: "booking.create", properties: properties,
-                                mandatory: true)
-        }
-        try await w.deadLetter(from: Topology.handlerCommandsQueue, count: 5)
+        try await w.deadLetterFiveCreates(idPrefix: "long")
         let console = FailedConsole(connection: try await w.connection("bookingctl"), perQueue: 3)
         try await console.prepare(lockTimeout: 30)
         #expect(try await console.list([dead]).incomplete == [dead])
@@ -184,15 +191,7 @@ struct FailedConsoleTests {
     @Test func aLostConnectionEndsTheWalkWithoutADuplicate() async throws {
         let w = try await World()
         let dead = Topology.deadLetterQueue(for: Topology.handlerCommandsQueue)
-        let c = try await w.connection("partner-a")
-        for i in 0..<5 {
-            var properties = AMQPProperties.persistentJSON(type: "booking.create", messageID: "lost-\(i)")
-            properties.userID = "partner-a"
-            try await c.publish(Array(Self.create(start: "0\(i + 1):00", end: "0\(i + 1):30", email: "a@example.com").utf8),
-                                exchange: Topology.commandsExchange, routingKey: "booking.create", properties: properties,
-                                mandatory: true)
-        }
-        try await w.deadLetter(from: Topology.handlerCommandsQueue, count: 5)
+        try await w.deadLetterFiveCreates(idPrefix: "lost")
 
         let name = uniqueName("operator")
         var configuration = AMQPConfiguration(url: w.vhost.url("bookingctl"), connectionName: name)

@@ -44,6 +44,18 @@ struct SharedLedgerTests {
                 PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: claimLease))
     }
 
+    /// Two instances with 60 s leases; B's clock runs `ahead` seconds ahead,
+    /// so a test moves it past A's lease instead of waiting for it.
+    static func twoInstancesBAhead(_ kind: LedgerKind, _ dir: TemporaryDirectory) async throws
+        -> (PassLedger, PassLedger, LockedBox<TimeInterval>) {
+        let url = try TestPostgres.url(schemaPrefix: "shared")
+        let a = PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: 60)
+        let ahead = LockedBox<TimeInterval>(0)
+        let b = PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: 60,
+                           now: { Date().addingTimeInterval(ahead.withLock { $0 }) })
+        return (a, b, ahead)
+    }
+
     /// A newer version keeps an older `removed` notice its sender is still
     /// sending (its own, or another instance's under a running lease), but
     /// drops one whose claimer died: its event is stale now, and nothing
@@ -51,11 +63,7 @@ struct SharedLedgerTests {
     @Test(arguments: LedgerKind.allCases) func aRemovalWhoseSenderDiedIsDroppedByANewerVersion(_ kind: LedgerKind) async throws {
         let dir = try TemporaryDirectory("shared-ledger")
         defer { dir.remove() }
-        let url = try TestPostgres.url(schemaPrefix: "shared")
-        let a = PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: 60)
-        let ahead = LockedBox<TimeInterval>(0)
-        let b = PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: 60,
-                           now: { Date().addingTimeInterval(ahead.withLock { $0 }) })
+        let (a, b, ahead) = try await Self.twoInstancesBAhead(kind, dir)
         let v1 = DispatcherTests.booking(attendees: 2)
         _ = try await a.admit(event: .bookingConfirmed, booking: v1, previous: nil)
         try await a.record(bookingId: v1.id, version: 1, delivered: v1.attendees.map { PassLedger.normalised($0.email) },
@@ -85,12 +93,7 @@ struct SharedLedgerTests {
     @Test(arguments: LedgerKind.allCases) func aLiveClaimMakesOthersWaitADeadOneIsTakenOver(_ kind: LedgerKind) async throws {
         let dir = try TemporaryDirectory("shared-ledger")
         defer { dir.remove() }
-        let url = try TestPostgres.url(schemaPrefix: "shared")
-        let a = PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: 60)
-        // B's clock is moved past A's lease below, instead of waiting for it.
-        let ahead = LockedBox<TimeInterval>(0)
-        let b = PassLedger(database: try await kind.database(directory: dir.url, url: url), claimLease: 60,
-                           now: { Date().addingTimeInterval(ahead.withLock { $0 }) })
+        let (a, b, ahead) = try await Self.twoInstancesBAhead(kind, dir)
         #expect(a.owner != b.owner)
         let booking = DispatcherTests.booking(attendees: 2)
 

@@ -222,20 +222,28 @@ struct NoticeTests {
         #expect(status == 0, "\(output)")
     }
 
-    /// An operator's retry of a removal given up on, after newer versions:
-    /// sent when the person is still out (no later notice names them); not
-    /// when they were added back, nor when removed again since (that
-    /// removal's own notice told them).
-    @Test(arguments: LedgerKind.allCases) func anOperatorRetryOfAnOldRemovalTellsOnlyThoseStillOwedIt(_ kind: LedgerKind) async throws {
+    /// P0 and P1 hold passes; v2 removes P0, whose `removed` notice is given
+    /// up at once (`passes.failed`); returns v2 and the operator's retry of it.
+    static func removalGivenUp(on kind: LedgerKind) async throws
+        -> (PassDispatcher, ScriptedGateway, Booking, PassRetryMessage, URL) {
         let (d, g, ledger, dir) = try await DispatcherTests().make(
             on: kind, [.success, .passFailed(index: 0, code: 4001, text: "mailbox full")], maxAttempts: 1)
-        defer { try? FileManager.default.removeItem(at: dir) }
         let v1 = Self.booking([0, 1])
         _ = try await d.handle(event: .bookingConfirmed, booking: v1, previous: nil)
         let (v2, p2) = Self.next(v1) { $0.attendees = [Self.person(1)] }
         #expect(try await d.handle(event: .bookingUpdated, booking: v2, previous: p2).failed == [0])
         let failedRow = try #require(try await ledger.unpublished().first { $0.message.routingKey == Topology.passesFailedQueue })
         let retry = PassRetryMessage.operatorRetry(of: try ContractJSON.decode(FailedPass.self, from: failedRow.message.body), token: "t1")
+        return (d, g, v2, retry, dir)
+    }
+
+    /// An operator's retry of a removal given up on, after newer versions:
+    /// sent when the person is still out (no later notice names them); not
+    /// when they were added back, nor when removed again since (that
+    /// removal's own notice told them).
+    @Test(arguments: LedgerKind.allCases) func anOperatorRetryOfAnOldRemovalTellsOnlyThoseStillOwedIt(_ kind: LedgerKind) async throws {
+        let (d, g, v2, retry, dir) = try await Self.removalGivenUp(on: kind)
+        defer { try? FileManager.default.removeItem(at: dir) }
 
         // P0 back at v3 (the pass from v1 still holds), out again at v4, told so.
         let (v3, p3) = Self.next(v2) { $0.attendees = [Self.person(1), Self.person(0)] }
@@ -248,15 +256,8 @@ struct NoticeTests {
     }
 
     @Test(arguments: LedgerKind.allCases) func anOperatorRetryOfARemovalAfterATitleEditStillTellsThePerson(_ kind: LedgerKind) async throws {
-        let (d, g, ledger, dir) = try await DispatcherTests().make(
-            on: kind, [.success, .passFailed(index: 0, code: 4001, text: "mailbox full")], maxAttempts: 1)
+        let (d, g, v2, retry, dir) = try await Self.removalGivenUp(on: kind)
         defer { try? FileManager.default.removeItem(at: dir) }
-        let v1 = Self.booking([0, 1])
-        _ = try await d.handle(event: .bookingConfirmed, booking: v1, previous: nil)
-        let (v2, p2) = Self.next(v1) { $0.attendees = [Self.person(1)] }
-        #expect(try await d.handle(event: .bookingUpdated, booking: v2, previous: p2).failed == [0])
-        let failedRow = try #require(try await ledger.unpublished().first { $0.message.routingKey == Topology.passesFailedQueue })
-        let retry = PassRetryMessage.operatorRetry(of: try ContractJSON.decode(FailedPass.self, from: failedRow.message.body), token: "t1")
         let (v3, p3) = Self.next(v2) { $0.title = "Renamed" }
         _ = try await d.handle(event: .bookingUpdated, booking: v3, previous: p3)
         #expect(try await d.handle(retry: retry).notices[.removed] == [0], "no later notice names P0: the old one still goes")
