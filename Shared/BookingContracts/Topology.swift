@@ -246,7 +246,7 @@ public enum Topology {
         + EventType.allCases.map(\.rawValue)
         + [availabilityQueryKey, SuggestContract.suggestKey]
         + queues.map(\.name)
-        + [ProjectorControl.queue]
+        + [ProjectorControl.queue, ProjectorControl.replayQueue]
 
     /// The queue description named `name`, if it is one of ``queues``.
     public static func queue(named name: String) -> Queue? {

@@ -74,7 +74,7 @@ public enum ServiceRunner {
             return 2
         }
         Observability.bootstrap()
-        AMQPMetrics.reserveTypeLabels(Topology.knownRoutingKeys + [PassQueues.retry, ProjectorControl.replayQueue])
+        AMQPMetrics.reserveTypeLabels(Topology.knownRoutingKeys + [PassQueues.retry])
         var logger = Logger(label: service)
         logger[metadataKey: "service"] = .string(service)
         logger.info("tracing", metadata: ["tracing.mode": .string(tracing.mode.rawValue)])

@@ -73,9 +73,7 @@ public enum GatewayOutcome: Sendable, Equatable {
                 if case .failure(let e) = r { return e }
                 return nil
             }
-            if let error, error.code.isPassDeliveryFailure, case .passFailed = classify(error: error, passCount: passCount) {
-                return classify(error: error, passCount: passCount)
-            }
+            if let outcome = error.map({ classify(error: $0, passCount: passCount) }), case .passFailed = outcome { return outcome }
             return .transient(code: error?.code, text: "gateway answered HTTP \(status)")
         }
         // The usual answer, recognised without a decoder (a JSONDecoder per

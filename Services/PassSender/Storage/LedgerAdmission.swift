@@ -15,7 +15,7 @@ extension PassLedger {
     /// - records the version (and, for confirmed/rescheduled, that the
     ///   times hold from it), the snapshot with `previous`, and marks
     ///   older versions' unsent work `dropped`: this version decides
-    ///   (except `removed` notices still owed, ``supersede(_:booking:)``);
+    ///   (except `removed` notices still owed, ``supersede(_:booking:claimer:)``);
     /// - claims per kind the recipients the contract names, each by
     ///   (booking, version, kind, normalised e-mail); a row that exists is
     ///   left alone unless it is `attempting` (a previous process died
@@ -164,6 +164,7 @@ extension PassLedger {
         // notice overtaken by a newer version (or the cancellation) still
         // goes to everyone else, since no later notice names them.
         var backAtLatest: Set<String> = []
+        var overtaken = false
         if let bookingRow {
             let latestVersion = bookingRow.int("latestVersion") ?? 0
             let drop: DropReason? = bookingRow.bool("cancelled") == true && kind != .cancelled ? .cancelled
@@ -173,6 +174,7 @@ extension PassLedger {
                     return .dropped(drop)
                 }
                 backAtLatest = Set(latest.attendees.map { Self.normalised($0.email) })
+                overtaken = true
             }
         }
         var booking = message.booking
@@ -215,8 +217,7 @@ extension PassLedger {
             let email = Self.normalised(list[p.attendeeIndex].email)
             if backAtLatest.contains(email) { continue }
             // Added back and removed again since: the newer removal's notice tells them.
-            if kind == .removed, bookingRow.map({ ($0.int("latestVersion") ?? 0) > message.version }) == true,
-               try Self.removedSince(db, bookingId: booking.id, email: email, after: message.version) { continue }
+            if overtaken, try Self.removedSince(db, bookingId: booking.id, email: email, after: message.version) { continue }
             let key = RowKey(bookingId: booking.id, version: booking.version, kind: kind, email: email)
             let existing = try Self.row(db, key)
             switch message.kind {
