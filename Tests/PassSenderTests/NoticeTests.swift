@@ -155,6 +155,43 @@ struct NoticeTests {
         #expect(try await d.handle(retry: retry).gatewayCalls == 0)
     }
 
+    /// Two updates taken out of order (two instances, or a redelivery):
+    /// the later one, admitted first, decides the passes, but only the
+    /// earlier one names whom it removed. Arriving late it still tells
+    /// them, even after the cancellation (whose notice names only those
+    /// left), but not someone who is back at the newest version.
+    @Test(arguments: LedgerKind.allCases) func aLateUpdateStillTellsThoseItRemoved(_ kind: LedgerKind) async throws {
+        let (d, g, ledger, dir) = try await DispatcherTests().make(on: kind, [])
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let v1 = Self.booking([0, 1, 2, 3])
+        _ = try await d.handle(event: .bookingConfirmed, booking: v1, previous: nil)
+        // v2 removes P1, P2 and P3; v3 adds P2 back; v4 (a title edit) keeps that.
+        let (v2, p2) = Self.next(v1) { $0.attendees = [Self.person(0)] }
+        let (v3, p3) = Self.next(v2) { $0.attendees = [Self.person(0), Self.person(2)] }
+        let (v4, p4) = Self.next(v3) { $0.title = "Renamed" }
+        #expect(try await d.handle(event: .bookingUpdated, booking: v4, previous: p4).gatewayCalls == 0,
+                "v4's previous is v3: nobody removed, P2's v1 pass still valid")
+        #expect(try await d.handle(event: .bookingUpdated, booking: v3, previous: p3).dropped == .stale)
+        let late = try await d.handle(event: .bookingUpdated, booking: v2, previous: p2)
+        #expect(late.notices[.removed] == [1, 3], "P1 and P3 (indexes into v2's previous attendees); P2 is back")
+        #expect(g.notices.map(\.emails) == [["p1@example.com", "p3@example.com"]])
+        #expect(try await ledger.passes(bookingId: v1.id, kind: .removed).map(\.status) == [.delivered, .delivered])
+
+        // The same event again: nothing more.
+        #expect(try await d.handle(event: .bookingUpdated, booking: v2, previous: p2).dropped == .stale)
+
+        // After the cancellation, a late removal still reaches the one it
+        // removed; a late title edit, which removed nobody, stays dropped.
+        var w1 = Self.booking([4, 5])
+        w1.id = "bk-late-cancel"
+        let (w2, q2) = Self.next(w1) { $0.attendees = [Self.person(4)] }
+        let (w3, q3) = Self.next(w2) { $0.status = .cancelled }
+        _ = try await d.handle(event: .bookingConfirmed, booking: w1, previous: nil)
+        #expect(try await d.handle(event: .bookingCancelled, booking: w3, previous: q3).notices[.cancelled] == [0])
+        #expect(try await d.handle(event: .bookingUpdated, booking: w2, previous: q2).notices[.removed] == [1])
+        #expect(g.notices.last?.emails == ["p5@example.com"])
+    }
+
     /// A reschedule in an approval room: the old pass holders hear that it
     /// moved, but the new pass waits for the approval; a rejection then
     /// tells those who were sent a pass.

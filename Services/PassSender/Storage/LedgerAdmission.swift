@@ -53,8 +53,13 @@ extension PassLedger {
         let isEnd = type == .bookingCancelled || type == .bookingRejected
         let row = try db.row("SELECT latestVersion, cancelled, timesVersion FROM booking WHERE id = ?", booking.id)
         let latest = row?.int("latestVersion") ?? 0
-        if let row, row.bool("cancelled") == true, !(isEnd && latest == booking.version) { return .dropped(.cancelled) }
-        if latest > booking.version { return .dropped(.stale) }
+        let drop: DropReason? = if let row, row.bool("cancelled") == true, !(isEnd && latest == booking.version) { .cancelled }
+            else if latest > booking.version { .stale } else { nil }
+        if let drop {
+            guard type == .bookingUpdated else { return .dropped(drop) }
+            return try Self.lateRemovals(db, booking: booking, previous: previous, latestVersion: latest, claimer: claimer,
+                                         otherwise: drop)
+        }
         // An older version's work another instance is sending now: this
         // version waits for it. Dropping it under that instance would let
         // its pass go out unseen by this version (no `cancelled` or
@@ -113,6 +118,35 @@ extension PassLedger {
         }
         if !confirmed && !isEnd && jobs.allSatisfy(\.work.isEmpty) { return .dropped(.notConfirmed) }
         return .proceed(jobs.filter { !$0.work.isEmpty })
+    }
+
+    /// An update that arrives after a newer version (or the cancellation)
+    /// was admitted — two instances, or a redelivery, took them out of
+    /// order. The newer version decides everything else, but only this one
+    /// names the people it removed: those who held a pass and are neither
+    /// back among the newest version's attendees nor removed again since
+    /// (that removal's notice tells them) are still told, as an operator's
+    /// retry of an overtaken removal would (``admission(_:retry:claimer:)``).
+    private static func lateRemovals(_ db: any LedgerSQL, booking: Booking, previous: BookingSnapshot?, latestVersion: Int,
+                                     claimer: Claimer, otherwise drop: DropReason) throws -> Admission {
+        guard previous != nil, let latest = try Self.snapshot(db, bookingId: booking.id, version: latestVersion) else {
+            return .dropped(drop)
+        }
+        let current = Set(booking.attendees.map { Self.normalised($0.email) })
+        let backAtLatest = Set(latest.attendees.map { Self.normalised($0.email) })
+        let everHeld = try Self.passHolders(db, bookingId: booking.id, from: 0, below: .max)
+        let list = NoticeJob.recipients(.removed, booking, previous)
+        let indexes = try list.indices.filter { index in
+            let email = Self.normalised(list[index].email)
+            guard !current.contains(email), everHeld.contains(email), !backAtLatest.contains(email) else { return false }
+            return try !Self.removedSince(db, bookingId: booking.id, email: email, after: booking.version)
+        }
+        guard !indexes.isEmpty else { return .dropped(drop) }
+        // Kept for a retry message that carries no booking (the back-off's).
+        try Self.storeSnapshot(db, booking, previous)
+        let work = try Self.claim(db, booking: booking, kind: .removed, recipients: list, indexes: indexes, claimer: claimer)
+        guard !work.isEmpty else { return .dropped(drop) }
+        return .proceed([NoticeJob(kind: .removed, booking: booking, previous: previous, work: work)])
     }
 
     /// Throws ``ClaimHeld`` when a version below `version` of the booking
