@@ -81,8 +81,8 @@ public struct PassSenderApp: Sendable {
         // Published outbox rows are only kept a while for inspection.
         try await ledger.prunePublished(olderThan: 7 * 86_400)
         let prefetch = UInt16(min(1000, settings.concurrency * 4))
-        let events = AMQPConsumerService(connection: connection, queue: Topology.passSenderEventsQueue, prefetch: prefetch,
-                                         concurrency: settings.concurrency, logger: logger) { await consumer.handleEvent($0) }
+        let events = AMQPConsumerService.preparing(connection: connection, queue: Topology.passSenderEventsQueue, prefetch: prefetch,
+                                                   concurrency: settings.concurrency, logger: logger) { await consumer.prepareEvent($0) }
         let retries = AMQPConsumerService(connection: connection, queue: PassQueues.retry, prefetch: prefetch,
                                           concurrency: settings.concurrency, logger: logger) { await consumer.handleRetry($0) }
         let sweep = OutboxSweep(consumer: consumer, interval: settings.outboxSweep, logger: logger)

@@ -27,7 +27,7 @@ public struct AMQPConsumerService: Service {
     private let prefetch: UInt16
     private let concurrency: Int
     private let logger: Logger
-    private let handler: @Sendable (AMQPDelivery) async -> Void
+    private let prepare: @Sendable (AMQPDelivery) async -> @Sendable (AMQPDelivery) async -> Void
     /// Readiness of this consumer.
     public let status = ConsumerStatus()
 
@@ -38,12 +38,36 @@ public struct AMQPConsumerService: Service {
         connection: AMQPConnection, queue: String, prefetch: UInt16 = 32, concurrency: Int = 1,
         logger: Logger, handler: @escaping @Sendable (AMQPDelivery) async -> Void
     ) {
+        self.init(connection: connection, queue: queue, prefetch: prefetch, concurrency: concurrency, logger: logger,
+                  steps: { _ in handler })
+    }
+
+    /// A consumer that handles each delivery in two steps. `prepare` runs
+    /// in the consuming loop, one delivery at a time in the order the
+    /// broker delivered them (keep it short: the next delivery waits for
+    /// it); the handler it returns then runs concurrently with the others,
+    /// in the delivery's consumer span. With `concurrency` above 1 the
+    /// tasks reach any lock in the order they happen to run: `prepare` is
+    /// where a delivery takes its place in an order of the service's own
+    /// (per booking, say).
+    public static func preparing(
+        connection: AMQPConnection, queue: String, prefetch: UInt16 = 32, concurrency: Int = 1,
+        logger: Logger, _ prepare: @escaping @Sendable (AMQPDelivery) async -> @Sendable (AMQPDelivery) async -> Void
+    ) -> AMQPConsumerService {
+        AMQPConsumerService(connection: connection, queue: queue, prefetch: prefetch, concurrency: concurrency, logger: logger,
+                            steps: prepare)
+    }
+
+    private init(
+        connection: AMQPConnection, queue: String, prefetch: UInt16, concurrency: Int,
+        logger: Logger, steps prepare: @escaping @Sendable (AMQPDelivery) async -> @Sendable (AMQPDelivery) async -> Void
+    ) {
         self.connection = connection
         self.queue = queue
         self.prefetch = prefetch
         self.concurrency = max(1, concurrency)
         self.logger = logger
-        self.handler = handler
+        self.prepare = prepare
     }
 
     public func run() async throws {
@@ -54,12 +78,11 @@ public struct AMQPConsumerService: Service {
         try await withGracefulShutdownHandler {
             // Each delivery is handled in its consumer span, whose
             // context the handler's logs, store work and publishes see.
-            let handler = self.handler, queue = self.queue
-            let traced: @Sendable (AMQPDelivery) async -> Void = { delivery in
-                await MessageTracing.withConsumeSpan(delivery, queue: queue, handler)
-            }
+            let prepare = self.prepare, queue = self.queue
             if concurrency == 1 {
-                for try await delivery in consumer { await traced(delivery) }
+                for try await delivery in consumer {
+                    await MessageTracing.withConsumeSpan(delivery, queue: queue, await prepare(delivery))
+                }
             } else {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     var running = 0
@@ -68,7 +91,11 @@ public struct AMQPConsumerService: Service {
                             try await group.next()
                             running -= 1
                         }
-                        group.addTask { await traced(delivery) }
+                        // Prepared only once its task can start: whatever
+                        // `prepare` takes (a place in a queue) has a task
+                        // that will release it.
+                        let handler = await prepare(delivery)
+                        group.addTask { await MessageTracing.withConsumeSpan(delivery, queue: queue, handler) }
                         running += 1
                     }
                     try await group.waitForAll()

@@ -261,8 +261,14 @@ struct RetrySemanticsTests {
                                    properties: .persistentJSON(type: EventType.bookingConfirmed.rawValue, messageID: "poison-1",
                                                                userID: h.client.user))
         let got = try await withTimeout(60, "poison in pass-sender.events.dead") { try await dead.take(1) }
-        #expect(got.first?.properties.messageID == "poison-1")
-        #expect(got.first?.properties.xDeath.first?.reason == "rejected")
+        // The pass sender's copy, saying why (a reject would only say `rejected`).
+        let copy = try #require(got.first)
+        #expect(copy.properties.messageID == "poison-1" && copy.properties.xDeath.isEmpty)
+        #expect(copy.properties.headers["x-death-reason"]?.stringValue?.hasPrefix("body is not a booking event") == true)
+        #expect(copy.properties.headers["x-dead-lettered-by"]?.stringValue == "pass-sender")
+        #expect(copy.properties.headers["x-original-routing-key"]?.stringValue == EventType.bookingConfirmed.rawValue)
+        #expect(copy.properties.headers["x-original-exchange"]?.stringValue == Topology.eventsExchange)
+        #expect(copy.properties.userID == h.client.user && copy.body == Array("not json".utf8))
         dead.stop()
         // A poison retry message goes to pass-sender.retry.dead.
         let deadRetry = try await h.client.consume(queue: Topology.deadLetterQueue(for: PassQueues.retry))
@@ -271,6 +277,8 @@ struct RetrySemanticsTests {
                                                                userID: h.client.user))
         let got2 = try await withTimeout(60, "poison in pass-sender.retry.dead") { try await deadRetry.take(1) }
         #expect(got2.first?.properties.messageID == "poison-2")
+        #expect(got2.first?.properties.headers["x-death-reason"]?.stringValue == "retry message schema version 99 is not supported"
+                || got2.first?.properties.headers["x-death-reason"]?.stringValue?.hasPrefix("body is not a retry message") == true)
         deadRetry.stop()
         await h.stop()
     }

@@ -32,6 +32,14 @@ struct SenderTrustTests {
         let dead = try await h.client.consume(queue: Topology.deadLetterQueue(for: Topology.passSenderEventsQueue))
         let got = try await withTimeout(60, "forged events in pass-sender.events.dead") { try await dead.take(2) }
         #expect(Set(got.compactMap(\.properties.messageID)) == ["forged-1", "forged-2"])
+        // The pass sender's copies name the peer (the broker verified its
+        // user_id) and say why; the one without a user_id names nobody.
+        let byID = Dictionary(uniqueKeysWithValues: got.map { ($0.properties.messageID ?? "", $0) })
+        #expect(byID["forged-1"]?.properties.headers["x-original-user-id"]?.stringValue == peerURL.user)
+        #expect(byID["forged-2"]?.properties.headers["x-original-user-id"] == nil)
+        #expect(got.allSatisfy { $0.properties.userID == h.client.user
+                    && $0.properties.headers["x-death-reason"]?.stringValue?.contains("published by") == true },
+                "\(got.map { $0.properties.headers["x-death-reason"]?.stringValue ?? "-" })")
         dead.stop()
         // A retry message from the peer is refused too.
         let retry = PassRetryMessage.operatorRetry(

@@ -56,11 +56,10 @@ struct SharedLedgerTests {
         return (a, b, ahead)
     }
 
-    /// A newer version keeps an older `removed` notice its sender is still
-    /// sending (its own, or another instance's under a running lease), but
-    /// drops one whose claimer died: its event is stale now, and nothing
-    /// else would bring it back.
-    @Test(arguments: LedgerKind.allCases) func aRemovalWhoseSenderDiedIsDroppedByANewerVersion(_ kind: LedgerKind) async throws {
+    /// A newer version keeps an older `removed` notice being sent, also
+    /// one whose claimer died. A dies sending a `removed` notice; B admits newer versions, then
+    /// the removal's event again (redelivered, now stale): B sends it.
+    @Test(arguments: LedgerKind.allCases) func aRemovalWhoseSenderDiedIsSentByItsEventsRedelivery(_ kind: LedgerKind) async throws {
         let dir = try TemporaryDirectory("shared-ledger")
         defer { dir.remove() }
         let (a, b, ahead) = try await Self.twoInstancesBAhead(kind, dir)
@@ -87,7 +86,11 @@ struct SharedLedgerTests {
         v4.version = 4
         v4.status = .cancelled
         _ = try await b.admit(event: .bookingCancelled, booking: v4, previous: BookingSnapshot(v3))
-        #expect(try await b.passes(bookingId: v1.id, kind: .removed).map(\.status) == [.dropped])
+        #expect(try await b.passes(bookingId: v1.id, kind: .removed).map(\.status) == [.attempting], "kept for A's event")
+        let again = try await b.admit(event: .bookingUpdated, booking: v2, previous: BookingSnapshot(v1))
+        #expect(again == .proceed([NoticeJob(kind: .removed, booking: v2, previous: BookingSnapshot(v1),
+                                             work: [PassWork(attendeeIndex: 1, attempts: 0)])]))
+        #expect(try await b.passes(bookingId: v1.id, kind: .removed).first?.claimedBy == b.owner)
     }
 
     @Test(arguments: LedgerKind.allCases) func aLiveClaimMakesOthersWaitADeadOneIsTakenOver(_ kind: LedgerKind) async throws {

@@ -8,24 +8,78 @@ import ServiceSupport
 /// Serialises work per key (booking id) inside the process: two messages of
 /// the same booking are never handled at once, so the ledger's
 /// `attempting` status always means "a previous process died here".
+///
+/// Holders take the key in the order they queued for it. A consumer's
+/// concurrent tasks would queue in the order they happen to run, not the
+/// order their deliveries came in; ``reserve(_:)`` takes the place in
+/// delivery order, before the task runs, and ``lock(_:)-(Ticket)`` waits
+/// for that place.
 actor KeyedLock {
-    private var held: Set<String> = []
-    private var waiters: [String: [CheckedContinuation<Void, Never>]] = [:]
+    /// A place in one key's queue, taken by ``reserve(_:)``. Its owner must
+    /// ``lock(_:)-(Ticket)`` and then ``unlock(_:)`` it, or the key stays
+    /// held for ever.
+    struct Ticket: Sendable, Equatable {
+        let key: String
+        let number: UInt64
+    }
 
+    private struct Place {
+        let number: UInt64
+        /// Nil while the place is reserved and its owner has not come to wait.
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+
+    /// The place holding each held key.
+    private var holder: [String: UInt64] = [:]
+    private var queues: [String: [Place]] = [:]
+    private var issued: UInt64 = 0
+
+    private func nextNumber() -> UInt64 {
+        issued += 1
+        return issued
+    }
+
+    /// Takes the next place in `key`'s queue without waiting: the key is
+    /// this ticket's at once if nobody holds it.
+    func reserve(_ key: String) -> Ticket {
+        let ticket = Ticket(key: key, number: nextNumber())
+        if holder[key] == nil {
+            holder[key] = ticket.number
+        } else {
+            queues[key, default: []].append(Place(number: ticket.number, waiter: nil))
+        }
+        return ticket
+    }
+
+    /// Waits until the key is this ticket's.
+    func lock(_ ticket: Ticket) async {
+        if holder[ticket.key] == ticket.number { return }
+        await withCheckedContinuation { continuation in
+            guard let index = queues[ticket.key]?.firstIndex(where: { $0.number == ticket.number }) else {
+                preconditionFailure("a ticket of key \(ticket.key) that is neither holding nor queued")
+            }
+            queues[ticket.key]![index].waiter = continuation
+        }
+    }
+
+    /// Takes the key after everyone queued for it so far.
     func lock(_ key: String) async {
-        if held.insert(key).inserted { return }
-        await withCheckedContinuation { waiters[key, default: []].append($0) }
+        await lock(reserve(key))
     }
 
     func unlock(_ key: String) {
-        if var queue = waiters[key], !queue.isEmpty {
-            let next = queue.removeFirst()
-            waiters[key] = queue.isEmpty ? nil : queue
-            next.resume()  // ownership passes to the waiter
-        } else {
-            held.remove(key)
+        guard var queue = queues[key], !queue.isEmpty else {
+            holder[key] = nil
+            return
         }
+        let next = queue.removeFirst()
+        queues[key] = queue.isEmpty ? nil : queue
+        holder[key] = next.number  // ownership passes to the next place
+        next.waiter?.resume()  // or its owner finds it held for it when it comes
     }
+
+    /// How many owners wait for `key` (for tests).
+    func waiting(_ key: String) -> Int { queues[key]?.filter { $0.waiter != nil }.count ?? 0 }
 }
 
 /// Handles deliveries of `pass-sender.events` and `pass-sender.retry`.
@@ -36,8 +90,8 @@ actor KeyedLock {
 /// leftovers, then those follow-ups, with publisher confirms, in order;
 /// queue the write that marks them published; only then ack (the mark is
 /// not awaited: ``publish(_:waitForMark:)``). Poison (undecodable, unknown
-/// type, unusable retry) is rejected without requeue, which dead-letters it
-/// to `<queue>.dead`.
+/// type, untrusted sender, unusable retry) goes to `<queue>.dead` with the
+/// reason on its copy (`DeadLetterCopy`), never requeued.
 public struct PassConsumer: Sendable {
     /// How one delivery was settled (for the optional observer: tests, tracing).
     public struct Settled: Sendable {
@@ -83,13 +137,58 @@ public struct PassConsumer: Sendable {
         self.retrySender = SenderCheck(trustedUser: connection.user, alsoTrusted: retryOperators)
     }
 
-    /// Handles one `pass-sender.events` delivery.
-    public func handleEvent(_ delivery: AMQPDelivery) async {
+    /// The events consumer's first step (``AMQPConsumerService``'s
+    /// `prepare`), run one delivery at a time in the order the broker
+    /// delivered them: a usable booking event takes its place in its
+    /// booking's queue here, so the concurrent step that handles it cannot
+    /// be overtaken by a later event of the same booking (which would drop
+    /// it as stale: an update overtaking a reschedule sends no pass for the
+    /// new times). Anything else is handled by ``handleEvent(_:)``.
+    public func prepareEvent(_ delivery: AMQPDelivery) async -> @Sendable (AMQPDelivery) async -> Void {
+        let typeText = EventType.name(typeProperty: delivery.properties.type, routingKey: delivery.routingKey)
+        guard eventSender.refusal(delivery.properties) == nil, let type = EventType(rawValue: typeText),
+              Self.passEvents.contains(type), let event = Self.actionable(delivery.body), Self.usable(event.booking, type) else {
+            return { await handleEvent($0) }
+        }
+        let ticket = await locks.reserve(event.booking.id)
+        return { await process(type, event, $0, logger: deliveryLogger($0), ticket: ticket) }
+    }
+
+    /// The event in `body` as ``handleEvent(_:)`` acts on it: decoded, or
+    /// decoded without a `previous` whose status is a newer handler's. Nil
+    /// for poison and for a booking whose own status is unknown (acked
+    /// without touching the ledger).
+    static func actionable(_ body: [UInt8]) -> BookingEvent? {
+        if let event = try? ContractJSON.decode(BookingEvent.self, from: body) { return event }
+        guard UnknownStatus.probe(body) == nil, let readable = UnknownStatus.withoutUnknownPrevious(body) else { return nil }
+        return try? ContractJSON.decode(BookingEvent.self, from: readable)
+    }
+
+    /// The event types the pass sender acts on.
+    static let passEvents: Set<EventType> = [.bookingConfirmed, .bookingRescheduled, .bookingUpdated, .bookingCancelled,
+                                             .bookingRejected]
+
+    /// The id goes into message ids (`<id>:<version>:<index>`, at most 255
+    /// bytes): a longer one could never be published.
+    static func usable(_ booking: Booking, _ type: EventType) -> Bool {
+        !booking.id.isEmpty && booking.id.utf8.count <= 128 && booking.version >= 1
+            && (type == .bookingCancelled || type == .bookingRejected || !booking.attendees.isEmpty)
+    }
+
+    private func deliveryLogger(_ delivery: AMQPDelivery) -> Logger {
         var logger = self.logger
         logger[metadataKey: "amqp.message_id"] = delivery.properties.messageID.map { .string($0) }
+        return logger
+    }
+
+    /// Handles one `pass-sender.events` delivery (taking its booking's
+    /// lock when it gets there; ``prepareEvent(_:)`` keeps delivery order).
+    public func handleEvent(_ delivery: AMQPDelivery) async {
+        let logger = deliveryLogger(delivery)
         let typeText = EventType.name(typeProperty: delivery.properties.type, routingKey: delivery.routingKey)
         if let refusal = eventSender.refusal(delivery.properties) {
-            await poison(delivery, reason: refusal, logger: logger, label: "untrusted-sender")
+            await poison(delivery, from: Topology.passSenderEventsQueue, reason: refusal, logger: logger,
+                         label: "untrusted-sender")
             observer?(Settled(queue: Topology.passSenderEventsQueue, type: typeText, bookingId: nil,
                               outcome: .deadLettered("untrusted sender"), summary: nil))
             return
@@ -98,9 +197,9 @@ public struct PassConsumer: Sendable {
             await acknowledgeSubmitted(delivery, logger: logger)
             return
         }
-        guard let type = EventType(rawValue: typeText),
-              [.bookingConfirmed, .bookingRescheduled, .bookingUpdated, .bookingCancelled, .bookingRejected].contains(type) else {
-            await poison(delivery, reason: "unexpected event type '\(typeText.prefix(100))'", logger: logger, label: "unknown")
+        guard let type = EventType(rawValue: typeText), Self.passEvents.contains(type) else {
+            await poison(delivery, from: Topology.passSenderEventsQueue, reason: "unexpected event type '\(typeText.prefix(100))'",
+                         logger: logger, label: "unknown")
             observer?(Settled(queue: Topology.passSenderEventsQueue, type: typeText, bookingId: nil,
                               outcome: .deadLettered("unexpected event type"), summary: nil))
             return
@@ -126,23 +225,31 @@ public struct PassConsumer: Sendable {
                let decoded = try? ContractJSON.decode(BookingEvent.self, from: readable) {
                 event = decoded
             } else {
-                await poison(delivery, reason: "body is not a booking event: \(error)", logger: logger, label: type.rawValue)
+                await poison(delivery, from: Topology.passSenderEventsQueue, reason: "body is not a booking event: \(error)",
+                             logger: logger, label: type.rawValue)
                 observer?(Settled(queue: Topology.passSenderEventsQueue, type: type.rawValue, bookingId: nil,
                                   outcome: .deadLettered("body is not a booking event"), summary: nil))
                 return
             }
         }
         let booking = event.booking
-        // The id goes into message ids (`<id>:<version>:<index>`, at most
-        // 255 bytes): a longer one could never be published.
-        guard !booking.id.isEmpty, booking.id.utf8.count <= 128, booking.version >= 1,
-              type == .bookingCancelled || type == .bookingRejected || !booking.attendees.isEmpty else {
-            await poison(delivery, reason: "booking event without id (1 to 128 bytes), version or attendees", logger: logger,
+        guard Self.usable(booking, type) else {
+            await poison(delivery, from: Topology.passSenderEventsQueue,
+                         reason: "booking event without id (1 to 128 bytes), version or attendees", logger: logger,
                          label: type.rawValue)
             observer?(Settled(queue: Topology.passSenderEventsQueue, type: type.rawValue, bookingId: String(booking.id.prefix(128)),
                               outcome: .deadLettered("booking event without id (1 to 128 bytes), version or attendees"), summary: nil))
             return
         }
+        await process(type, event, delivery, logger: logger, ticket: nil)
+    }
+
+    /// Handles a usable booking event under its booking's lock: the place
+    /// `ticket` reserved, or (nil) the next one.
+    private func process(_ type: EventType, _ event: BookingEvent, _ delivery: AMQPDelivery, logger: Logger,
+                         ticket: KeyedLock.Ticket?) async {
+        var logger = logger
+        let booking = event.booking
         logger[metadataKey: "booking.id"] = .string(booking.id)
         logger[metadataKey: "booking.version"] = "\(booking.version)"
         // A waiter's promotion (v1.2) is a confirmation like any other:
@@ -150,7 +257,7 @@ public struct PassConsumer: Sendable {
         // sendpass body has no place for the flag; the logs carry it.
         if event.promoted == true { logger[metadataKey: "booking.promoted"] = "true" }
         let eventLogger = logger
-        await settle(delivery, queue: Topology.passSenderEventsQueue, bookingId: booking.id, logger: logger,
+        await settle(delivery, queue: Topology.passSenderEventsQueue, bookingId: booking.id, ticket: ticket, logger: logger,
                      label: type.rawValue) { () async throws -> PassDispatcher.Summary? in
             let logger = eventLogger
             let summary = try await dispatcher.handle(event: type, booking: booking, previous: event.previous)
@@ -183,10 +290,9 @@ public struct PassConsumer: Sendable {
 
     /// Handles one `pass-sender.retry` delivery.
     public func handleRetry(_ delivery: AMQPDelivery) async {
-        var logger = self.logger
-        logger[metadataKey: "amqp.message_id"] = delivery.properties.messageID.map { .string($0) }
+        var logger = deliveryLogger(delivery)
         if let refusal = retrySender.refusal(delivery.properties) {
-            await poison(delivery, reason: refusal, logger: logger, label: "untrusted-sender")
+            await poison(delivery, from: PassQueues.retry, reason: refusal, logger: logger, label: "untrusted-sender")
             observer?(Settled(queue: PassQueues.retry, type: PassQueues.retryMessageType, bookingId: nil,
                               outcome: .deadLettered("untrusted sender"), summary: nil))
             return
@@ -195,13 +301,14 @@ public struct PassConsumer: Sendable {
         do {
             message = try ContractJSON.decode(PassRetryMessage.self, from: delivery.body)
         } catch {
-            await poison(delivery, reason: "body is not a retry message: \(error)", logger: logger, label: "retry")
+            await poison(delivery, from: PassQueues.retry, reason: "body is not a retry message: \(error)", logger: logger,
+                         label: "retry")
             observer?(Settled(queue: PassQueues.retry, type: PassQueues.retryMessageType, bookingId: nil,
                               outcome: .deadLettered("body is not a retry message"), summary: nil))
             return
         }
         guard message.schemaVersion == PassRetryMessage.currentSchemaVersion else {
-            await poison(delivery, reason: "retry message schema version \(message.schemaVersion) is not supported",
+            await poison(delivery, from: PassQueues.retry, reason: "retry message schema version \(message.schemaVersion) is not supported",
                          logger: logger, label: "retry")
             observer?(Settled(queue: PassQueues.retry, type: PassQueues.retryMessageType, bookingId: message.bookingId,
                               outcome: .deadLettered("unsupported schema version"), summary: nil))
@@ -238,9 +345,9 @@ public struct PassConsumer: Sendable {
     /// moment and requeues. An unusable message is dead-lettered after the booking's
     /// leftovers are published (its admission, which would have returned
     /// them, threw).
-    private func settle(_ delivery: AMQPDelivery, queue: String, bookingId: String, logger: Logger, label: String,
-                        _ work: @Sendable () async throws -> PassDispatcher.Summary?) async {
-        await locks.lock(bookingId)
+    private func settle(_ delivery: AMQPDelivery, queue: String, bookingId: String, ticket: KeyedLock.Ticket? = nil,
+                        logger: Logger, label: String, _ work: @Sendable () async throws -> PassDispatcher.Summary?) async {
+        if let ticket { await locks.lock(ticket) } else { await locks.lock(bookingId) }
         let summary: PassDispatcher.Summary?
         do {
             do {
@@ -256,7 +363,7 @@ public struct PassConsumer: Sendable {
             await locks.unlock(bookingId)
         } catch let error as PassLedger.UnusableMessage {
             await locks.unlock(bookingId)
-            await poison(delivery, reason: error.description, logger: logger, label: label)
+            await poison(delivery, from: queue, reason: error.description, logger: logger, label: label)
             observer?(Settled(queue: queue, type: label, bookingId: bookingId, outcome: .deadLettered(error.description),
                               summary: nil))
             return
@@ -291,10 +398,10 @@ public struct PassConsumer: Sendable {
         observer?(Settled(queue: queue, type: label, bookingId: bookingId, outcome: .acked, summary: summary))
     }
 
-    private func poison(_ delivery: AMQPDelivery, reason: String, logger: Logger, label: String) async {
-        logger.warning("poison message dead-lettered", metadata: ["reason": .string(reason)])
+    /// Dead-letters poison with `reason` on its copy (``DeadLetterCopy``).
+    private func poison(_ delivery: AMQPDelivery, from queue: String, reason: String, logger: Logger, label: String) async {
         PassSenderMetrics.shared.messages.increment(label, "dead-lettered")
-        try? await delivery.reject(requeue: false)
+        await DeadLetterCopy.deadLetter(delivery, from: queue, reason: reason, by: "pass-sender", on: connection, logger: logger)
     }
 
     /// Flushes, booking by booking under its lock, outbox rows unpublished

@@ -352,10 +352,10 @@ public final class PassLedger: Sendable {
     /// `booking`'s attendees: the removal stands whatever came after it,
     /// and no later version names that person again, so its retry still
     /// tells them (``admit(retry:)``). A kept notice is one a retry
-    /// message will bring back (`scheduled`) or that a living claimer is
-    /// sending (`attempting`, claimed by `claimer` or under a running
-    /// lease); one whose claimer died is dropped as before: its event,
-    /// when it comes again, is stale, and nothing else would send it.
+    /// message will bring back (`scheduled`) or one being sent
+    /// (`attempting`); if its claimer died, its event comes again and,
+    /// though stale now, claims it once the lease ran out (the late
+    /// update's removals, ``admit(event:booking:previous:)``).
     static func supersede(_ db: any LedgerSQL, booking: Booking, claimer: Claimer) throws {
         // One statement, as before removals were kept (no read to wait for
         // on PostgreSQL); the attendees' e-mails as its last arguments.
@@ -364,10 +364,8 @@ public final class PassLedger: Sendable {
         try db.execute("""
             UPDATE notice SET status = 'dropped', updatedAt = ?
             WHERE bookingId = ? AND version < ? AND status IN ('attempting', 'scheduled')
-              AND (kind <> 'removed'
-                   OR (status = 'attempting' AND (claimedBy IS NULL OR claimedBy <> ?) AND (leaseUntil IS NULL OR leaseUntil <= ?))\(removedBack))
-            """, [.double(claimer.now), .text(booking.id), .int(Int64(booking.version)), .text(claimer.owner), .double(claimer.now)]
-                + back.map { .text($0) })
+              AND (kind <> 'removed'\(removedBack))
+            """, [.double(claimer.now), .text(booking.id), .int(Int64(booking.version))] + back.map { .text($0) })
     }
 
     static func row(_ db: any LedgerSQL, _ key: RowKey) throws -> PassRecord? {
