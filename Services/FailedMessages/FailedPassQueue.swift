@@ -34,9 +34,22 @@ public struct FailedPassEntry: Sendable {
 /// meanwhile, the broker returns every held message by itself.
 public struct FailedPassQueue: Sendable {
     let connection: AMQPConnection
+    /// The most messages one read holds (a channel's prefetch is 16 bits);
+    /// more wait behind them unread.
+    public let perQueue: Int
 
-    public init(connection: AMQPConnection) {
+    public init(connection: AMQPConnection, perQueue: Int = QueueSnapshot.maximumHeld) {
         self.connection = connection
+        self.perQueue = perQueue
+    }
+
+    /// Passes a read or a run saw, and whether that was the whole queue.
+    public struct Listing: Sendable {
+        /// Oldest first (for a retry or discard: those moved).
+        public var entries: [FailedPassEntry]
+        /// False when more than ``FailedPassQueue/perQueue`` messages were
+        /// queued: those behind the first were neither seen nor touched.
+        public var isComplete: Bool
     }
 
     /// Declares `passes.failed` and the pass sender's retry and audit queues
@@ -60,16 +73,24 @@ public struct FailedPassQueue: Sendable {
 
     /// Every message, oldest first; the queue is left as it was.
     public func list() async throws -> [FailedPassEntry] {
-        let snapshot = try await QueueSnapshot.hold(Topology.passesFailedQueue, like: connection)
+        try await read().entries
+    }
+
+    /// The first ``perQueue`` messages, oldest first, and whether that was
+    /// all of them; the queue is left as it was.
+    public func read() async throws -> Listing {
+        let snapshot = try await QueueSnapshot.hold(Topology.passesFailedQueue, like: connection, limit: perQueue)
         try await snapshot.release()
-        return snapshot.deliveries.enumerated().map { FailedPassEntry(position: $0, delivery: $1) }
+        return Listing(entries: snapshot.deliveries.enumerated().map { FailedPassEntry(position: $0, delivery: $1) },
+                       isComplete: snapshot.isComplete)
     }
 
     /// Moves the matching passes back into the pass sender (`pass-sender.retry`,
     /// attempts reset, publisher confirm), then removes each from
     /// `passes.failed`. Returns the moved entries. Messages that are not
-    /// `passes.failed` bodies are never moved.
-    public func retry(where matches: (FailedPassEntry) -> Bool) async throws -> [FailedPassEntry] {
+    /// `passes.failed` bodies are never moved. Only the first ``perQueue``
+    /// messages are looked at (``Listing/isComplete``).
+    public func retry(where matches: (FailedPassEntry) -> Bool) async throws -> Listing {
         try await act(where: matches) { try await sendRetry(of: $0) }
     }
 
@@ -97,9 +118,10 @@ public struct FailedPassQueue: Sendable {
     }
 
     /// Removes the matching passes, keeping a copy with `reason` (and who
-    /// and when) in `pass-sender.discarded`. Returns the discarded entries.
+    /// and when) in `pass-sender.discarded`. Returns the discarded entries
+    /// (of the first ``perQueue`` messages, as ``retry(where:)``).
     public func discard(reason: String, by operatorName: String,
-                        where matches: (FailedPassEntry) -> Bool) async throws -> [FailedPassEntry] {
+                        where matches: (FailedPassEntry) -> Bool) async throws -> Listing {
         try await act(where: matches) { entry in
             var headers = entry.headers
             headers["discard-reason"] = .string(reason)
@@ -120,8 +142,8 @@ public struct FailedPassQueue: Sendable {
     /// untouched) and the error is thrown: as it is when nothing was moved
     /// yet, else as ``PartiallyMoved`` listing what was.
     private func act(where matches: (FailedPassEntry) -> Bool,
-                     replace: (FailedPassEntry) async throws -> Bool) async throws -> [FailedPassEntry] {
-        let snapshot = try await QueueSnapshot.hold(Topology.passesFailedQueue, like: connection)
+                     replace: (FailedPassEntry) async throws -> Bool) async throws -> Listing {
+        let snapshot = try await QueueSnapshot.hold(Topology.passesFailedQueue, like: connection, limit: perQueue)
         let entries = snapshot.deliveries.enumerated().map { FailedPassEntry(position: $0, delivery: $1) }
         var failed = false
         let settled = await snapshot.settle { position, _ in
@@ -149,7 +171,7 @@ public struct FailedPassQueue: Sendable {
             throw stop(at: next, halt.error)
         }
         if let error = settled.releaseError { throw stop(at: nil, error) }
-        return moved
+        return Listing(entries: moved, isComplete: snapshot.isComplete)
     }
 }
 

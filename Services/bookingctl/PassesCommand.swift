@@ -25,6 +25,14 @@ struct FailedPassesCommand: AsyncParsableCommand {
             order when it closes (also when bookingctl dies). retry and discard remove a
             message only after its replacement (a retry message for the pass
             sender, or the audit copy in pass-sender.discarded) was confirmed.
+            At most the first 65535 messages are read; list, retry and
+            discard say so when more wait behind them ("incomplete" in
+            --json names the queue, as bookingctl failed does).
+
+            Exit status: 0 done; 1 a pass could not be moved (it and the
+            rest stay), or --all left passes unread behind the first 65535;
+            3 nothing matched; 64 bad usage; 69 broker unreachable or the
+            connection lost during the run (what was moved is still listed).
             """,
         subcommands: [List.self, Show.self, Retry.self, Discard.self],
         defaultSubcommand: List.self)
@@ -40,12 +48,18 @@ struct FailedPassesCommand: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let entries = try await withQueue(global) { try await $0.list() }
+            let listing = try await withQueue(global) { try await $0.read() }
+            let entries = listing.entries
             if global.json {
-                printJSON(listJSON(entries))
+                var object = listJSON(entries)
+                object["incomplete"] = listing.isComplete ? [] : [Topology.passesFailedQueue]
+                printJSON(object)
                 return
             }
             print("passes.failed: \(entries.count) pass(es)")
+            if !listing.isComplete {
+                print("  (more passes wait behind the first \(QueueSnapshot.maximumHeld), not read; act on these first)")
+            }
             guard let oldest = entries.first else { return }
             print("oldest: \(oldest.key) (last failure \(oldest.pass?.lastFailureAt ?? "?"))")
             print("by error code: " + grouped(entries) { $0.pass.map { $0.lastErrorCode.map(String.init) ?? "none" } ?? "unreadable" })
@@ -70,9 +84,10 @@ struct FailedPassesCommand: AsyncParsableCommand {
         @Argument(help: "The key <bookingId>:<version>:<attendeeIndex> (a pass) or <bookingId>:<version>:<kind>:<attendeeIndex> (a notice).") var key: String
 
         func run() async throws {
-            let entries = try await withQueue(global) { try await $0.list() }
-            guard let entry = entries.first(where: { $0.key == key }) else {
-                FileHandle.standardError.write(Data("bookingctl: no pass \(key) in passes.failed\n".utf8))
+            let listing = try await withQueue(global) { try await $0.read() }
+            guard let entry = listing.entries.first(where: { $0.key == key }) else {
+                let unread = listing.isComplete ? "" : " (only its first \(QueueSnapshot.maximumHeld) messages were read)"
+                FileHandle.standardError.write(Data(TerminalText.safe("bookingctl: no pass \(key) in passes.failed\(unread)\n").utf8))
                 throw ExitCode(3)
             }
             if global.json {
@@ -115,8 +130,7 @@ struct FailedPassesCommand: AsyncParsableCommand {
             let moved = try await reportingPartialMoves(verb: "retried", json: global.json) {
                 try await withQueue(global) { try await $0.retry(where: predicate) }
             }
-            report(moved, verb: "retried", json: global.json)
-            if moved.isEmpty && !selection.all { throw ExitCode(3) }
+            try report(moved, verb: "retried", json: global.json, selection: selection)
         }
     }
 
@@ -144,8 +158,7 @@ struct FailedPassesCommand: AsyncParsableCommand {
             let gone = try await reportingPartialMoves(verb: "discarded", json: global.json) {
                 try await withQueue(global) { try await $0.discard(reason: reason, by: who, where: predicate) }
             }
-            report(gone, verb: "discarded", json: global.json)
-            if gone.isEmpty && !selection.all { throw ExitCode(3) }
+            try report(gone, verb: "discarded", json: global.json, selection: selection)
         }
     }
 
@@ -233,7 +246,7 @@ private func listJSON(_ entries: [FailedPassEntry]) -> [String: Any] {
 /// (as a finished run does, plus the stop on stderr and `stopped` in JSON)
 /// and exits 69 for a lost connection, else 1.
 private func reportingPartialMoves(verb: String, json: Bool,
-                                   _ body: () async throws -> [FailedPassEntry]) async throws -> [FailedPassEntry] {
+                                   _ body: () async throws -> FailedPassQueue.Listing) async throws -> FailedPassQueue.Listing {
     do {
         return try await body()
     } catch let partial as PartiallyMoved {
@@ -248,13 +261,27 @@ private func reportingPartialMoves(verb: String, json: Bool,
     }
 }
 
-private func report(_ entries: [FailedPassEntry], verb: String, json: Bool) {
+/// Prints what a finished retry or discard moved. Exits 1 when `--all`
+/// left passes unread behind the first ``QueueSnapshot/maximumHeld`` (a
+/// rerun reaches them), 3 when a key or booking matched nothing read.
+private func report(_ moved: FailedPassQueue.Listing, verb: String, json: Bool, selection: FailedPassesCommand.Selection) throws {
+    let entries = moved.entries
     if json {
-        printJSON(["count": entries.count, verb: entries.map(\.key)])
+        printJSON(["count": entries.count, verb: entries.map(\.key),
+                   "incomplete": moved.isComplete ? [] : [Topology.passesFailedQueue]] as [String: Any])
     } else {
         print("\(verb) \(entries.count) pass(es)")
         for e in entries { print("  \(e.key)") }
     }
+    if !moved.isComplete {
+        let next = selection.all ? "run it again for them"
+            : "any of them chosen stay until the ones in front are retried or discarded"
+        FileHandle.standardError.write(Data(TerminalText.safe(
+            "bookingctl: passes.failed: only the first \(QueueSnapshot.maximumHeld) messages were read; more wait behind them, "
+            + "not touched: \(next)\n").utf8))
+        if selection.all { throw ExitCode(1) }
+    }
+    if entries.isEmpty && !selection.all { throw ExitCode(3) }
 }
 
 private func printJSON(_ object: Any) { OperatorRun.printJSON(object) }

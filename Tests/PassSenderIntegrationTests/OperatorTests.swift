@@ -34,7 +34,7 @@ struct OperatorTests {
         // The gateway recovers; retry booking a's pass: delivered exactly once.
         broken.withLock { $0 = false }
         let moved = try await queue.retry { $0.pass?.bookingId == a.id }
-        #expect(moved.map(\.key) == ["\(a.id):1:1"])
+        #expect(moved.entries.map(\.key) == ["\(a.id):1:1"])
         try await h.settled.wait("operator retry delivered") { all in
             all.contains { $0.queue == PassQueues.retry && $0.bookingId == a.id && $0.summary?.delivered == [1] }
         }
@@ -55,7 +55,7 @@ struct OperatorTests {
 
         // Discard b's pass with a reason: gone from passes.failed, kept in the audit queue.
         let discarded = try await queue.discard(reason: "attendee left the company", by: "test") { _ in true }
-        #expect(discarded.map(\.key) == ["\(b.id):1:1"])
+        #expect(discarded.entries.map(\.key) == ["\(b.id):1:1"])
         #expect(try await queue.list().isEmpty)
         let audit = try #require(try await h.client.get(queue: PassQueues.discarded))
         #expect(audit.properties.headers["discard-reason"]?.stringValue == "attendee left the company")
@@ -115,4 +115,28 @@ struct OperatorTests {
         await h.stop()
     }
 
+    /// A queue longer than one read can hold (65,535 messages; 3 here):
+    /// a read, a retry and a discard say they saw only the first, and those
+    /// behind are neither moved nor reordered.
+    @Test func aRunThatCouldNotReadTheWholeQueueSaysSo() async throws {
+        let gateway = try await FaultGateway.start(passRule: { _, _ in false })
+        let h = try await PassHarness.start(gateway: gateway, maxAttempts: 2, delays: "100ms")
+        let a = makeBooking(attendees: 5, room: "Berlin")
+        for index in 0..<5 {
+            try await h.client.publish([UInt8](try ContractJSON.encode(failedPass(a, index: index, attempts: 2))),
+                                       routingKey: Topology.passesFailedQueue,
+                                       properties: .persistentJSON(type: "pass.failed", messageID: "\(a.id):1:\(index)"))
+        }
+        let short = FailedPassQueue(connection: h.client, perQueue: 3)
+        let read = try await short.read()
+        #expect(read.entries.map(\.key) == (0..<3).map { "\(a.id):1:\($0)" } && !read.isComplete)
+        let discarded = try await short.discard(reason: "test", by: "test") { _ in true }
+        #expect(discarded.entries.count == 3 && !discarded.isComplete)
+        let rest = try await short.read()
+        #expect(rest.entries.map(\.key) == ["\(a.id):1:3", "\(a.id):1:4"] && rest.isComplete)
+        let moved = try await short.retry { _ in true }
+        #expect(moved.entries.count == 2 && moved.isComplete)
+        #expect(try await h.failedQueue().read().entries.isEmpty)
+        await h.stop()
+    }
 }
