@@ -26,15 +26,17 @@ import BrokerObjects
 public struct FailedConsole: Sendable {
     /// The operator's connection.
     public let connection: AMQPConnection
-    /// Broker users whose re-published dead letters name the original
-    /// sender in `x-original-user-id` (the booking handler's user).
-    public let serviceUsers: Set<String>
+    /// The services' broker users, whose re-published dead letters
+    /// (`DeadLetterCopy`) say why in `x-death-reason` and name the original
+    /// sender in `x-original-user-id` — each believed only in the
+    /// dead-letter queues of its own service's queues.
+    public let serviceUsers: ServiceUsers
     /// How many messages of one queue a run reads (``QueueSnapshot/maximumHeld``;
     /// fewer in tests).
     public let perQueue: Int
 
     /// A console on `connection`. Call ``prepare(lockTimeout:)`` first.
-    public init(connection: AMQPConnection, serviceUsers: Set<String> = ["booking-handler"],
+    public init(connection: AMQPConnection, serviceUsers: ServiceUsers = ServiceUsers(),
                 perQueue: Int = QueueSnapshot.maximumHeld) {
         self.connection = connection
         self.serviceUsers = serviceUsers
@@ -296,7 +298,8 @@ public struct FailedConsole: Sendable {
 
     private func messages(of snapshot: QueueSnapshot) -> [FailedMessage] {
         snapshot.deliveries.enumerated().map {
-            FailedMessage(queue: snapshot.queue, position: $0, delivery: $1, serviceUsers: serviceUsers)
+            FailedMessage(queue: snapshot.queue, position: $0, delivery: $1,
+                          serviceUsers: serviceUsers.copier(of: snapshot.queue).map { [$0] } ?? [])
         }
     }
 

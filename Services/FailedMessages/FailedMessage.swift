@@ -67,6 +67,40 @@ public enum FailedQueues {
     }
 }
 
+/// The services' broker users, by the queues whose poison each of them
+/// re-publishes with its reason (`DeadLetterCopy`). A copy's
+/// `x-death-reason` and `x-original-*` headers are believed only from the
+/// user of the service that consumes the queue it died in: every service
+/// user may write through the default exchange into any queue, so a
+/// service's user could otherwise plant a "copy" naming any sender in
+/// another service's dead-letter queue, and an operator's retry would then
+/// send it as that sender.
+public struct ServiceUsers: Sendable, Equatable {
+    public var handler: String
+    public var passSender: String
+    public var projector: String
+
+    /// The shipped names (`deploy/rabbitmq/definitions.json`) by default.
+    public init(handler: String = "booking-handler", passSender: String = "pass-sender",
+                projector: String = "availability-projector") {
+        self.handler = handler
+        self.passSender = passSender
+        self.projector = projector
+    }
+
+    /// Whose copies `deadLetterQueue` holds: the user of the service that
+    /// consumes its source queue; nil for `passes.failed` and unknown queues.
+    public func copier(of deadLetterQueue: String) -> String? {
+        guard let source = FailedQueues.sourceQueue(of: deadLetterQueue) else { return nil }
+        switch source {
+        case Topology.handlerCommandsQueue, Topology.bookingQueriesQueue: return handler
+        case Topology.passSenderEventsQueue, PassQueues.retry: return passSender
+        case Topology.availabilityQueriesQueue, Topology.projectorEventsQueue: return projector
+        default: return FailedQueues.replicaEvents(deadLetterQueue: deadLetterQueue) != nil ? projector : nil
+        }
+    }
+}
+
 /// What the console groups failed messages by (`--group-by`).
 public enum FailedGrouping: String, Sendable, CaseIterable {
     /// Why it failed (the service's `x-death-reason`, else RabbitMQ's
@@ -169,10 +203,16 @@ public struct FailedMessage: Sendable {
             // sender's). Else RabbitMQ's x-death entry for the source queue.
             // Either only where FailedQueues.mayRetry allows; otherwise, or
             // when nothing says how it came, back into the queue it died in.
+            // Another service's copy goes back only into the queue it died
+            // in: published on to an exchange as the sender it names, a
+            // forged copy would reach every consumer bound there.
+            let handlerCopy = source == Topology.handlerCommandsQueue || source == Topology.bookingQueriesQueue
             var claimed: (exchange: String, routingKey: String)?
-            if republishedByService, let exchange = headers["x-original-exchange"]?.stringValue,
-               let key = headers["x-original-routing-key"]?.stringValue {
-                claimed = (exchange, key)
+            if republishedByService {
+                if handlerCopy, let exchange = headers["x-original-exchange"]?.stringValue,
+                   let key = headers["x-original-routing-key"]?.stringValue {
+                    claimed = (exchange, key)
+                }
             } else if let death, let key = death.routingKeys.first {
                 claimed = (death.exchange, key)
             }

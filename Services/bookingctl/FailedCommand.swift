@@ -46,6 +46,12 @@ struct FailedCommand: AsyncParsableCommand {
         @Option(help: "The booking handler's broker user: its dead-letter copies name the original sender in x-original-user-id.")
         var handlerUser = ProcessInfo.processInfo.environment["BOOKING_HANDLER_USER"].flatMap { $0.isEmpty ? nil : $0 }
             ?? "booking-handler"
+        @Option(help: "The pass sender's broker user: its dead-letter copies carry the reason in x-death-reason.")
+        var passSenderUser = ProcessInfo.processInfo.environment["PASS_SENDER_USER"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? "pass-sender"
+        @Option(help: "The availability projector's broker user: its dead-letter copies carry the reason in x-death-reason.")
+        var projectorUser = ProcessInfo.processInfo.environment["PROJECTOR_USER"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? "availability-projector"
 
         func validate() throws {
             for queue in queues where !FailedQueues.isKnown(queue) {
@@ -64,15 +70,17 @@ struct FailedCommand: AsyncParsableCommand {
 
         /// Runs `body` with a prepared console under the operators' lock.
         func console<T: Sendable>(_ body: (FailedConsole) async throws -> T) async throws -> T {
-            try await FailedCommand.withConsole(global, handlerUser: handlerUser, body)
+            try await FailedCommand.withConsole(global, serviceUsers: ServiceUsers(handler: handlerUser, passSender: passSenderUser, projector: projectorUser), body)
         }
     }
 
     /// Runs `body` with a console (lock taken, archive there) on one connection.
-    static func withConsole<T: Sendable>(_ global: GlobalOptions, handlerUser: String,
+    /// - Parameter serviceUsers: whose dead-letter copies' `x-death-reason`
+    ///   and `x-original-*` headers are believed (``FailedConsole``).
+    static func withConsole<T: Sendable>(_ global: GlobalOptions, serviceUsers: ServiceUsers,
                                          _ body: (FailedConsole) async throws -> T) async throws -> T {
         try await OperatorRun.run(global) { connection in
-            let console = FailedConsole(connection: connection, serviceUsers: [handlerUser])
+            let console = FailedConsole(connection: connection, serviceUsers: serviceUsers)
             do {
                 try await console.prepare(lockTimeout: global.timeout)
             } catch {
@@ -274,7 +282,7 @@ struct FailedCommand: AsyncParsableCommand {
 
         func run() async throws {
             let cutoff = Date().addingTimeInterval(-(Self.seconds(olderThan) ?? 0))
-            let purged = try await FailedCommand.withConsole(global, handlerUser: "booking-handler") {
+            let purged = try await FailedCommand.withConsole(global, serviceUsers: ServiceUsers()) {
                 try await $0.purgeArchived(before: cutoff)
             }
             if global.json {

@@ -11,8 +11,8 @@ import Metrics
 /// Per delivery, in this order:
 /// 1. ``IntakeGate``: an event routed in from outside is acked and nothing
 ///    else; a caller over its rate gets 1010 (and nothing is read).
-/// 2. `reply_to` (``ReplyAddress``): a forbidden one is rejected into the
-///    queue's dead-letter queue, unanswered.
+/// 2. `reply_to` (``ReplyAddress``): a forbidden one is dead-lettered,
+///    unanswered, with the reason on its copy (``DeadLetterCopy``).
 /// 3. The body's size (``ContractLimits/maxBodyBytes``): larger is 1000.
 /// 4. `answer`: the service's reply body. A thrown error (database) requeues
 ///    the request after a pause; an unparseable request is the answer's
@@ -28,6 +28,8 @@ public struct QueryLoop: Sendable {
     let connection: AMQPConnection
     let queue: String
     let replyType: String
+    /// The service's name: its replies' `app_id`, its dead-letter copies' `x-dead-lettered-by`.
+    let appID: String
     let gate: IntakeGate
     let replies: ReplySender
     let logger: Logger
@@ -46,6 +48,7 @@ public struct QueryLoop: Sendable {
         self.connection = connection
         self.queue = queue
         self.replyType = replyType
+        self.appID = appID
         self.gate = IntakeGate(queue: queue, limiter: limiter, logger: logger)
         self.replies = ReplySender(connection: connection, appID: appID)
         self.logger = logger
@@ -89,10 +92,9 @@ public struct QueryLoop: Sendable {
             if let reason = ReplyAddress.refusal(delivery.properties.replyTo, caller: caller) {
                 // Not answered: the reply would go into a queue the sender
                 // may not write to. Dead-lettered for whoever investigates.
-                logger.warning("query with a forbidden reply_to dead-lettered", metadata: [
-                    "amqp.queue": .string(queue), "reason": .string(reason)])
                 count("reply-to-refused")
-                try? await delivery.reject(requeue: false)
+                await DeadLetterCopy.deadLetter(delivery, from: queue, reason: reason, by: appID, on: connection,
+                                                logger: logger, what: "query with a forbidden reply_to dead-lettered")
                 return
             }
             do {

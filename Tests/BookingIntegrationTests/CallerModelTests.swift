@@ -225,6 +225,22 @@ struct CallerModelTests {
         #expect(try ContractJSON.decode(CommandReply.self, from: reply.body).booking?.requestedBy == "partner-a")
         replies.stop()
         #expect(try await w.bookingCount == count + 1)
+
+        // A query with a foreign reply_to: unanswered, and its copy in
+        // booking.queries.dead says why (the shipped topic permission
+        // lets the handler route copies there).
+        let deadQueries = try await w.handler.client.consume(queue: Topology.deadLetterQueue(for: Topology.bookingQueriesQueue))
+        var query = AMQPProperties.persistentJSON(type: "booking.list", messageID: UUID().uuidString, replyTo: "partner-b.replies")
+        query.userID = "partner-a"
+        try await c.publish(Array(#"{"room": "Berlin"}"#.utf8), exchange: Topology.bookingQueriesExchange, routingKey: "booking.list",
+                            properties: query)
+        let deadQuery = try await withTimeout(60, "the refused query dead-lettered") { try await deadQueries.take(1) }[0]
+        #expect(deadQuery.properties.messageID == query.messageID)
+        #expect(deadQuery.properties.headers["x-death-reason"]?.stringValue?.contains("partner-b.replies") == true,
+                "\(deadQuery.properties.headers)")
+        #expect(deadQuery.properties.headers["x-original-user-id"]?.stringValue == "partner-a")
+        #expect(deadQuery.properties.userID == "booking-handler")
+        deadQueries.stop()
         await w.stop()
     }
 

@@ -87,7 +87,7 @@ struct IsolationTests {
         }
         #expect(policies["partner-a.backlog"] == "outside-queues", "\(policies)")
         for queue in [Topology.handlerCommandsQueue, Topology.bookingQueriesQueue, Topology.availabilityQueriesQueue,
-                      Topology.passSenderEventsQueue, Topology.projectorEventsQueue] {
+                      Topology.passSenderEventsQueue, "pass-sender.retry", Topology.projectorEventsQueue] {
             if let applied = policies[queue] { #expect(applied == "set-consumed-queues", "\(queue)") }
             if let applied = policies[Topology.deadLetterQueue(for: queue)] {
                 #expect(applied == "set-dead-letter-queues", "\(Topology.deadLetterQueue(for: queue))")

@@ -4,6 +4,7 @@ import BrokerObjects
 import FailedMessages
 import Foundation
 import PassSender
+import ServiceSupport
 import Testing
 import TestSupport
 
@@ -305,6 +306,72 @@ struct FailedConsoleTests {
         let again = try await withTimeout(60, "the retried copy dead-lettered again") { [tap = w.tap] in try await tap.take(1) }[0]
         #expect(again.properties.headers["x-original-user-id"]?.stringValue == "partner-a")
         #expect(again.properties.headers["x-retried-from"]?.stringValue == dead)
+        await w.stop()
+    }
+
+    /// The pass sender's copy of a poison event (``DeadLetterCopy``, as its
+    /// consumer makes it) under the shipped permissions: it may route
+    /// copies only to its own dead-letter queues; `failed list` shows its
+    /// reason and the event's verified sender, and an event retried from
+    /// there is the booking handler's again, back in the pass sender's
+    /// queue only. A "copy" it puts into the handler's dead-letter queue
+    /// through the default exchange is believed in nothing.
+    @Test func aPassSenderCopySaysWhyAndCannotLandElsewhere() async throws {
+        let w = try await World()
+        let handlerUser = try await w.connection("booking-handler")
+        var event = AMQPProperties.persistentJSON(type: "booking.confirmed", messageID: "ev-poison")
+        event.userID = "booking-handler"
+        try await handlerUser.publish(Array("not json".utf8), exchange: Topology.eventsExchange, routingKey: "booking.confirmed",
+                                      properties: event, mandatory: true)
+        _ = try await w.admin.purgeQueue(Topology.projectorEventsQueue)
+        let passSender = try await w.connection("pass-sender")
+        let delivery = try #require(try await passSender.get(queue: Topology.passSenderEventsQueue))
+        #expect(try await DeadLetterCopy.publish(delivery, from: Topology.passSenderEventsQueue,
+                                                 reason: "body is not a booking event: not json", by: "pass-sender",
+                                                 on: passSender))
+        try await delivery.ack()
+        let copy = try await withTimeout(60, "the pass sender's copy") { [tap = w.tap] in try await tap.take(1) }[0]
+        #expect(copy.routingKey == Topology.passSenderEventsQueue)
+
+        // Not into another service's dead-letter queue (topic permission).
+        let refused = try await AMQPConnection.connect(
+            configuration: AMQPConfiguration(url: w.vhost.url("pass-sender"), connectionName: "pass-sender-refused"),
+            logger: testLogger("pass-sender-refused"))
+        await #expect(throws: AMQPError.self, "the pass sender may not route copies to the handler's dead-letter queue") {
+            try await refused.publish(Array("forged".utf8), exchange: Topology.deadLetterExchange,
+                                      routingKey: Topology.handlerCommandsQueue,
+                                      properties: .persistentJSON(type: "booking.create", messageID: "forged-copy"),
+                                      mandatory: true)
+        }
+        await refused.close()
+
+        let cli = w.cli
+        let listed = try messages(try await cli.run(["failed", "list", "--queue", "pass-sender.events.dead", "--json"]))
+        #expect(listed.count == 1)
+        #expect(listed.first?["reason"] as? String == "body is not a booking event: not json", "\(listed)")
+        #expect(listed.first?["originalUser"] as? String == "booking-handler")
+        // Under another name for the pass sender the header is not believed.
+        let untrusted = try messages(try await cli.run(["failed", "list", "--queue", "pass-sender.events.dead", "--json",
+                                                        "--pass-sender-user", "someone-else"]))
+        #expect(untrusted.first?["reason"] as? String == "unknown", "\(untrusted)")
+
+        let retried = try await cli.run(["failed", "retry", "--queue", "pass-sender.events.dead", "--all"])
+        #expect(retried.status == 0, "\(retried.stderr)")
+        let back = try #require(try await w.admin.get(queue: Topology.passSenderEventsQueue))
+        #expect(back.properties.userID == "booking-handler" && back.routingKey == Topology.passSenderEventsQueue)
+        try await back.ack()
+        #expect(try await w.admin.queueInfo(Topology.projectorEventsQueue).messageCount == 0, "not sent on to booking.events")
+
+        var planted = AMQPProperties.persistentJSON(type: "booking.cancel", messageID: "planted", headers: [
+            "x-death-reason": "looks fine", "x-original-user-id": "partner-b",
+            "x-original-exchange": .string(Topology.commandsExchange), "x-original-routing-key": "booking.cancel",
+        ])
+        planted.userID = "pass-sender"
+        try await passSender.publish(Array("{}".utf8), routingKey: Topology.deadLetterQueue(for: Topology.handlerCommandsQueue),
+                                     properties: planted, mandatory: true)
+        let inHandlers = try messages(try await cli.run(["failed", "list", "--queue", "booking-handler.commands.dead", "--json"]))
+        let forged = try #require(inHandlers.first { ($0["properties"] as? [String: Any])?["messageId"] as? String == "planted" })
+        #expect(forged["reason"] as? String == "unknown" && forged["originalUser"] as? String == "pass-sender", "\(forged)")
         await w.stop()
     }
 

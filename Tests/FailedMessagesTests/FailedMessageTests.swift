@@ -73,6 +73,37 @@ struct FailedMessageTests {
             .originalUser == "booking-handler")
     }
 
+    /// Each service's copies are believed only in the dead-letter queues of
+    /// its own queues, and another service's copy goes back only into the
+    /// queue it died in: a service user can write into any queue through
+    /// the default exchange, so a copy it planted naming the handler must
+    /// not be sent on to `booking.events` as the handler.
+    @Test func eachServicesCopiesAreBelievedOnlyWhereItDeadLetters() {
+        let users = ServiceUsers()
+        #expect(users.copier(of: "booking-handler.commands.dead") == "booking-handler")
+        #expect(users.copier(of: "booking.queries.dead") == "booking-handler")
+        #expect(users.copier(of: "pass-sender.events.dead") == "pass-sender")
+        #expect(users.copier(of: "pass-sender.retry.dead") == "pass-sender")
+        #expect(users.copier(of: "availability.queries.dead") == "availability-projector")
+        #expect(users.copier(of: "availability-projector.events.dead") == "availability-projector")
+        #expect(users.copier(of: "availability-projector.events.a.dead") == "availability-projector")
+        #expect(users.copier(of: "passes.failed") == nil)
+
+        let copy = AMQPProperties.persistentJSON(type: "booking.confirmed", messageID: "e-1", headers: [
+            "x-original-user-id": "booking-handler", "x-death-reason": "body is not a booking event",
+            "x-original-exchange": "booking.events", "x-original-routing-key": "booking.confirmed",
+        ], userID: "pass-sender")
+        let own = FailedMessage(queue: "pass-sender.events.dead", position: 0, properties: copy, body: [],
+                                serviceUsers: users.copier(of: "pass-sender.events.dead").map { [$0] } ?? [])
+        #expect(own.reason == "body is not a booking event" && own.originalUser == "booking-handler")
+        #expect(own.target?.exchange == "" && own.target?.routingKey == "pass-sender.events", "back into its queue only")
+        // The same "copy" planted in the handler's dead-letter queue: nothing in it is believed.
+        let planted = FailedMessage(queue: Self.dead, position: 0, properties: copy, body: [],
+                                    serviceUsers: users.copier(of: Self.dead).map { [$0] } ?? [])
+        #expect(planted.reason == "unknown" && planted.originalUser == "pass-sender")
+        #expect(planted.target?.exchange == "" && planted.target?.routingKey == "booking-handler.commands")
+    }
+
     /// A sender can write its own `x-death` (and RabbitMQ 3.10 may keep it
     /// when it dead-letters the message). A retry goes out as the original
     /// sender with the operators' rights, so a target the message names is

@@ -39,6 +39,12 @@ struct ProjectorTrustTests {
         let dead = try await h.client.consume(queue: Topology.deadLetterQueue(for: Topology.projectorEventsQueue))
         let got = try await withTimeout(60, "the forged event dead-lettered") { try await dead.take(1) }
         #expect(got.first?.properties.messageID == "forged")
+        // The projector's copy, saying why and naming the peer the broker verified.
+        let headers = got.first?.properties.headers ?? [:]
+        #expect(headers["x-death-reason"]?.stringValue?.contains("published by '\(peerURL.user)'") == true, "\(headers)")
+        #expect(headers["x-original-user-id"]?.stringValue == peerURL.user)
+        #expect(headers["x-dead-lettered-by"]?.stringValue == "availability-projector")
+        #expect(got.first?.properties.userID != nil && got.first?.properties.userID != peerURL.user, "the projector's own user_id")
         dead.stop()
         await peer.close()
         await h.stop()

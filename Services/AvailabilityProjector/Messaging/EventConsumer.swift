@@ -160,21 +160,22 @@ public struct EventConsumer: Sendable {
                         concurrency: Int = 32) -> AMQPConsumerService {
         AMQPConsumerService(connection: connection, queue: queue, prefetch: prefetch,
                             concurrency: concurrency, logger: logger) { delivery in
-            await handle(delivery)
+            await handle(delivery, from: queue)
         }
     }
 
-    func handle(_ delivery: AMQPDelivery) async {
+    /// - Parameter queue: the queue it came from (a replica's own, or the
+    ///   shared one): poison goes to that queue's dead-letter queue.
+    func handle(_ delivery: AMQPDelivery, from queue: String = Topology.projectorEventsQueue) async {
         let started = DispatchTime.now()
         let type = EventType.name(typeProperty: delivery.properties.type, routingKey: delivery.routingKey)
         let outcome = sender.refusal(delivery.properties).map { EventReader.Outcome.untrusted($0) }
             ?? EventReader.read(type: type, body: delivery.body)
         switch outcome {
         case .untrusted(let reason):
-            logger.warning("event from an untrusted sender dead-lettered",
-                           metadata: ["reason": .string(reason), "amqp.message_id": .string(delivery.properties.messageID ?? "")])
-            try? await delivery.reject(requeue: false)
             ProjectorMetrics.events.increment("untrusted-sender")
+            await DeadLetterCopy.deadLetter(delivery, from: queue, reason: reason, by: "availability-projector", on: connection,
+                                            logger: logger, what: "event from an untrusted sender dead-lettered")
         case .ignored:
             try? await delivery.ack()
             ProjectorMetrics.events.increment("ignored")
@@ -183,10 +184,9 @@ public struct EventConsumer: Sendable {
             try? await delivery.ack()
             ProjectorMetrics.events.increment("unknown-status")
         case .poison(let reason):
-            logger.warning("unreadable event dead-lettered", metadata: ["reason": .string(reason),
-                                                                        "amqp.message_id": .string(delivery.properties.messageID ?? "")])
-            try? await delivery.reject(requeue: false)
             ProjectorMetrics.events.increment("dead-lettered")
+            await DeadLetterCopy.deadLetter(delivery, from: queue, reason: reason, by: "availability-projector", on: connection,
+                                            logger: logger, what: "unreadable event dead-lettered")
         case .change(let change):
             do {
                 let publisher = self.publisher

@@ -309,65 +309,19 @@ public struct CommandConsumer: Sendable {
     }
 
     /// Re-publishes a poison command to `booking.dead-letter` (routed to
-    /// `booking-handler.commands.dead`) with the reason in headers; a plain
-    /// nack would dead-letter it too, but without saying why.
-    ///
-    /// The copy carries this service's `user_id` and no `expiration`: RabbitMQ
-    /// refuses a publish whose `user_id` is not the connection's user, so
-    /// copying another sender's would fail (and redeliver the poison
-    /// forever), and an expiration would let the dead copy vanish. Both
-    /// originals are kept in headers (`x-original-user-id`,
-    /// `x-original-expiration`), the sender's identity for whoever looks.
+    /// `booking-handler.commands.dead`) with the reason in headers
+    /// (``DeadLetterCopy``); a plain nack would dead-letter it too, but
+    /// without saying why. The idempotency key survives a copy whose
+    /// sender's headers had to be dropped: a retry of the dead letter must
+    /// run as the same command.
     ///
     /// - Returns: false when the dead-letter queue refused the copy (a
     ///   negative confirm: it is at its bound); throws when the copy could
     ///   not be confirmed at all.
     private func deadLetter(_ delivery: AMQPDelivery, reason: String, code: Int) async throws -> Bool {
-        var properties = delivery.properties
-        // Set only from the real properties: a sender could put either
-        // header on its own message to blame someone else.
-        properties.headers["x-original-user-id"] = nil
-        properties.headers["x-original-expiration"] = nil
-        if let original = properties.userID { properties.headers["x-original-user-id"] = .string(original) }
-        if let original = properties.expiration { properties.headers["x-original-expiration"] = .string(original) }
-        properties.userID = connection.user
-        properties.expiration = nil
-        properties.headers["x-death-reason"] = .string(reason)
-        properties.headers["x-error-code"] = .int64(Int64(code))
-        properties.headers["x-original-routing-key"] = .string(delivery.routingKey)
-        properties.headers["x-original-exchange"] = .string(delivery.exchange)
-        properties.headers["x-dead-lettered-by"] = "booking-handler"
-        properties.deliveryMode = .persistent
-        do {
-            do {
-                try await publishDeadLetter(delivery.body, properties)
-            } catch where error.code == .invalidArgument {
-                // The sender's headers filled the frame, and ours no longer
-                // fit (the layer refuses before anything is sent): the copy
-                // goes without the sender's, saying so, rather than not at all.
-                // The idempotency key stays (at most 255 bytes): a retry of
-                // the dead letter must run as the same command.
-                let ours = ["x-original-user-id", "x-original-expiration", "x-death-reason", "x-error-code",
-                            "x-original-routing-key", "x-original-exchange", "x-dead-lettered-by",
-                            MessageProperties.idempotencyKeyHeader]
-                var headers: AMQPTable = ["x-original-headers-dropped": "too large to copy"]
-                for key in ours { headers[key] = properties.headers[key] }
-                properties.headers = headers
-                try await publishDeadLetter(delivery.body, properties)
-            }
-            return true
-        } catch {
-            // Only this publish's nack means "the queue is full"; a nack seen
-            // elsewhere (a replay's target) keeps its own handling.
-            if error.code == .nacked { return false }
-            throw error
-        }
-    }
-
-    private func publishDeadLetter(_ body: [UInt8], _ properties: AMQPProperties) async throws(AMQPError) {
-        try await connection.publish(body, exchange: Topology.deadLetterExchange,
-                                     routingKey: Topology.deadLetterRoutingKey(for: Topology.handlerCommandsQueue),
-                                     properties: properties, mandatory: true)
+        try await DeadLetterCopy.publish(delivery, from: Topology.handlerCommandsQueue, reason: reason, code: code,
+                                         by: "booking-handler", alsoKeep: [MessageProperties.idempotencyKeyHeader],
+                                         on: connection)
     }
 
     /// The dead-letter queue refused the handler's copy (at its bound).
