@@ -154,10 +154,10 @@ public struct PassConsumer: Sendable {
         return { await process(type, event, $0, logger: deliveryLogger($0), ticket: ticket) }
     }
 
-    /// The event in `body` as ``handleEvent(_:)`` acts on it: decoded, or
-    /// decoded without a `previous` whose status is a newer handler's. Nil
-    /// for poison and for a booking whose own status is unknown (acked
-    /// without touching the ledger).
+    /// The event in `body` as the pass sender acts on it: decoded, or — when
+    /// the state before was a newer handler's status — decoded without its
+    /// `previous`, as one before v1.1. Nil for poison and for a booking
+    /// whose own status is unknown (acked without touching the ledger).
     static func actionable(_ body: [UInt8]) -> BookingEvent? {
         if let event = try? ContractJSON.decode(BookingEvent.self, from: body) { return event }
         guard UnknownStatus.probe(body) == nil, let readable = UnknownStatus.withoutUnknownPrevious(body) else { return nil }
@@ -204,10 +204,7 @@ public struct PassConsumer: Sendable {
                               outcome: .deadLettered("unexpected event type"), summary: nil))
             return
         }
-        let event: BookingEvent
-        do {
-            event = try ContractJSON.decode(BookingEvent.self, from: delivery.body)
-        } catch {
+        guard let event = Self.actionable(delivery.body) else {
             if let (bookingId, status) = UnknownStatus.probe(delivery.body) {
                 // A newer handler's status (v1.1: ignored). Whether a pass
                 // is due cannot be told from it; the ledger keeps the
@@ -219,18 +216,14 @@ public struct PassConsumer: Sendable {
                                   bookingId: String(bookingId.prefix(128)), outcome: .acked, summary: nil))
                 return
             }
-            // The state before was a newer handler's status: the event is
-            // handled without its `previous`, as one before v1.1.
-            if let readable = UnknownStatus.withoutUnknownPrevious(delivery.body),
-               let decoded = try? ContractJSON.decode(BookingEvent.self, from: readable) {
-                event = decoded
-            } else {
-                await poison(delivery, from: Topology.passSenderEventsQueue, reason: "body is not a booking event: \(error)",
-                             logger: logger, label: type.rawValue)
-                observer?(Settled(queue: Topology.passSenderEventsQueue, type: type.rawValue, bookingId: nil,
-                                  outcome: .deadLettered("body is not a booking event"), summary: nil))
-                return
-            }
+            // Poison: decoded once more, for the decoder's own words.
+            var why = "unreadable"
+            do { _ = try ContractJSON.decode(BookingEvent.self, from: delivery.body) } catch { why = "\(error)" }
+            await poison(delivery, from: Topology.passSenderEventsQueue, reason: "body is not a booking event: \(why)",
+                         logger: logger, label: type.rawValue)
+            observer?(Settled(queue: Topology.passSenderEventsQueue, type: type.rawValue, bookingId: nil,
+                              outcome: .deadLettered("body is not a booking event"), summary: nil))
+            return
         }
         let booking = event.booking
         guard Self.usable(booking, type) else {
