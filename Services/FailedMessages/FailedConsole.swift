@@ -240,7 +240,8 @@ public struct FailedConsole: Sendable {
     /// message goes out without the service's (its next failure writes
     /// them afresh). RabbitMQ's own `x-death` history stays with it.
     static let deathNotes = ["x-death-reason", "x-error-code", "x-original-user-id", "x-original-expiration",
-                             "x-original-routing-key", "x-original-exchange", "x-dead-lettered-by", "x-delivery-count",
+                             "x-original-routing-key", "x-original-exchange", "x-dead-lettered-by", "x-dead-lettered-at",
+                             "x-delivery-count",
                              "x-original-headers-dropped"]
 
     private func act(_ queues: [String], where matches: (FailedMessage) -> Bool,

@@ -133,7 +133,8 @@ public struct FailedMessage: Sendable {
     /// Command, event or query type: the routing key it was originally
     /// published with, else its AMQP `type`.
     public var type: String
-    /// When it (first) failed, if known.
+    /// When it failed, if known: a service's copy says so in
+    /// `x-dead-lettered-at`; otherwise the oldest `x-death` (its first failure).
     public var failedAt: Date?
     /// The broker user that sent the original message (nil: anonymous).
     /// For copies the booking handler re-published with its own `user_id`
@@ -223,8 +224,13 @@ public struct FailedMessage: Sendable {
             }
             let routedType = target.flatMap { $0.exchange.isEmpty ? nil : $0.routingKey }
             type = routedType ?? delivery.properties.type ?? target?.routingKey ?? "unknown"
+            // A service's copy says when it failed; any x-death on it is
+            // the sender's (or an earlier failure's), and its timestamp the
+            // sender's.
+            let copiedAt = republishedByService
+                ? headers["x-dead-lettered-at"]?.stringValue.flatMap(ContractFormat.parseTimestamp) : nil
             let oldest = deaths.last?.time ?? delivery.properties.timestamp
-            failedAt = oldest.map { Date(timeIntervalSince1970: TimeInterval($0)) }
+            failedAt = copiedAt ?? oldest.map { Date(timeIntervalSince1970: TimeInterval($0)) }
         }
 
         var hash = FNV1a64()

@@ -1,5 +1,6 @@
 import AMQPClient
 import BookingContracts
+import Foundation
 import Logging
 
 /// A poison delivery's copy in `<queue>.dead` that says why.
@@ -23,7 +24,8 @@ public enum DeadLetterCopy {
     /// The headers a copy gets from the service (set only from the real
     /// delivery: a sender could put any of them on its own message).
     public static let serviceHeaders = ["x-original-user-id", "x-original-expiration", "x-death-reason", "x-error-code",
-                                        "x-original-routing-key", "x-original-exchange", "x-dead-lettered-by"]
+                                        "x-original-routing-key", "x-original-exchange", "x-dead-lettered-by",
+                                        "x-dead-lettered-at"]
 
     /// Dead-letters poison `delivery`, consumed from `queue`: its copy with
     /// `reason` (``publish(_:from:reason:code:by:alsoKeep:on:)``), then the
@@ -83,6 +85,8 @@ public enum DeadLetterCopy {
     /// - Parameters:
     ///   - code: the contract's error code the sender was answered with, if any.
     ///   - service: who dead-lettered it (`x-dead-lettered-by`).
+    ///   - now: the clock for `x-dead-lettered-at` (UTC, the contract's
+    ///     timestamp format), the time `bookingctl failed` shows.
     ///   - alsoKeep: sender headers that must survive when the sender's
     ///     headers leave no room for the service's (the copy then goes
     ///     without the others, saying so, rather than not at all).
@@ -91,7 +95,7 @@ public enum DeadLetterCopy {
     ///   not be confirmed at all.
     public static func publish(_ delivery: AMQPDelivery, from queue: String, reason: String, code: Int? = nil,
                                by service: String, alsoKeep: [String] = [],
-                               on connection: AMQPConnection) async throws -> Bool {
+                               on connection: AMQPConnection, now: () -> Date = Date.init) async throws -> Bool {
         var properties = delivery.properties
         for header in serviceHeaders + [droppedHeader] { properties.headers[header] = nil }
         if let original = properties.userID { properties.headers["x-original-user-id"] = .string(original) }
@@ -103,6 +107,9 @@ public enum DeadLetterCopy {
         properties.headers["x-original-routing-key"] = .string(delivery.routingKey)
         properties.headers["x-original-exchange"] = .string(delivery.exchange)
         properties.headers["x-dead-lettered-by"] = .string(service)
+        // When it failed: the copy is a plain publish, so RabbitMQ adds no
+        // x-death of its own, and any x-death it carries is the sender's.
+        properties.headers["x-dead-lettered-at"] = .string(ContractFormat.timestamp(now()))
         properties.deliveryMode = .persistent
         func send(_ properties: AMQPProperties) async throws(AMQPError) {
             try await connection.publish(delivery.body, exchange: Topology.deadLetterExchange,

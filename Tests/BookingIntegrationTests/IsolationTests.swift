@@ -1,6 +1,7 @@
 import AMQPClient
 import BookingContracts
 import BookingHandler
+import BrokerObjects
 import Foundation
 import ServiceSupport
 import Testing
@@ -79,6 +80,10 @@ struct IsolationTests {
         let w = try await CallerModelTests.World.start()
         let (status, output) = try Self.outside(w, as: "partner-a", ["declare-queue", "partner-a.backlog"])
         #expect(status == 0, "\(output)")
+        // The pass sender's own queues are not in the shipped definitions:
+        // it declares them at start, as it does here under its own user.
+        let passSender = try await w.connection("pass-sender")
+        try await passSender.declare(PassQueues.ownQueues(delays: [RetryDelay(milliseconds: 1000)]))
         let text = try TestBroker.ctl(["-q", "list_queues", "-p", w.vhost.vhost, "name", "policy", "--formatter", "json"])
         let rows = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String: Any]] ?? []
         var policies: [String: String] = [:]
@@ -100,6 +105,10 @@ struct IsolationTests {
             #expect(policy != "outside-queues", "\(queue) is the set's, not an outside system's")
         }
         #expect(policies[Topology.deadLetterQueue(for: Topology.handlerCommandsQueue)] == "set-dead-letter-queues")
+        // Its retry queue dead-letters at least once like the contract's
+        // queues: a copy its dead-letter queue refuses is kept, not dropped.
+        #expect(policies[PassQueues.retry] == "set-consumed-queues", "\(policies)")
+        #expect(policies[Topology.deadLetterQueue(for: PassQueues.retry)] == "set-dead-letter-queues", "\(policies)")
         await w.stop()
     }
 

@@ -321,10 +321,12 @@ struct FailedConsoleTests {
         let handlerUser = try await w.connection("booking-handler")
         var event = AMQPProperties.persistentJSON(type: "booking.confirmed", messageID: "ev-poison")
         event.userID = "booking-handler"
+        event.timestamp = 1_600_000_000  // the sender's clock, not when it failed
         try await handlerUser.publish(Array("not json".utf8), exchange: Topology.eventsExchange, routingKey: "booking.confirmed",
                                       properties: event, mandatory: true)
         _ = try await w.admin.purgeQueue(Topology.projectorEventsQueue)
         let passSender = try await w.connection("pass-sender")
+        let copiedFrom = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
         let delivery = try #require(try await passSender.get(queue: Topology.passSenderEventsQueue))
         #expect(try await DeadLetterCopy.publish(delivery, from: Topology.passSenderEventsQueue,
                                                  reason: "body is not a booking event: not json", by: "pass-sender",
@@ -350,6 +352,9 @@ struct FailedConsoleTests {
         #expect(listed.count == 1)
         #expect(listed.first?["reason"] as? String == "body is not a booking event: not json", "\(listed)")
         #expect(listed.first?["originalUser"] as? String == "booking-handler")
+        let failedText = listed.first?["failedAt"] as? String
+        let failedAt = try #require(failedText.flatMap { ContractFormat.parseTimestamp($0) }, "\(listed)")
+        #expect(failedAt >= copiedFrom && failedAt <= Date(), "the copy's x-dead-lettered-at: \(failedAt)")
         // Under another name for the pass sender the header is not believed.
         let untrusted = try messages(try await cli.run(["failed", "list", "--queue", "pass-sender.events.dead", "--json",
                                                         "--pass-sender-user", "someone-else"]))

@@ -73,6 +73,26 @@ struct FailedMessageTests {
             .originalUser == "booking-handler")
     }
 
+    /// A copy is a plain publish: RabbitMQ adds no `x-death`, so any it
+    /// carries and its timestamp are the sender's. When it failed is the
+    /// service's `x-dead-lettered-at`, believed only on a service's copy.
+    @Test func aCopySaysWhenItFailedAndASenderCannot() {
+        var p = AMQPProperties.persistentJSON(type: "booking.create", messageID: "m-5", headers: [
+            "x-original-user-id": "partner-a", "x-death-reason": "poison", "x-dead-lettered-at": "2026-11-20T10:00:00Z",
+            "x-death": Self.xDeath([("booking-handler.commands", "rejected", "booking.commands", "booking.create",
+                                     1_700_000_000)]),
+        ], userID: "booking-handler")
+        p.timestamp = 1_600_000_000
+        let copy = FailedMessage(queue: Self.dead, position: 0, properties: p, body: [], serviceUsers: Self.handler)
+        #expect(copy.failedAt == ContractFormat.parseTimestamp("2026-11-20T10:00:00Z"))
+        #expect(copy.day == "2026-11-20" && copy.isIn(group: "day:2026-11-20"))
+
+        var forged = p
+        forged.userID = "partner-a"
+        let sent = FailedMessage(queue: Self.dead, position: 0, properties: forged, body: [], serviceUsers: Self.handler)
+        #expect(sent.day == "2023-11-14", "a sender's x-dead-lettered-at is not believed; the x-death decides")
+    }
+
     /// Each service's copies are believed only in the dead-letter queues of
     /// its own queues, and another service's copy goes back only into the
     /// queue it died in: a service user can write into any queue through
