@@ -192,6 +192,48 @@ struct NoticeTests {
         #expect(g.notices.last?.emails == ["p5@example.com"])
     }
 
+    /// A reschedule overtaken by a later update (two instances, or a
+    /// requeue): the update finds its times are not those the passes went
+    /// out for, tells the holders where from and sends passes for the new
+    /// times; the reschedule, arriving late, is stale.
+    @Test(arguments: LedgerKind.allCases) func anUpdateThatOvertookARescheduleSendsTheNewTimes(_ kind: LedgerKind) async throws {
+        let (d, g, ledger, dir) = try await DispatcherTests().make(on: kind, [])
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let v1 = Self.booking([0, 1])
+        _ = try await d.handle(event: .bookingConfirmed, booking: v1, previous: nil)
+        let (v2, p2) = Self.next(v1) {
+            ($0.start, $0.end, $0.startsAt, $0.endsAt) = ("11:00", "12:30", "2026-11-23T10:00:00Z", "2026-11-23T11:30:00Z")
+        }
+        let (v3, p3) = Self.next(v2) { $0.attendees = [Self.person(0), Self.person(1), Self.person(2)] }
+        let s3 = try await d.handle(event: .bookingUpdated, booking: v3, previous: p3)
+        #expect(s3.notices[.rescheduled] == [0, 1], "v1's holders hear it moved")
+        #expect(s3.delivered.sorted() == [0, 1, 2], "passes for the new times to all three")
+        let v1Start = Int64(ContractFormat.parseTimestamp(v1.startsAt)!.timeIntervalSince1970)
+        #expect(g.noticeFromStarts == [v1Start], "moved from v1's times, not v2's (the update's previous)")
+        #expect(g.requests.last?.sorted() == [0, 1, 2])
+        #expect(try await d.handle(event: .bookingRescheduled, booking: v2, previous: p2).dropped == .stale)
+        #expect(try await d.handle(event: .bookingUpdated, booking: v3, previous: p3).gatewayCalls == 0, "the same update again")
+        let (v4, p4) = Self.next(v3) { $0.title = "Renamed" }
+        #expect(try await d.handle(event: .bookingUpdated, booking: v4, previous: p4).gatewayCalls == 0,
+                "the passes are for v3's times now")
+
+        // Admitted and not sent (the instance died): the update coming
+        // again makes the same notices, from the times it stored.
+        var w1 = Self.booking([3])
+        w1.id = "bk-moved-again"
+        _ = try await d.handle(event: .bookingConfirmed, booking: w1, previous: nil)
+        let (w2, _) = Self.next(w1) { ($0.start, $0.startsAt) = ("11:00", "2026-11-23T10:00:00Z") }
+        let (w3, q3) = Self.next(w2) { $0.title = "Renamed" }
+        guard case .proceed(let jobs) = try await ledger.admit(event: .bookingUpdated, booking: w3, previous: q3) else {
+            Issue.record("the update was not admitted")
+            return
+        }
+        #expect(jobs.map(\.kind) == [.rescheduled, .pass])
+        let again = try await d.handle(event: .bookingUpdated, booking: w3, previous: q3)
+        #expect(again.notices[.rescheduled] == [0] && again.delivered == [0])
+        #expect(g.noticeFromStarts.last == Int64(ContractFormat.parseTimestamp(w1.startsAt)!.timeIntervalSince1970))
+    }
+
     /// A reschedule in an approval room: the old pass holders hear that it
     /// moved, but the new pass waits for the approval; a rejection then
     /// tells those who were sent a pass.

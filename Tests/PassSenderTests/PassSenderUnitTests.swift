@@ -174,6 +174,8 @@ final class ScriptedGateway: PassGateway, @unchecked Sendable {  // state behind
     private(set) var requests: [[Int]] = []
     /// Notice calls: kind and recipient e-mails, in order.
     private(set) var notices: [(kind: NoticeKind, emails: [String])] = []
+    /// Each notice call's `previous.timeStart` (the times the change is from).
+    private(set) var noticeFromStarts: [Int64?] = []
     init(_ answers: [GatewayOutcome]) { self.answers = answers }
     func send(_ request: SendPassRequest, batch: PassBatch) async -> GatewayOutcome {
         lock.withLock {
@@ -184,6 +186,7 @@ final class ScriptedGateway: PassGateway, @unchecked Sendable {  // state behind
     func notify(_ request: NotifyRequest, batch: PassBatch) async -> GatewayOutcome {
         lock.withLock {
             notices.append((request.kind, request.recipients.map(\.email)))
+            noticeFromStarts.append(request.previous?.timeStart)
             return answers.isEmpty ? .success : answers.removeFirst()
         }
     }

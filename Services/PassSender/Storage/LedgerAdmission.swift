@@ -49,6 +49,7 @@ extension PassLedger {
 
     private static func admission(_ db: any LedgerSQL, event type: EventType, booking: Booking, previous: BookingSnapshot?,
                                   claimer: Claimer) throws -> Admission {
+        var previous = previous
         let now = claimer.now
         let isEnd = type == .bookingCancelled || type == .bookingRejected
         let row = try db.row("SELECT latestVersion, cancelled, timesVersion FROM booking WHERE id = ?", booking.id)
@@ -66,7 +67,31 @@ extension PassLedger {
         // `rescheduled` notice for it, or an old pass after the new one).
         try Self.olderClaimsHeld(db, bookingId: booking.id, below: booking.version, claimer: claimer)
         var timesVersion = row?.int("timesVersion") ?? 0
-        if type == .bookingConfirmed || type == .bookingRescheduled || timesVersion == 0 { timesVersion = booking.version }
+        // An update whose times are not those the last passes were for:
+        // a reschedule between them was not admitted here (another
+        // instance or a requeue took it out of order; arriving later it is
+        // stale). The update tells the old pass holders and sends new
+        // passes in its place, the old times as its `previous`.
+        // The same update coming again finds the old times in what it
+        // stored as its `previous` the first time.
+        var moved = false
+        if type == .bookingUpdated, timesVersion > 0, timesVersion < booking.version,
+           let timed = try Self.snapshot(db, bookingId: booking.id, version: timesVersion),
+           !Self.sameTimes(BookingSnapshot(timed), booking) {
+            var old = previous ?? BookingSnapshot(timed)
+            (old.date, old.start, old.end, old.startsAt, old.endsAt) = (timed.date, timed.start, timed.end, timed.startsAt,
+                                                                        timed.endsAt)
+            previous = old
+            moved = true
+        } else if type == .bookingUpdated, row != nil, timesVersion == booking.version,
+                  let stored = try Self.storedPrevious(db, bookingId: booking.id, version: booking.version),
+                  !Self.sameTimes(stored, booking) {
+            previous = stored
+            moved = true
+        }
+        if type == .bookingConfirmed || type == .bookingRescheduled || timesVersion == 0 || moved {
+            timesVersion = booking.version
+        }
         // `OR` of two booleans: SQLite's integers and PostgreSQL's
         // booleans alike (a cancellation is for ever).
         try db.execute("""
@@ -101,6 +126,10 @@ extension PassLedger {
         case .bookingConfirmed:
             if confirmed { try claim(.pass) { _ in true } }
         case .bookingUpdated:
+            if moved {
+                let held = try Self.passHolders(db, bookingId: booking.id, from: 0, below: booking.version)
+                try claim(.rescheduled) { held.contains(Self.normalised($0.email)) }
+            }
             let everHeld = try passesEverSent()
             let current = Set(booking.attendees.map { Self.normalised($0.email) })
             try claim(.removed) { !current.contains(Self.normalised($0.email)) && everHeld.contains(Self.normalised($0.email)) }
@@ -118,6 +147,18 @@ extension PassLedger {
         }
         if !confirmed && !isEnd && jobs.allSatisfy(\.work.isEmpty) { return .dropped(.notConfirmed) }
         return .proceed(jobs.filter { !$0.work.isEmpty })
+    }
+
+    /// Whether `a` is for the same local and absolute times as `b`.
+    static func sameTimes(_ a: BookingSnapshot, _ b: Booking) -> Bool {
+        a.date == b.date && a.start == b.start && a.end == b.end && a.startsAt == b.startsAt && a.endsAt == b.endsAt
+    }
+
+    /// The `previous` the ledger stored with `version`'s snapshot, if any.
+    static func storedPrevious(_ db: any LedgerSQL, bookingId: String, version: Int) throws -> BookingSnapshot? {
+        try db.row("SELECT previous FROM snapshot WHERE bookingId = ? AND version = ?", bookingId, version)
+            .flatMap { $0.data("previous") }
+            .flatMap { try? ContractJSON.decode(BookingSnapshot.self, from: $0) }
     }
 
     /// An update that arrives after a newer version (or the cancellation)
