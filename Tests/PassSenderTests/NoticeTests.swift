@@ -192,10 +192,10 @@ struct NoticeTests {
         #expect(g.notices.last?.emails == ["p5@example.com"])
     }
 
-    /// A reschedule overtaken by a later update (two instances, or a
-    /// requeue): the update finds its times are not those the passes went
-    /// out for, tells the holders where from and sends passes for the new
-    /// times; the reschedule, arriving late, is stale.
+    /// A reschedule overtaken by a later update or approval (two
+    /// instances, or a requeue): the event finds its times are not those
+    /// the passes went out for, tells the holders where from and sends
+    /// passes for the new times; the reschedule, arriving late, is stale.
     @Test(arguments: LedgerKind.allCases) func anUpdateThatOvertookARescheduleSendsTheNewTimes(_ kind: LedgerKind) async throws {
         let (d, g, ledger, dir) = try await DispatcherTests().make(on: kind, [])
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -232,6 +232,19 @@ struct NoticeTests {
         let again = try await d.handle(event: .bookingUpdated, booking: w3, previous: q3)
         #expect(again.notices[.rescheduled] == [0] && again.delivered == [0])
         #expect(g.noticeFromStarts.last == Int64(ContractFormat.parseTimestamp(w1.startsAt)!.timeIntervalSince1970))
+
+        // In an approval room the approval can overtake the pending
+        // reschedule it approves: it stands in for it the same way.
+        var a1 = Self.booking([5, 6])
+        a1.id = "bk-approved-moved"
+        _ = try await d.handle(event: .bookingConfirmed, booking: a1, previous: nil)
+        let (a2, r2) = Self.next(a1) { ($0.start, $0.startsAt, $0.status) = ("11:00", "2026-11-23T10:00:00Z", .pending) }
+        let (a3, r3) = Self.next(a2) { $0.status = .confirmed }
+        let approved = try await d.handle(event: .bookingConfirmed, booking: a3, previous: r3)
+        #expect(approved.notices[.rescheduled] == [0, 1] && approved.delivered.sorted() == [0, 1])
+        #expect(g.noticeFromStarts.last == Int64(ContractFormat.parseTimestamp(a1.startsAt)!.timeIntervalSince1970))
+        #expect(try await d.handle(event: .bookingRescheduled, booking: a2, previous: r2).dropped == .stale)
+        #expect(try await d.handle(event: .bookingConfirmed, booking: a3, previous: r3).gatewayCalls == 0)
     }
 
     /// A reschedule in an approval room: the old pass holders hear that it

@@ -67,15 +67,16 @@ extension PassLedger {
         // `rescheduled` notice for it, or an old pass after the new one).
         try Self.olderClaimsHeld(db, bookingId: booking.id, below: booking.version, claimer: claimer)
         var timesVersion = row?.int("timesVersion") ?? 0
-        // An update whose times are not those the last passes were for:
-        // a reschedule between them was not admitted here (another
-        // instance or a requeue took it out of order; arriving later it is
-        // stale). The update tells the old pass holders and sends new
-        // passes in its place, the old times as its `previous`.
-        // The same update coming again finds the old times in what it
+        // An update or an approval whose times are not those the last
+        // passes were for: a reschedule between them was not admitted here
+        // (another instance or a requeue took it out of order; arriving
+        // later it is stale). The event tells the old pass holders and
+        // sends new passes in its place, the old times as its `previous`.
+        // The same event coming again finds the old times in what it
         // stored as its `previous` the first time.
+        let mayStandIn = type == .bookingUpdated || (type == .bookingConfirmed && booking.status == .confirmed)
         var moved = false
-        if type == .bookingUpdated, timesVersion > 0, timesVersion < booking.version,
+        if mayStandIn, timesVersion > 0, timesVersion < booking.version,
            let timed = try Self.snapshot(db, bookingId: booking.id, version: timesVersion),
            !Self.sameTimes(BookingSnapshot(timed), booking) {
             var old = previous ?? BookingSnapshot(timed)
@@ -83,7 +84,7 @@ extension PassLedger {
                                                                         timed.endsAt)
             previous = old
             moved = true
-        } else if type == .bookingUpdated, row != nil, timesVersion == booking.version,
+        } else if mayStandIn, row != nil, timesVersion == booking.version,
                   let stored = try Self.storedPrevious(db, bookingId: booking.id, version: booking.version),
                   !Self.sameTimes(stored, booking) {
             previous = stored
@@ -112,6 +113,12 @@ extension PassLedger {
             let work = try Self.claim(db, booking: booking, kind: kind, recipients: list, indexes: indexes, claimer: claimer)
             jobs.append(NoticeJob(kind: kind, booking: booking, previous: previous, work: work))
         }
+        // A reschedule this event stands in for: who held a pass is told.
+        func claimMoved() throws {
+            guard moved else { return }
+            let held = try Self.passHolders(db, bookingId: booking.id, from: 0, below: booking.version)
+            try claim(.rescheduled) { held.contains(Self.normalised($0.email)) }
+        }
         // Who was ever sent a pass: a query only the events that notify need.
         func passesEverSent() throws -> Set<String> { try Self.passHolders(db, bookingId: booking.id, from: 0, below: .max) }
         switch type {
@@ -124,12 +131,10 @@ extension PassLedger {
             try claim(.rescheduled) { held.contains(Self.normalised($0.email)) }
             if confirmed { try claim(.pass) { _ in true } }
         case .bookingConfirmed:
+            try claimMoved()
             if confirmed { try claim(.pass) { _ in true } }
         case .bookingUpdated:
-            if moved {
-                let held = try Self.passHolders(db, bookingId: booking.id, from: 0, below: booking.version)
-                try claim(.rescheduled) { held.contains(Self.normalised($0.email)) }
-            }
+            try claimMoved()
             let everHeld = try passesEverSent()
             let current = Set(booking.attendees.map { Self.normalised($0.email) })
             try claim(.removed) { !current.contains(Self.normalised($0.email)) && everHeld.contains(Self.normalised($0.email)) }
