@@ -121,8 +121,10 @@ public struct FailedMessage: Sendable {
     /// `message_id`, the first death (queue, reason, time) or the service's
     /// reason header, the original sender and the body — all things that do
     /// not change while the message waits (unlike `x-delivery-count`, which
-    /// quorum queues raise at every listing). Two byte-identical copies of
-    /// one message in one queue share an id, and are acted on together.
+    /// quorum queues raise at every listing). Two copies of one message in
+    /// one queue share an id, and are acted on together: byte-identical
+    /// ones, and a service's two copies of one poison delivery whose ack
+    /// was lost (they differ only in `x-dead-lettered-at`, left out).
     public var id: String
     /// The queue it waits in.
     public var queue: String
