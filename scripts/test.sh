@@ -12,7 +12,9 @@
 #      and the directory removed when this script exits (also on failure,
 #      Ctrl-C or TERM). If the tests fail, the broker's logs are first copied
 #      to test-artifacts/rabbitmq-logs/.
-#   3. swift build --build-tests, then swift test "$@";
+#   3. swift build --build-tests, then swift test --skip-build "$@" (what
+#      was just built: `swift test` building again re-ran plugins and
+#      relinked the executables, about 50 s on a clean clone);
 #   4. on a full run (no arguments, SCALE_BENCHMARK not 0): the scale
 #      benchmark at 20,000 bookings with the debug build (test-artifacts/
 #      scale-small.json); then the fuzz targets. Exits non-zero when any
@@ -128,7 +130,10 @@ rc=0
 TEST_LOG=$(mktemp /tmp/room-booking-test-log.XXXXXX)
 # Serial: the integration tests start handlers, broker nodes and rabbitmqctl
 # VMs; run side by side on two cores they starve each other into timeouts.
-"$SWIFT_BIN" test --no-parallel "$@" 2>&1 | tee "$TEST_LOG" || rc=${PIPESTATUS[0]}
+# --skip-build once: a caller's own --skip-build is left out.
+test_args=()
+for arg in "$@"; do [[ $arg == --skip-build ]] || test_args+=("$arg"); done
+"$SWIFT_BIN" test --skip-build --no-parallel ${test_args[@]+"${test_args[@]}"} 2>&1 | tee "$TEST_LOG" || rc=${PIPESTATUS[0]}
 # The tests are Swift Testing tests; XCTest's "Executed 0 tests" lines are
 # its empty half. Close with one plain summary line for whoever reads the end.
 summary=$(grep -E '^. Test run with [0-9]+ tests?' "$TEST_LOG" | tail -n 1 || true)
