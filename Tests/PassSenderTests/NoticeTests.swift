@@ -247,6 +247,54 @@ struct NoticeTests {
         #expect(try await d.handle(event: .bookingConfirmed, booking: a3, previous: r3).gatewayCalls == 0)
     }
 
+    /// A `rescheduled` notice whose retry is waiting when an update comes
+    /// that keeps the times: the retry still tells those still attending
+    /// that their old pass is void (nothing else will); after another move
+    /// it is stale, since that move's notice told them.
+    @Test(arguments: LedgerKind.allCases) func aMoveNoticeStillOwedOutlivesAnUpdate(_ kind: LedgerKind) async throws {
+        let (d, g, ledger, dir) = try await DispatcherTests().make(on: kind, [.success, .transient(code: nil, text: "timeout")])
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let v1 = Self.booking([0, 1])
+        _ = try await d.handle(event: .bookingConfirmed, booking: v1, previous: nil)
+        let (v2, p2) = Self.next(v1) { ($0.start, $0.startsAt) = ("11:00", "2026-11-23T10:00:00Z") }
+        _ = try await d.handle(event: .bookingRescheduled, booking: v2, previous: p2)
+        let retryRow = try #require(try await ledger.unpublished().first { $0.message.type == PassQueues.retryMessageType })
+        let retry = try ContractJSON.decode(PassRetryMessage.self, from: retryRow.message.body)
+        #expect(retry.noticeKind == .rescheduled && retry.passes.map(\.attendeeIndex) == [0, 1])
+        // v3 renames it and removes P1, who is told that instead.
+        let (v3, p3) = Self.next(v2) { $0.title = "Renamed"; $0.attendees = [Self.person(0)] }
+        #expect(try await d.handle(event: .bookingUpdated, booking: v3, previous: p3).notices[.removed] == [1])
+        let late = try await d.handle(retry: retry)
+        #expect(late.notices[.rescheduled] == [0], "P0 still holds v1's pass and was never told")
+        #expect(g.notices.last?.kind == .rescheduled && g.notices.last?.emails == ["p0@example.com"])
+        #expect(try await d.handle(retry: retry).gatewayCalls == 0, "once")
+
+        let (e, _, ledger2, dir2) = try await DispatcherTests().make(on: kind, [.success, .transient(code: nil, text: "timeout")])
+        defer { try? FileManager.default.removeItem(at: dir2) }
+        _ = try await e.handle(event: .bookingConfirmed, booking: v1, previous: nil)
+        _ = try await e.handle(event: .bookingRescheduled, booking: v2, previous: p2)
+        let owed = try #require(try await ledger2.unpublished().first { $0.message.type == PassQueues.retryMessageType })
+        let (w3, q3) = Self.next(v2) { ($0.start, $0.startsAt) = ("13:00", "2026-11-23T12:00:00Z") }
+        #expect(try await e.handle(event: .bookingRescheduled, booking: w3, previous: q3).notices[.rescheduled] == [0, 1])
+        #expect(try await e.handle(retry: try ContractJSON.decode(PassRetryMessage.self, from: owed.message.body)).dropped == .stale,
+                "moved again: that move's notice told them")
+
+        // Given up on (`passes.failed`), then a title edit: an operator's
+        // retry still tells them.
+        let (f, h, ledger3, dir3) = try await DispatcherTests().make(
+            on: kind, [.success, .passFailed(index: 0, code: 4001, text: "mailbox full")], maxAttempts: 1)
+        defer { try? FileManager.default.removeItem(at: dir3) }
+        _ = try await f.handle(event: .bookingConfirmed, booking: v1, previous: nil)
+        _ = try await f.handle(event: .bookingRescheduled, booking: v2, previous: p2)
+        let failedRow = try #require(try await ledger3.unpublished().first { $0.message.routingKey == Topology.passesFailedQueue })
+        let failed = try ContractJSON.decode(FailedPass.self, from: failedRow.message.body)
+        #expect(failed.kind == .rescheduled && failed.attendeeIndex == 0)
+        let (r3, s3) = Self.next(v2) { $0.title = "Renamed" }
+        _ = try await f.handle(event: .bookingUpdated, booking: r3, previous: s3)
+        #expect(try await f.handle(retry: .operatorRetry(of: failed, token: "t1")).notices[.rescheduled] == [0])
+        #expect(h.notices.last?.kind == .rescheduled && h.notices.last?.emails == ["p0@example.com"])
+    }
+
     /// A reschedule in an approval room: the old pass holders hear that it
     /// moved, but the new pass waits for the approval; a rejection then
     /// tells those who were sent a pass.

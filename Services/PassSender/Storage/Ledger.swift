@@ -356,16 +356,29 @@ public final class PassLedger: Sendable {
     /// (`attempting`); if its claimer died, its event comes again and,
     /// though stale now, claims it once the lease ran out (the late
     /// update's removals, ``admit(event:booking:previous:)``).
-    static func supersede(_ db: any LedgerSQL, booking: Booking, claimer: Claimer) throws {
+    ///
+    /// So is a `rescheduled` notice whose retry is waiting (`scheduled`)
+    /// when `booking` keeps its times (`keepMovesFrom`: the version whose
+    /// times `booking` has) and its person is still an attendee: a title
+    /// edit does not tell them that their old pass is void, the retry does.
+    /// One being sent by a claimer that died is dropped as before.
+    static func supersede(_ db: any LedgerSQL, booking: Booking, keepMovesFrom: Int?, claimer: Claimer) throws {
         // One statement, as before removals were kept (no read to wait for
         // on PostgreSQL); the attendees' e-mails as its last arguments.
         let back = Array(Set(booking.attendees.map { normalised($0.email) })).sorted()
-        let removedBack = back.isEmpty ? "" : " OR email IN (" + Array(repeating: "?", count: back.count).joined(separator: ", ") + ")"
+        let list = "(" + Array(repeating: "?", count: back.count).joined(separator: ", ") + ")"
+        let removedBack = back.isEmpty ? "" : " OR email IN " + list
+        var arguments: [SQLValue] = [.double(claimer.now), .text(booking.id), .int(Int64(booking.version))] + back.map { .text($0) }
+        var movesOwed = ""
+        if let keepMovesFrom, !back.isEmpty {
+            movesOwed = "\n  AND NOT (kind = 'rescheduled' AND status = 'scheduled' AND version >= ? AND email IN \(list))"
+            arguments += [.int(Int64(keepMovesFrom))] + back.map { .text($0) }
+        }
         try db.execute("""
             UPDATE notice SET status = 'dropped', updatedAt = ?
             WHERE bookingId = ? AND version < ? AND status IN ('attempting', 'scheduled')
-              AND (kind <> 'removed'\(removedBack))
-            """, [.double(claimer.now), .text(booking.id), .int(Int64(booking.version))] + back.map { .text($0) })
+              AND (kind <> 'removed'\(removedBack))\(movesOwed)
+            """, arguments)
     }
 
     static func row(_ db: any LedgerSQL, _ key: RowKey) throws -> PassRecord? {

@@ -15,7 +15,7 @@ extension PassLedger {
     /// - records the version (and, for confirmed/rescheduled, that the
     ///   times hold from it), the snapshot with `previous`, and marks
     ///   older versions' unsent work `dropped`: this version decides
-    ///   (except `removed` notices still owed, ``supersede(_:booking:claimer:)``);
+    ///   (except `removed` notices still owed, ``supersede(_:booking:keepMovesFrom:claimer:)``);
     /// - claims per kind the recipients the contract names, each by
     ///   (booking, version, kind, normalised e-mail); a row that exists is
     ///   left alone unless it is `attempting` (a previous process died
@@ -103,7 +103,7 @@ extension PassLedger {
             """, booking.id, booking.version, isEnd, timesVersion, now)
         try Self.storeSnapshot(db, booking, previous)
         try Self.storeOccurrence(db, booking)
-        try Self.supersede(db, booking: booking, claimer: claimer)
+        try Self.supersede(db, booking: booking, keepMovesFrom: isEnd ? nil : timesVersion, claimer: claimer)
 
         let confirmed = booking.status == .confirmed
         var jobs: [NoticeJob] = []
@@ -245,15 +245,24 @@ extension PassLedger {
         // goes to everyone else, since no later notice names them.
         var backAtLatest: Set<String> = []
         var overtaken = false
+        // A `rescheduled` notice overtaken by a newer version of the same
+        // times still goes to those of the newest version's attendees it
+        // was owed to: no later notice tells them their old pass is void.
+        var movedAndKept: Booking?
         if let bookingRow {
             let latestVersion = bookingRow.int("latestVersion") ?? 0
             let drop: DropReason? = bookingRow.bool("cancelled") == true && kind != .cancelled ? .cancelled
                 : latestVersion > message.version ? .stale : nil
             if let drop {
-                guard kind == .removed, let latest = try Self.snapshot(db, bookingId: message.bookingId, version: latestVersion) else {
+                guard kind == .removed || (kind == .rescheduled && drop == .stale),
+                      let latest = try Self.snapshot(db, bookingId: message.bookingId, version: latestVersion) else {
                     return .dropped(drop)
                 }
-                backAtLatest = Set(latest.attendees.map { Self.normalised($0.email) })
+                if kind == .removed {
+                    backAtLatest = Set(latest.attendees.map { Self.normalised($0.email) })
+                } else {
+                    movedAndKept = latest
+                }
                 overtaken = true
             }
         }
@@ -272,6 +281,9 @@ extension PassLedger {
         if (kind == .rescheduled || kind == .removed) && previous == nil {
             throw UnusableMessage(description: "a \(kind.rawValue) retry of booking \(booking.id) v\(booking.version) without the booking's previous state")
         }
+        // Moved again since: the newer move's notice tells them.
+        if let latest = movedAndKept, !Self.sameTimes(BookingSnapshot(latest), booking) { return .dropped(.stale) }
+        let stillAttending = Set(movedAndKept?.attendees.map { Self.normalised($0.email) } ?? [])
         if bookingRow == nil {
             try db.execute("""
                 INSERT INTO booking (id, latestVersion, cancelled, timesVersion, updatedAt) VALUES (?, ?, ?, ?, ?)
@@ -296,6 +308,7 @@ extension PassLedger {
             }
             let email = Self.normalised(list[p.attendeeIndex].email)
             if backAtLatest.contains(email) { continue }
+            if movedAndKept != nil && !stillAttending.contains(email) { continue }
             // Added back and removed again since: the newer removal's notice tells them.
             if overtaken, try Self.removedSince(db, bookingId: booking.id, email: email, after: message.version) { continue }
             let key = RowKey(bookingId: booking.id, version: booking.version, kind: kind, email: email)
