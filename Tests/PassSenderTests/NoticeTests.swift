@@ -295,6 +295,41 @@ struct NoticeTests {
         #expect(h.notices.last?.kind == .rescheduled && h.notices.last?.emails == ["p0@example.com"])
     }
 
+    /// The same, where the newer version is the approval of a pending
+    /// reschedule (same times); and a notice given up on is stale once the
+    /// booking moved away and back, since both moves told them.
+    @Test(arguments: LedgerKind.allCases) func aMoveNoticeStillOwedOutlivesTheApprovalNotAnotherMove(_ kind: LedgerKind) async throws {
+        let (a, g, ledger, dir) = try await DispatcherTests().make(on: kind, [.success, .transient(code: nil, text: "timeout")])
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let v1 = Self.booking([0, 1])
+        _ = try await a.handle(event: .bookingConfirmed, booking: v1, previous: nil)
+        let (v2, p2) = Self.next(v1) { ($0.start, $0.startsAt, $0.status) = ("11:00", "2026-11-23T10:00:00Z", .pending) }
+        _ = try await a.handle(event: .bookingRescheduled, booking: v2, previous: p2)
+        let waiting = try #require(try await ledger.unpublished().first { $0.message.type == PassQueues.retryMessageType })
+        let (v3, p3) = Self.next(v2) { $0.status = .confirmed }
+        let approved = try await a.handle(event: .bookingConfirmed, booking: v3, previous: p3)
+        #expect(approved.notices[.rescheduled] == nil && approved.delivered.sorted() == [0, 1], "the approval sends passes")
+        let late = try await a.handle(retry: try ContractJSON.decode(PassRetryMessage.self, from: waiting.message.body))
+        #expect(late.notices[.rescheduled] == [0, 1], "the retry still tells them the old pass is void")
+        #expect(g.notices.last?.kind == .rescheduled)
+
+        let (b, h, ledger2, dir2) = try await DispatcherTests().make(
+            on: kind, [.success, .passFailed(index: 0, code: 4001, text: "mailbox full")], maxAttempts: 1)
+        defer { try? FileManager.default.removeItem(at: dir2) }
+        let (w2, q2) = Self.next(v1) { ($0.start, $0.startsAt) = ("11:00", "2026-11-23T10:00:00Z") }
+        _ = try await b.handle(event: .bookingConfirmed, booking: v1, previous: nil)
+        _ = try await b.handle(event: .bookingRescheduled, booking: w2, previous: q2)
+        let failedRow = try #require(try await ledger2.unpublished().first { $0.message.routingKey == Topology.passesFailedQueue })
+        let failed = try ContractJSON.decode(FailedPass.self, from: failedRow.message.body)
+        let (w3, q3) = Self.next(w2) { ($0.start, $0.startsAt) = ("13:00", "2026-11-23T12:00:00Z") }
+        _ = try await b.handle(event: .bookingRescheduled, booking: w3, previous: q3)
+        let (w4, q4) = Self.next(w3) { ($0.start, $0.startsAt) = (w2.start, w2.startsAt) }
+        #expect(try await b.handle(event: .bookingRescheduled, booking: w4, previous: q4).notices[.rescheduled] == [0, 1])
+        let calls = h.notices.count
+        #expect(try await b.handle(retry: .operatorRetry(of: failed, token: "t1")).dropped == .stale, "moved away and back")
+        #expect(h.notices.count == calls)
+    }
+
     /// A reschedule in an approval room: the old pass holders hear that it
     /// moved, but the new pass waits for the approval; a rejection then
     /// tells those who were sent a pass.

@@ -75,10 +75,11 @@ extension PassLedger {
         // The same event coming again finds the old times in what it
         // stored as its `previous` the first time.
         let mayStandIn = type == .bookingUpdated || (type == .bookingConfirmed && booking.status == .confirmed)
+        let timed = (type == .bookingUpdated || type == .bookingConfirmed) && timesVersion > 0 && timesVersion < booking.version
+            ? try Self.snapshot(db, bookingId: booking.id, version: timesVersion) : nil
+        let timesDiffer = timed.map { !Self.sameTimes(BookingSnapshot($0), booking) } ?? false
         var moved = false
-        if mayStandIn, timesVersion > 0, timesVersion < booking.version,
-           let timed = try Self.snapshot(db, bookingId: booking.id, version: timesVersion),
-           !Self.sameTimes(BookingSnapshot(timed), booking) {
+        if mayStandIn, let timed, timesDiffer {
             var old = previous ?? BookingSnapshot(timed)
             (old.date, old.start, old.end, old.startsAt, old.endsAt) = (timed.date, timed.start, timed.end, timed.startsAt,
                                                                         timed.endsAt)
@@ -90,7 +91,10 @@ extension PassLedger {
             previous = stored
             moved = true
         }
-        if type == .bookingConfirmed || type == .bookingRescheduled || timesVersion == 0 || moved {
+        // An approval of the same times leaves the version of the last
+        // move: a `rescheduled` notice it still owes is kept (supersede).
+        let approvesSameTimes = type == .bookingConfirmed && timed != nil && !timesDiffer
+        if (type == .bookingConfirmed && !approvesSameTimes) || type == .bookingRescheduled || timesVersion == 0 || moved {
             timesVersion = booking.version
         }
         // `OR` of two booleans: SQLite's integers and PostgreSQL's
@@ -221,7 +225,9 @@ extension PassLedger {
     /// claimed. Dropped when a newer version of the booking is known, or,
     /// except for `cancelled` notices, when it was cancelled — except a
     /// `removed` notice, which still goes to those not back among the
-    /// newest version's attendees.
+    /// newest version's attendees, and a `rescheduled` notice while no
+    /// newer version moved the booking again (nor cancelled it), which
+    /// still goes to those among the newest version's attendees.
     public func admit(retry message: PassRetryMessage) async throws -> Admission {
         try await admitCollecting(retry: message).admission
     }
@@ -239,7 +245,7 @@ extension PassLedger {
     private static func admission(_ db: any LedgerSQL, retry message: PassRetryMessage, claimer: Claimer) throws -> Admission {
         let now = claimer.now
         let kind = message.noticeKind
-        let bookingRow = try db.row("SELECT latestVersion, cancelled FROM booking WHERE id = ?", message.bookingId)
+        let bookingRow = try db.row("SELECT latestVersion, cancelled, timesVersion FROM booking WHERE id = ?", message.bookingId)
         // Who is an attendee again at the newest version: a `removed`
         // notice overtaken by a newer version (or the cancellation) still
         // goes to everyone else, since no later notice names them.
@@ -254,7 +260,10 @@ extension PassLedger {
             let drop: DropReason? = bookingRow.bool("cancelled") == true && kind != .cancelled ? .cancelled
                 : latestVersion > message.version ? .stale : nil
             if let drop {
-                guard kind == .removed || (kind == .rescheduled && drop == .stale),
+                // Moved since (a reschedule, or an event that stood in
+                // for one): that move's notice told them.
+                let movedSince = (bookingRow.int("timesVersion") ?? 0) > message.version
+                guard kind == .removed || (kind == .rescheduled && drop == .stale && !movedSince),
                       let latest = try Self.snapshot(db, bookingId: message.bookingId, version: latestVersion) else {
                     return .dropped(drop)
                 }
