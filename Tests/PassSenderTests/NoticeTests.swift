@@ -245,6 +245,15 @@ struct NoticeTests {
         #expect(g.noticeFromStarts.last == Int64(ContractFormat.parseTimestamp(a1.startsAt)!.timeIntervalSince1970))
         #expect(try await d.handle(event: .bookingRescheduled, booking: a2, previous: r2).dropped == .stale)
         #expect(try await d.handle(event: .bookingConfirmed, booking: a3, previous: r3).gatewayCalls == 0)
+
+        // Without its `previous` (a newer contract's event read by the
+        // fallback) an update cannot say whom it removed: no stand-in.
+        var n1 = Self.booking([7])
+        n1.id = "bk-no-previous"
+        _ = try await d.handle(event: .bookingConfirmed, booking: n1, previous: nil)
+        let (n2, _) = Self.next(n1) { ($0.start, $0.startsAt) = ("11:00", "2026-11-23T10:00:00Z") }
+        let (n3, _) = Self.next(n2) { $0.title = "Renamed" }
+        #expect(try await d.handle(event: .bookingUpdated, booking: n3, previous: nil).notices[.rescheduled] == nil)
     }
 
     /// A `rescheduled` notice whose retry is waiting when an update comes

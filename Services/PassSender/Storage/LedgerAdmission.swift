@@ -12,10 +12,11 @@ extension PassLedger {
     /// - dropped when a newer version is known, or when the booking was
     ///   cancelled (a redelivered cancellation of the same version resumes
     ///   its notices);
-    /// - records the version (and, for confirmed/rescheduled, that the
-    ///   times hold from it), the snapshot with `previous`, and marks
-    ///   older versions' unsent work `dropped`: this version decides
-    ///   (except `removed` notices still owed, ``supersede(_:booking:keepMovesFrom:claimer:)``);
+    /// - records the version (and, when it moves the booking or confirms
+    ///   other times, that the times hold from it), the snapshot with
+    ///   `previous`, and marks older versions' unsent work `dropped`: this
+    ///   version decides (except `removed` and `rescheduled` notices still
+    ///   owed, ``supersede(_:booking:keepMovesFrom:claimer:)``);
     /// - claims per kind the recipients the contract names, each by
     ///   (booking, version, kind, normalised e-mail); a row that exists is
     ///   left alone unless it is `attempting` (a previous process died
@@ -79,8 +80,10 @@ extension PassLedger {
             ? try Self.snapshot(db, bookingId: booking.id, version: timesVersion) : nil
         let timesDiffer = timed.map { !Self.sameTimes(BookingSnapshot($0), booking) } ?? false
         var moved = false
-        if mayStandIn, let timed, timesDiffer {
-            var old = previous ?? BookingSnapshot(timed)
+        // Only with the event's `previous`: without it the event names no
+        // one it removed, and the older snapshot's attendees would.
+        if mayStandIn, previous != nil, let timed, timesDiffer {
+            var old = previous!
             (old.date, old.start, old.end, old.startsAt, old.endsAt) = (timed.date, timed.start, timed.end, timed.startsAt,
                                                                         timed.endsAt)
             previous = old
