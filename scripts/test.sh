@@ -125,7 +125,7 @@ fi
 section "building (swift build --build-tests)"
 "$SWIFT_BIN" build --build-tests
 
-section "testing (swift test${*:+ $*})"
+section "testing (swift test --skip-build${*:+ $*})"
 rc=0
 TEST_LOG=$(mktemp /tmp/room-booking-test-log.XXXXXX)
 # Serial: the integration tests start handlers, broker nodes and rabbitmqctl

@@ -85,8 +85,6 @@ public enum DeadLetterCopy {
     /// - Parameters:
     ///   - code: the contract's error code the sender was answered with, if any.
     ///   - service: who dead-lettered it (`x-dead-lettered-by`).
-    ///   - now: the clock for `x-dead-lettered-at` (UTC, the contract's
-    ///     timestamp format), the time `bookingctl failed` shows.
     ///   - alsoKeep: sender headers that must survive when the sender's
     ///     headers leave no room for the service's (the copy then goes
     ///     without the others, saying so, rather than not at all).
@@ -95,7 +93,7 @@ public enum DeadLetterCopy {
     ///   not be confirmed at all.
     public static func publish(_ delivery: AMQPDelivery, from queue: String, reason: String, code: Int? = nil,
                                by service: String, alsoKeep: [String] = [],
-                               on connection: AMQPConnection, now: () -> Date = Date.init) async throws -> Bool {
+                               on connection: AMQPConnection) async throws -> Bool {
         var properties = delivery.properties
         for header in serviceHeaders + [droppedHeader] { properties.headers[header] = nil }
         if let original = properties.userID { properties.headers["x-original-user-id"] = .string(original) }
@@ -109,7 +107,7 @@ public enum DeadLetterCopy {
         properties.headers["x-dead-lettered-by"] = .string(service)
         // When it failed: the copy is a plain publish, so RabbitMQ adds no
         // x-death of its own, and any x-death it carries is the sender's.
-        properties.headers["x-dead-lettered-at"] = .string(ContractFormat.timestamp(now()))
+        properties.headers["x-dead-lettered-at"] = .string(ContractFormat.timestamp(Date()))
         properties.deliveryMode = .persistent
         func send(_ properties: AMQPProperties) async throws(AMQPError) {
             try await connection.publish(delivery.body, exchange: Topology.deadLetterExchange,

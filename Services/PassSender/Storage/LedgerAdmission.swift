@@ -82,8 +82,7 @@ extension PassLedger {
         var moved = false
         // Only with the event's `previous`: without it the event names no
         // one it removed, and the older snapshot's attendees would.
-        if mayStandIn, previous != nil, let timed, timesDiffer {
-            var old = previous!
+        if mayStandIn, var old = previous, let timed, timesDiffer {
             (old.date, old.start, old.end, old.startsAt, old.endsAt) = (timed.date, timed.start, timed.end, timed.startsAt,
                                                                         timed.endsAt)
             previous = old
